@@ -1,0 +1,1 @@
+"""Package data: the JSON Schema of the certificate format (installed as ``softrank_cert.schema``)."""

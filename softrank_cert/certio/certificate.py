@@ -1,0 +1,225 @@
+"""Certificate documents (format version 1, DESIGN.md section 3): read, validate, build.
+
+Reading is strict and fails closed, in this order (each step raises a subclass of
+:class:`~softrank_cert.errors.InvalidInputError` with a one-line reason):
+
+1. size of the file against :data:`MAX_CERTIFICATE_BYTES`, UTF-8 decoding;
+2. JSON parsing that refuses duplicate keys, NaN/Infinity and any non-integer number;
+3. the JSON Schema (``certificates/schema/``);
+4. arrays: size limits before decoding, base64 length, SHA-256, finiteness;
+5. the operator (:class:`~softrank_cert.kernel.Operator` re-checks shapes and values) and
+   the bracket ends' shapes against it.
+
+The format module knows nothing about solvers, and nothing here decides a claim.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+
+from .. import __version__
+from ..errors import CertificateFormatError, InvalidInputError, SoftrankError
+from ..kernel import Operator, parse_tolerance
+from .arrays import decode_array, encode_array
+
+FORMAT_NAME = "softrank-certificate"
+FORMAT_VERSION = 1
+#: Refuse certificate files larger than this before reading them.
+MAX_CERTIFICATE_BYTES = 1 << 30
+
+
+@dataclass(frozen=True)
+class LowerEnd:
+    """Claim ``r_eps >= k``: trivial (``X``/``Y`` None) or certified by X (k x m), Y (N x k)."""
+
+    k: int
+    method: str
+    X: np.ndarray | None = None
+    Y: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class UpperEnd:
+    """Claim ``r_eps <= r``: trivial (``identity``/``zero``) or witnessed by U (m x r), W (N x r)."""
+
+    r: int
+    construction: str
+    U: np.ndarray | None = None
+    W: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Bracket:
+    eps: str
+    lower: LowerEnd
+    upper: UpperEnd
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """A decoded certificate: the exact operator and its bracket claims."""
+
+    operator_id: str
+    operator: Operator
+    brackets: tuple[Bracket, ...]
+    provenance: dict[str, Any] = field(default_factory=dict)
+    document: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    """The JSON Schema of format version 1 (``certificates/schema/``)."""
+    text = resources.files("softrank_cert.schema").joinpath("softrank-certificate-v1.schema.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise CertificateFormatError(f"duplicate JSON key {key!r}")
+        result[key] = value
+    return result
+
+
+def _no_float(text: str) -> Any:
+    raise CertificateFormatError(f"JSON number {text[:30]!r} is not an integer; exact values are decimal strings or base64 arrays")
+
+
+def _no_constant(text: str) -> Any:
+    raise CertificateFormatError(f"JSON constant {text} is not allowed")
+
+
+def parse_json_strict(raw: bytes) -> Any:
+    """Parse JSON refusing duplicate keys, NaN/Infinity and non-integer numbers."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CertificateFormatError("file is not UTF-8 text") from None
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_float=_no_float, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise CertificateFormatError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise CertificateFormatError("JSON nesting is too deep") from None
+    except ValueError as exc:  # e.g. integers with too many digits
+        raise CertificateFormatError(f"not valid JSON: {exc}") from None
+
+
+def check_schema(document: Any) -> None:
+    """Raise :class:`CertificateFormatError` naming the first schema violation."""
+    validator = jsonschema.Draft202012Validator(schema())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(document))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+        message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
+        raise CertificateFormatError(f"schema: at {where}: {message}")
+
+
+def read_json_file(path: str | Path) -> Any:
+    """Steps 1-2: the file's bytes, size-checked, parsed strictly (not yet schema-checked)."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_CERTIFICATE_BYTES:
+            raise CertificateFormatError(f"{path}: {size} bytes exceeds the limit {MAX_CERTIFICATE_BYTES}")
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return parse_json_strict(raw)
+
+
+def decode_certificate(document: Any) -> Certificate:
+    """Steps 3-5: schema, arrays, operator and ends."""
+    check_schema(document)
+    op_doc = document["operator"]
+    arrays = {name: decode_array(obj, f"operator.arrays.{name}") for name, obj in op_doc["arrays"].items()}
+    operator = Operator(kind=op_doc["kind"], arrays=arrays, beta=op_doc.get("beta", "inv_sqrt_d"), mask=op_doc["mask"])
+    m, n = operator.shape
+    brackets = []
+    for index, item in enumerate(document["brackets"]):
+        where = f"brackets[{index}]"
+        parse_tolerance(item["eps"])
+        lower_doc, upper_doc = item["lower"], item["upper"]
+        if "X" in lower_doc:
+            lower = LowerEnd(lower_doc["k"], lower_doc["method"], decode_array(lower_doc["X"], f"{where}.lower.X"), decode_array(lower_doc["Y"], f"{where}.lower.Y"))
+            _expect_shape(lower.X, (lower.k, m), f"{where}.lower.X")
+            _expect_shape(lower.Y, (n, lower.k), f"{where}.lower.Y")
+            if lower.k > operator.p:
+                raise CertificateFormatError(f"{where}.lower: k = {lower.k} exceeds p = {operator.p}")
+        else:
+            lower = LowerEnd(lower_doc["k"], lower_doc["method"])
+        if "U" in upper_doc:
+            upper = UpperEnd(upper_doc["r"], upper_doc["construction"], decode_array(upper_doc["U"], f"{where}.upper.U"), decode_array(upper_doc["W"], f"{where}.upper.W"))
+            _expect_shape(upper.U, (m, upper.r), f"{where}.upper.U")
+            _expect_shape(upper.W, (n, upper.r), f"{where}.upper.W")
+        else:
+            upper = UpperEnd(upper_doc["r"], upper_doc["construction"])
+            expected = operator.p if upper.construction == "identity" else 0
+            if upper.r != expected:
+                raise CertificateFormatError(f"{where}.upper: the {upper.construction} witness has r = {expected}, not {upper.r}")
+        brackets.append(Bracket(item["eps"], lower, upper))
+    return Certificate(op_doc["id"], operator, tuple(brackets), dict(op_doc.get("provenance", {})), document)
+
+
+def _expect_shape(array: np.ndarray, shape: tuple[int, int], where: str) -> None:
+    if array.shape != shape:
+        raise CertificateFormatError(f"{where} has shape {list(array.shape)}, expected {list(shape)}")
+
+
+def operator_document(operator_id: str, operator: Operator, provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``operator`` object of a certificate (arrays bit-exact, beta as an exact string)."""
+    doc: dict[str, Any] = {
+        "id": operator_id,
+        "kind": operator.kind,
+        "arrays": {name: encode_array(a) for name, a in operator.arrays.items()},
+        "mask": operator.mask,
+    }
+    if operator.kind == "qk":
+        doc["beta"] = operator.beta
+    if provenance:
+        doc["provenance"] = provenance
+    return doc
+
+
+def lower_document(end: LowerEnd) -> dict[str, Any]:
+    if end.X is None:
+        return {"k": end.k, "method": "trivial"}
+    return {"k": end.k, "X": encode_array(end.X), "Y": encode_array(end.Y), "method": end.method}
+
+
+def upper_document(end: UpperEnd) -> dict[str, Any]:
+    if end.U is None:
+        return {"r": end.r, "construction": end.construction}
+    return {"r": end.r, "U": encode_array(end.U), "W": encode_array(end.W), "construction": end.construction}
+
+
+def certificate_document(operator_id: str, operator: Operator, brackets: list[Bracket], *, created: str,
+                         provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An unsigned certificate document (schema-checked before it is returned)."""
+    document = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "operator": operator_document(operator_id, operator, provenance),
+        "brackets": [{"eps": b.eps, "lower": lower_document(b.lower), "upper": upper_document(b.upper)} for b in brackets],
+        "generator": {"name": "softrank-cert", "version": __version__, "created": created},
+    }
+    try:
+        check_schema(document)
+    except SoftrankError as exc:
+        raise CertificateFormatError(f"refusing to write an invalid certificate: {exc}") from None
+    return document
+
+
+__all__ = [
+    "Bracket", "Certificate", "LowerEnd", "UpperEnd", "certificate_document", "check_schema",
+    "decode_certificate", "parse_json_strict", "read_json_file", "schema",
+]

@@ -1,0 +1,1 @@
+"""Command-line front ends: ``softrank`` and ``softrank-verify`` (DESIGN.md section 4)."""

@@ -1,0 +1,55 @@
+"""Shared CLI plumbing: one-line errors with documented exit codes, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Callable, NoReturn
+
+from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, SoftrankError
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a usage error on one line and exits 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_INVALID_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def make_parser(prog: str, description: str, epilog: str) -> OneLineParser:
+    return OneLineParser(prog=prog, description=description, epilog=epilog,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def run_main(prog: str, body: Callable[[], int]) -> NoReturn:
+    """Run ``body`` and exit with its code; errors become one line on stderr.
+
+    SoftrankError -> its exit code; invalid memory requests -> 2; anything else is a bug:
+    one line and exit 4 (set SOFTRANK_DEBUG=1 to see the traceback).
+    """
+    try:
+        code = body()
+    except SoftrankError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        code = exc.exit_code
+    except MemoryError:
+        print(f"{prog}: error: out of memory for this input", file=sys.stderr)
+        code = EXIT_INVALID_INPUT
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        code = 130
+    except Exception as exc:  # a bug: still one line, unless debugging
+        if os.environ.get("SOFTRANK_DEBUG"):
+            raise
+        print(f"{prog}: internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
+              "(set SOFTRANK_DEBUG=1 for a traceback)", file=sys.stderr)
+        code = EXIT_INTERNAL
+    sys.exit(code)
+
+
+def canonical_dump(document: object) -> str:
+    """Readable, stable JSON text for certificates and reports (keys sorted, 1-space indent)."""
+    import json
+
+    return json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n"

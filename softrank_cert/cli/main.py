@@ -1,0 +1,32 @@
+"""``softrank``: the toolkit's main command (subcommands below)."""
+
+from __future__ import annotations
+
+from .. import __version__
+from . import keys
+from .common import make_parser, run_main
+
+EPILOG = """\
+subcommand examples:
+  softrank keygen --out issuer.key
+  softrank sign cert.json --key issuer.key
+Check any certificate with: softrank-verify cert.json
+"""
+
+
+def build_parser():
+    parser = make_parser("softrank", "Certified approximation ranks of softmax attention.", EPILOG)
+    parser.add_argument("--version", action="version", version=f"softrank-cert {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for register in (keys.add_keygen, keys.add_sign):
+        register(sub)
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
+    run_main(f"softrank {args.command}", lambda: args.run(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""``softrank-verify``: re-check certificates with the trusted Arb kernel."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from ..certio.signing import load_trusted_keys
+from ..errors import EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_INVALID_INPUT, EXIT_REJECTED, EXIT_VERIFIED, SoftrankError
+from ..kernel import DEFAULT_MAX_PREC, Status, Verdict
+from ..numfmt import format_down, format_up
+from ..verification import CertificateReport, verify_certificate_file
+from .common import make_parser, run_main
+
+EPILOG = """\
+examples:
+  softrank-verify certificates/examples/*.json
+  softrank-verify cert.json --trusted-keys certificates/examples/issuer.pub --require-signature
+  softrank-verify cert.json --json --max-prec 1024
+
+exit codes:
+  0  every claim VERIFIED
+  1  some claim REJECTED (a witness or certificate that is provably false)
+  2  invalid input (unreadable, schema, hash mismatch, bad/untrusted/missing signature, sizes)
+  3  nothing rejected, but some claim INCONCLUSIVE at the maximum precision
+  4  internal inconsistency (a verified lower end above a verified upper end): a bug
+When files disagree the most severe code wins: 4, then 2, then 1, then 3.
+"""
+#: Order in which per-file exit codes dominate the overall one.
+SEVERITY = [EXIT_INTERNAL, EXIT_INVALID_INPUT, EXIT_REJECTED, EXIT_INCONCLUSIVE, EXIT_VERIFIED]
+
+
+def overall_exit_code(codes: list[int]) -> int:
+    return min(codes, key=SEVERITY.index) if codes else EXIT_VERIFIED
+
+
+def _interval_json(interval: Any) -> dict[str, str] | None:
+    if interval is None:
+        return None
+    lo, hi = interval
+    return {"lower": format_down(lo, 17), "upper": format_up(hi, 17)}
+
+
+def verdict_json(v: Verdict) -> dict[str, Any]:
+    """Machine-readable verdict; bounds are decimal strings rounded outward (never overstated)."""
+    return {
+        "eps": v.eps, "side": v.side, "claim": v.claim, "rank": v.rank, "method": v.method,
+        "status": v.status.value, "margin": _interval_json(v.margin),
+        "value": _interval_json(v.value), "precision_bits": v.precision, "reason": v.reason,
+    }
+
+
+STYLE = {Status.VERIFIED: "green", Status.REJECTED: "bold red", Status.INCONCLUSIVE: "yellow"}
+
+
+def render_table(reports: list[CertificateReport], console: Console) -> None:
+    table = Table(title="softrank-verify", show_lines=False)
+    for column in ("operator", "eps", "claim", "method", "verdict", "margin", "prec"):
+        table.add_column(column, justify="right" if column in ("eps", "prec") else "left")
+    for report in reports:
+        for v in report.verdicts:
+            margin = "exact" if v.precision == 0 else ("-" if v.margin is None else f">= {format_down(v.margin[0])}")
+            table.add_row(report.operator_id, v.eps, v.claim, v.method,
+                          f"[{STYLE[v.status]}]{v.status.value}[/]", margin, str(v.precision) if v.precision else "-")
+    console.print(table)
+
+
+def main() -> None:
+    parser = make_parser(
+        "softrank-verify",
+        "Re-check softrank certificates: schema, hashes, signature, then every claim with the Arb kernel.",
+        EPILOG,
+    )
+    parser.add_argument("certificates", nargs="+", metavar="CERT.json")
+    parser.add_argument("--trusted-keys", metavar="FILE", help="did:key list (or a .pub file): only these signers are accepted")
+    parser.add_argument("--require-signature", action="store_true", help="unsigned certificates are invalid input (exit 2)")
+    parser.add_argument("--json", action="store_true", help="print a JSON report instead of the table")
+    parser.add_argument("--max-prec", type=int, default=DEFAULT_MAX_PREC, metavar="BITS",
+                        help=f"highest Arb precision tried before INCONCLUSIVE (default {DEFAULT_MAX_PREC})")
+    args = parser.parse_args()
+    run_main("softrank-verify", lambda: _run(args))
+
+
+def _run(args: Any) -> int:
+    trusted = load_trusted_keys(args.trusted_keys) if args.trusted_keys else None
+    console = Console(stderr=False)
+    reports: list[CertificateReport] = []
+    files: list[dict[str, Any]] = []
+    codes: list[int] = []
+    show_progress = len(args.certificates) > 1 and sys.stderr.isatty() and not args.json
+    with Progress(console=Console(stderr=True), transient=True, disable=not show_progress) as progress:
+        task = progress.add_task("verifying", total=len(args.certificates))
+        for path in args.certificates:
+            try:
+                report = verify_certificate_file(path, trusted_keys=trusted, require_signature=args.require_signature,
+                                                 max_prec=args.max_prec)
+            except SoftrankError as exc:
+                if not args.json:
+                    print(f"softrank-verify: {path}: {exc}", file=sys.stderr)
+                files.append({"path": str(path), "exit_code": exc.exit_code, "error": str(exc)})
+                codes.append(exc.exit_code)
+            else:
+                reports.append(report)
+                files.append({"path": report.path, "operator": report.operator_id, "signer": report.signer,
+                              "exit_code": report.exit_code, "claims": [verdict_json(v) for v in report.verdicts]})
+                codes.append(report.exit_code)
+            progress.advance(task)
+    code = overall_exit_code(codes)
+    if args.json:
+        print(json.dumps({"exit_code": code, "files": files}, indent=2))
+    elif reports:
+        render_table(reports, console)
+    return code
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""One exception hierarchy for the whole toolkit; the CLI catches :class:`SoftrankError`.
+
+Every error carries the process exit code the command-line contract (DESIGN.md section 4)
+assigns to it, and its message is a single line that says what is wrong.
+"""
+
+from __future__ import annotations
+
+#: Exit codes of the command-line contract.
+EXIT_VERIFIED = 0
+EXIT_REJECTED = 1
+EXIT_INVALID_INPUT = 2
+EXIT_INCONCLUSIVE = 3
+#: A verified lower end above a verified upper end, or any other broken invariant: a bug.
+EXIT_INTERNAL = 4
+
+
+class SoftrankError(Exception):
+    """Base class of every error the toolkit raises on purpose."""
+
+    exit_code: int = EXIT_INVALID_INPUT
+
+    def __str__(self) -> str:  # one line, always
+        return " ".join(super().__str__().split())
+
+
+class InvalidInputError(SoftrankError):
+    """The input is unreadable or malformed (exit 2)."""
+
+
+class InvalidOperatorError(InvalidInputError):
+    """Operator arrays, kind, beta or mask are not a valid attention operator."""
+
+
+class InvalidToleranceError(InvalidInputError):
+    """A tolerance is not a positive exact decimal string."""
+
+
+class SizeLimitError(InvalidInputError):
+    """A declared size is absurd; refused before anything is allocated."""
+
+
+class CertificateFormatError(InvalidInputError):
+    """A certificate is not valid JSON, fails the schema, or is internally inconsistent."""
+
+
+class HashMismatchError(CertificateFormatError):
+    """An array's bytes do not match its declared SHA-256."""
+
+
+class SignatureError(InvalidInputError):
+    """A Data Integrity proof is missing (when required), malformed, untrusted or invalid."""
+
+
+class KeyFileError(InvalidInputError):
+    """A key file is unreadable or malformed."""
+
+
+class InternalInvariantError(SoftrankError):
+    """Something that mathematics forbids happened (e.g. verified lower > verified upper).
+
+    This is a bug in the checker and must fail loudly (exit 4).
+    """
+
+    exit_code = EXIT_INTERNAL

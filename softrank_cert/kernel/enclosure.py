@@ -1,0 +1,131 @@
+"""Arb enclosures of S, A and log A for one operator at one precision (TRUSTED).
+
+Contract of :class:`Enclosure` (``proofs/softmax-enclosure.md``): at the working precision
+it was built with,
+
+* ``scores`` (``qk``/``scores`` kinds) is an m x N Arb matrix whose (i, j) ball contains the
+  exact ``S_ij = beta * sum_t Q_it K_jt`` (resp. the given ``S_ij``);
+* ``probabilities`` is an m x N Arb matrix whose (i, j) ball contains the exact ``A_ij``;
+  masked entries are the exact value 0;
+* ``log_probability(i, j)`` contains ``log A_ij`` for unmasked entries of softmax kinds;
+* ``row_abs_sum_max`` contains ``||A|| = max_i sum_j |A_ij|``.
+
+Softmax step (per row i with allowed columns J_i): for ANY real shift ``c_i``
+``A_ij = exp(S_ij - c_i) / sum_{l in J_i} exp(S_il - c_i)``.  The shift is a float64
+rough row maximum (computed by numpy: it is only a shift, its accuracy affects ball
+widths, not correctness), converted to Arb exactly.  Arb's ``exp``, ``+`` and ``/``
+return balls containing the exact results, so the quotient ball contains ``A_ij``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from flint import arb, arb_mat
+
+from .exact import float64_matrix_to_arb, fraction_to_arb
+from .operator import Operator
+
+
+def _rough_row_shifts(op: Operator, allowed: np.ndarray) -> list[float]:
+    """float64 row maxima of the scores over allowed keys (any finite values would be sound)."""
+    if op.kind == "qk":
+        q, k = op.arrays["Q"], op.arrays["K"]
+        beta = 1.0 / np.sqrt(q.shape[1]) if op.beta_exact is None else float(op.beta_exact)
+        with np.errstate(all="ignore"):
+            rough = (q @ k.T) * beta
+    else:
+        rough = op.arrays["S"]
+    masked = np.where(allowed, rough, -np.inf)
+    shifts = masked.max(axis=1)
+    # Overflowed or otherwise unusable shifts fall back to 0: still exact, still sound.
+    shifts = np.where(np.isfinite(shifts), shifts, 0.0)
+    return shifts.tolist()
+
+
+class Enclosure:
+    """Arb enclosures of one operator at the current working precision."""
+
+    def __init__(self, op: Operator) -> None:
+        self.op = op
+        m, n = op.shape
+        self.shape = (m, n)
+        allowed = op.allowed()
+        # Number of allowed keys per row: a prefix of the row (causal) or all of it.
+        self._row_lengths = allowed.sum(axis=1).tolist()
+        if op.kind == "probabilities":
+            self.scores = None
+            self.probabilities = float64_matrix_to_arb(op.arrays["A"])
+            self._shifted, self._log_norm = None, None
+            self.row_abs_sum_max = row_norm_max(self.probabilities)
+            return
+        self.scores = self._enclose_scores(op)
+        shifts = _rough_row_shifts(op, allowed)
+        entries = self.scores.entries()
+        probs: list[arb] = []
+        shifted_rows: list[list[arb]] = []
+        log_norms: list[arb] = []
+        zero = arb(0)
+        for i in range(m):
+            length = self._row_lengths[i]
+            c = arb(shifts[i])  # exact double
+            shifted = [s - c for s in entries[i * n : i * n + length]]
+            exps = [t.exp() for t in shifted]
+            total = sum(exps, zero)
+            probs.extend(e / total for e in exps)
+            probs.extend([zero] * (n - length))  # masked entries are exactly 0
+            shifted_rows.append(shifted)
+            log_norms.append(total.log())
+        self.probabilities = arb_mat(m, n, probs)
+        self._shifted, self._log_norm = shifted_rows, log_norms
+        # Softmax rows are nonnegative and sum to exactly 1 (proofs/softmax-enclosure.md, Lemma 2).
+        self.row_abs_sum_max = arb(1)
+
+    @staticmethod
+    def _enclose_scores(op: Operator) -> arb_mat:
+        if op.kind == "scores":
+            return float64_matrix_to_arb(op.arrays["S"])
+        q = float64_matrix_to_arb(op.arrays["Q"])
+        kt = float64_matrix_to_arb(np.ascontiguousarray(op.arrays["K"].T))
+        beta = arb(op.head_dim).rsqrt() if op.beta_exact is None else fraction_to_arb(op.beta_exact)
+        return (q * kt) * beta
+
+    def log_probability(self, i: int, j: int) -> arb:
+        """Ball containing ``log A_ij = (S_ij - c_i) - log Z_i`` (unmasked softmax entries only)."""
+        if self._shifted is None:
+            raise ValueError("log A of a 'probabilities' operator: use log of the entries")
+        if j >= self._row_lengths[i]:
+            raise ValueError("log A_ij of a masked entry is -inf")
+        return self._shifted[i][j] - self._log_norm[i]
+
+
+def _ball_max(balls: list[arb]) -> arb:
+    """Ball containing the maximum of the exact values the balls contain."""
+    result = balls[0]
+    for b in balls[1:]:
+        result = result.max(b)
+    return result
+
+
+def row_abs_sums(matrix: arb_mat) -> list[arb]:
+    """Balls containing ``sum_j |M_ij|`` for each row i of an Arb matrix M.
+
+    ``abs`` of a ball is a ball containing the absolute values of its points, and sums of
+    balls contain the sums of their points, so each result contains the exact row sum.
+    """
+    rows, cols = matrix.nrows(), matrix.ncols()
+    entries = matrix.entries()
+    zero = arb(0)
+    return [sum((abs(x) for x in entries[i * cols : (i + 1) * cols]), zero) for i in range(rows)]
+
+
+def row_norm_max(matrix: arb_mat) -> arb:
+    """Ball containing the max-row-l1 norm ``||M|| = max_i sum_j |M_ij|`` of an Arb matrix."""
+    return _ball_max(row_abs_sums(matrix))
+
+
+def enclosure(op: Operator, prec: int) -> Enclosure:
+    """The cached :class:`Enclosure` of ``op`` at ``prec`` bits (caller sets the precision)."""
+    cache = op._cache
+    if prec not in cache:
+        cache[prec] = Enclosure(op)
+    return cache[prec]

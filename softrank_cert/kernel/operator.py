@@ -1,0 +1,137 @@
+"""The attention operator as exact data (TRUSTED).
+
+An :class:`Operator` is the exact real matrix ``A`` (m queries x N keys) that DESIGN.md
+section 1 defines from exact float64 inputs:
+
+* ``qk``:            ``A = softmax_rows(beta * Q K^T)``, Q (m x d), K (N x d);
+* ``scores``:        ``A = softmax_rows(S)``, S (m x N);
+* ``probabilities``: ``A`` is the given matrix itself.
+
+``beta`` is either the exact real ``1/sqrt(d)`` (``"inv_sqrt_d"``) or an exact rational.
+The causal mask sets ``S_ij = -inf`` (so ``A_ij = 0`` exactly) for ``j > i + (N - m)``:
+the m queries are the *last* m of the N positions, which for a square block is the usual
+``j > i``.  A causal operator therefore needs ``m <= N`` (every row keeps >= 1 key).
+
+Arrays are copied into read-only C-ordered float64 buffers at construction; an operator
+never changes afterwards.  Sizes are checked against :data:`MAX_DIM` and
+:data:`MAX_ENTRIES` before any Arb object is allocated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Mapping
+
+import numpy as np
+
+from ..errors import InvalidOperatorError, SizeLimitError
+from .exact import parse_decimal
+
+KINDS = ("qk", "scores", "probabilities")
+MASKS = ("none", "causal")
+#: Largest accepted length of any array dimension.
+MAX_DIM = 16384
+#: Largest accepted number of entries of any one array (2**24 doubles = 128 MiB).
+MAX_ENTRIES = 1 << 24
+_REQUIRED = {"qk": ("Q", "K"), "scores": ("S",), "probabilities": ("A",)}
+
+
+def check_shape(name: str, shape: tuple[int, ...]) -> None:
+    """Refuse absurd shapes before anything is allocated (raises :class:`SizeLimitError`)."""
+    if len(shape) != 2:
+        raise InvalidOperatorError(f"array {name} must be 2-D, has shape {list(shape)}")
+    rows, cols = shape
+    for n in (rows, cols):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise InvalidOperatorError(f"array {name} has invalid shape {list(shape)}")
+        if n > MAX_DIM:
+            raise SizeLimitError(f"array {name} dimension {n} exceeds the limit {MAX_DIM}")
+    if rows * cols > MAX_ENTRIES:
+        raise SizeLimitError(f"array {name} has {rows * cols} entries, limit {MAX_ENTRIES}")
+
+
+def _frozen_copy(name: str, value: object) -> np.ndarray:
+    array = np.asarray(value)
+    if array.dtype != np.float64:
+        raise InvalidOperatorError(f"array {name} must be float64, is {array.dtype}")
+    check_shape(name, tuple(int(n) for n in array.shape))
+    if not np.isfinite(array).all():
+        raise InvalidOperatorError(f"array {name} contains NaN or Inf")
+    copy = np.array(array, dtype=np.float64, order="C", copy=True)
+    copy.setflags(write=False)
+    return copy
+
+
+@dataclass(frozen=True, eq=False)
+class Operator:
+    """Exact attention operator.  See the module docstring for the mathematics.
+
+    ``beta`` is ``"inv_sqrt_d"`` or a plain decimal string (only for ``qk``); its exact
+    value is :attr:`beta_exact`.
+    """
+
+    kind: str
+    arrays: Mapping[str, np.ndarray]
+    beta: str = "inv_sqrt_d"
+    mask: str = "none"
+    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise InvalidOperatorError(f"operator kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if self.mask not in MASKS:
+            raise InvalidOperatorError(f"mask must be 'none' or 'causal', got {self.mask!r}")
+        wanted = _REQUIRED[self.kind]
+        if sorted(self.arrays) != sorted(wanted):
+            raise InvalidOperatorError(
+                f"a {self.kind!r} operator needs exactly the arrays {', '.join(wanted)}, got {', '.join(sorted(self.arrays)) or 'none'}"
+            )
+        arrays = {name: _frozen_copy(name, self.arrays[name]) for name in wanted}
+        object.__setattr__(self, "arrays", arrays)
+        if self.kind == "qk":
+            q, k = arrays["Q"], arrays["K"]
+            if q.shape[1] != k.shape[1]:
+                raise InvalidOperatorError(f"Q is {q.shape[0]}x{q.shape[1]} but K is {k.shape[0]}x{k.shape[1]}: head dimensions differ")
+            if q.shape[0] * k.shape[0] > MAX_ENTRIES:
+                raise SizeLimitError(f"operator would have {q.shape[0] * k.shape[0]} entries, limit {MAX_ENTRIES}")
+            if self.beta != "inv_sqrt_d":
+                parse_decimal(self.beta, "beta")  # validates the grammar
+        elif self.beta != "inv_sqrt_d":
+            raise InvalidOperatorError(f"beta applies to 'qk' operators only, not {self.kind!r}")
+        m, n = self.shape
+        if self.mask == "causal" and m > n:
+            raise InvalidOperatorError(f"a causal operator needs m <= N (queries are the last m of N positions), got {m}x{n}")
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(m, N): queries x keys."""
+        if self.kind == "qk":
+            return self.arrays["Q"].shape[0], self.arrays["K"].shape[0]
+        (array,) = self.arrays.values()
+        return array.shape
+
+    @property
+    def p(self) -> int:
+        """min(m, N): the rank of A is at most p, so r_eps(A) <= p."""
+        return min(self.shape)
+
+    @property
+    def beta_exact(self) -> Fraction | None:
+        """The exact rational beta, or None for the exact real ``1/sqrt(d)``."""
+        return None if self.beta == "inv_sqrt_d" else parse_decimal(self.beta, "beta")
+
+    @property
+    def head_dim(self) -> int | None:
+        return self.arrays["Q"].shape[1] if self.kind == "qk" else None
+
+    def allowed(self) -> np.ndarray:
+        """Boolean m x N array: True where ``A_ij`` may be nonzero (False = masked, exactly 0)."""
+        m, n = self.shape
+        if self.mask == "none":
+            return np.ones((m, n), dtype=bool)
+        return np.arange(n)[None, :] <= np.arange(m)[:, None] + (n - m)
+
+    def row_sums_exactly_one(self) -> bool:
+        """True when every row of A is a softmax row, hence sums to exactly 1 (||A|| = 1)."""
+        return self.kind in ("qk", "scores")
