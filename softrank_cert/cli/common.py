@@ -53,3 +53,28 @@ def canonical_dump(document: object) -> str:
     import json
 
     return json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def int_list(text: str) -> list[int]:
+    """argparse type for comma-separated integers such as ``64,128,256``."""
+    import argparse
+
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one integer")
+    return values
+
+
+def progress_bar(enabled: bool = True):
+    """A rich progress bar on stderr (hidden when stderr is not a terminal)."""
+    import sys
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TimeRemainingColumn(), console=Console(stderr=True), transient=True,
+                    disable=not (enabled and sys.stderr.isatty()))

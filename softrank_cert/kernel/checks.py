@@ -136,6 +136,7 @@ def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *
 def verify_trivial_upper(op: Operator, eps: str, r: int, *, max_prec: int = DEFAULT_MAX_PREC) -> Verdict:
     """Trivial upper ends: ``r = p`` (B = A, rank A <= p) always; ``r = 0`` iff ``||A|| <= eps``."""
     eps_q = parse_tolerance(eps)
+    r = _check_rank("r", r, op.p)
     if r == op.p:
         return _exact_verdict(Status.VERIFIED, "upper", r, eps, "identity", "B = A has rank <= p = min(m, N)")
     if r != 0:
@@ -155,6 +156,7 @@ def verify_trivial_upper(op: Operator, eps: str, r: int, *, max_prec: int = DEFA
 def verify_trivial_lower(op: Operator, eps: str, k: int, *, max_prec: int = DEFAULT_MAX_PREC) -> Verdict:
     """Trivial lower ends: ``k = 0`` always; ``k = 1`` iff ``||A|| > eps`` (B = 0 is then too far)."""
     eps_q = parse_tolerance(eps)
+    k = _check_rank("k", k, op.p)
     if k == 0:
         return _exact_verdict(Status.VERIFIED, "lower", 0, eps, "trivial", "every rank is >= 0")
     if k != 1:

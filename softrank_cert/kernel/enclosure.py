@@ -30,7 +30,10 @@ def _rough_row_shifts(op: Operator, allowed: np.ndarray) -> list[float]:
     """float64 row maxima of the scores over allowed keys (any finite values would be sound)."""
     if op.kind == "qk":
         q, k = op.arrays["Q"], op.arrays["K"]
-        beta = 1.0 / np.sqrt(q.shape[1]) if op.beta_exact is None else float(op.beta_exact)
+        try:
+            beta = 1.0 / np.sqrt(q.shape[1]) if op.beta_exact is None else float(op.beta_exact)
+        except OverflowError:  # |beta| beyond the double range: any shift is sound, use 0
+            return [0.0] * q.shape[0]
         with np.errstate(all="ignore"):
             rough = (q @ k.T) * beta
     else:

@@ -12,8 +12,8 @@ The causal mask sets ``S_ij = -inf`` (so ``A_ij = 0`` exactly) for ``j > i + (N 
 the m queries are the *last* m of the N positions, which for a square block is the usual
 ``j > i``.  A causal operator therefore needs ``m <= N`` (every row keeps >= 1 key).
 
-Arrays are copied into read-only C-ordered float64 buffers at construction; an operator
-never changes afterwards.  Sizes are checked against :data:`MAX_DIM` and
+Arrays are copied into immutable little-endian float64 buffers behind a read-only mapping at
+construction; an operator never changes afterwards (so its cached enclosures stay valid).  Sizes are checked against :data:`MAX_DIM` and
 :data:`MAX_ENTRIES` before any Arb object is allocated.
 """
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Mapping
 
 import numpy as np
@@ -58,9 +59,9 @@ def _frozen_copy(name: str, value: object) -> np.ndarray:
     check_shape(name, tuple(int(n) for n in array.shape))
     if not np.isfinite(array).all():
         raise InvalidOperatorError(f"array {name} contains NaN or Inf")
-    copy = np.array(array, dtype=np.float64, order="C", copy=True)
-    copy.setflags(write=False)
-    return copy
+    # A view of immutable bytes: read-only for good (numpy cannot make it writable again).
+    frozen = np.frombuffer(np.ascontiguousarray(array, dtype="<f8").tobytes(), dtype="<f8")
+    return frozen.reshape(array.shape)
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,7 +89,7 @@ class Operator:
                 f"a {self.kind!r} operator needs exactly the arrays {', '.join(wanted)}, got {', '.join(sorted(self.arrays)) or 'none'}"
             )
         arrays = {name: _frozen_copy(name, self.arrays[name]) for name in wanted}
-        object.__setattr__(self, "arrays", arrays)
+        object.__setattr__(self, "arrays", MappingProxyType(arrays))
         if self.kind == "qk":
             q, k = arrays["Q"], arrays["K"]
             if q.shape[1] != k.shape[1]:
@@ -100,6 +101,8 @@ class Operator:
         elif self.beta != "inv_sqrt_d":
             raise InvalidOperatorError(f"beta applies to 'qk' operators only, not {self.kind!r}")
         m, n = self.shape
+        if self.mask == "causal" and self.kind == "probabilities":
+            raise InvalidOperatorError("the causal mask applies to qk and scores operators; a probabilities operator carries its zeros in A")
         if self.mask == "causal" and m > n:
             raise InvalidOperatorError(f"a causal operator needs m <= N (queries are the last m of N positions), got {m}x{n}")
 

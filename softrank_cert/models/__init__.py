@@ -8,18 +8,39 @@
   ``M/D/w<width>/tokens`` and a ``__provenance__`` JSON object.
 
 Width convention: ``[CLS] + first w-2 word pieces of the document + [SEP]`` = exactly ``w`` ids.
+
+Further families, dispatched by :func:`load_model` on ``config.json`` ``model_type``:
+
+* :class:`GPT2Model` (``gpt2``) -- causal, learned positions, fused Conv1D q/k/v; beta per
+  layer from ``scale_attn_weights`` / ``scale_attn_by_inverse_layer_idx``;
+* :class:`LlamaModel` (``llama``, ``qwen2``) -- causal, RMSNorm, default RoPE applied to Q and
+  K, grouped-query attention, Qwen2's q/k/v biases;
+* :class:`ViTModel` (``vit``) -- image input, CLS + patches, no mask, one fixed width.
+
+Every model's ``forward`` returns a :class:`BertOutput` (``q[l]``, ``k[l]``: heads x n x d)
+and its ``beta(layer)`` a :class:`BetaInfo`; causal models have ``causal = True``.
 """
 
 from .bert import BertModel, BertOutput
-from .common import MINILM, minilm_dir, resolve_model
-from .panel import PROVENANCE_KEY, build_panel, operator_names, write_panel
+from .common import INV_SQRT_D, MINILM, BetaInfo, minilm_dir, resolve_model
+from .gpt2 import GPT2Model
+from .llama import LlamaModel
+from .panel import MODEL_FAMILIES, PROVENANCE_KEY, build_panel, load_model, operator_names, write_panel
+from .vit import ViTModel
 
 __all__ = [
     "BertModel",
     "BertOutput",
+    "BetaInfo",
+    "GPT2Model",
+    "INV_SQRT_D",
+    "LlamaModel",
     "MINILM",
+    "MODEL_FAMILIES",
     "PROVENANCE_KEY",
+    "ViTModel",
     "build_panel",
+    "load_model",
     "minilm_dir",
     "operator_names",
     "resolve_model",

@@ -5,7 +5,11 @@
 * :func:`read_config`, :func:`load_safetensors` (every tensor widened exactly to float64;
   F16/BF16/F32 -> F64 is exact), :func:`load_tokenizer` (``tokenizers.Tokenizer.from_file``
   with the file's truncation and padding switched off);
-* :func:`read_text` -- a UTF-8 document and the SHA-256 of its bytes.
+* :func:`read_text` -- a UTF-8 document and the SHA-256 of its bytes;
+* for the GPT-2 / Llama / Qwen2 / ViT loaders: :func:`load_weights` (one ``model.safetensors``
+  or the shards named by ``model.safetensors.index.json``), :func:`weight_prefix`,
+  :func:`leading_special_ids` (the ids a tokenizer's post-processor puts before the text),
+  :func:`layer_depth` and :func:`check_ids`.
 
 Nothing here downloads anything.  Every problem with user input raises
 :class:`~softrank_cert.errors.InvalidInputError` with a one-line message.
@@ -18,6 +22,7 @@ import importlib.util
 import json
 import struct
 from pathlib import Path
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -39,11 +44,12 @@ def minilm_dir() -> Path:
     return Path(spec.origin).resolve().parent / "model"
 
 
-def resolve_model(model: str | Path) -> tuple[str, Path]:
+def resolve_model(model: str | Path, files: tuple[str, ...] = CHECKPOINT_FILES) -> tuple[str, Path]:
     """Return ``(label, folder)`` for ``"minilm"`` or a checkpoint folder path.
 
     The label is ``"minilm"`` for the bundled model and the folder's name otherwise; it is the
-    first component of panel operator names.
+    first component of panel operator names.  ``files`` are the files the folder must hold
+    (default: config.json, model.safetensors, tokenizer.json).
     """
     if isinstance(model, str) and model == MINILM:
         label, folder = MINILM, minilm_dir()
@@ -53,7 +59,7 @@ def resolve_model(model: str | Path) -> tuple[str, Path]:
             raise InvalidInputError(f"unknown model {str(model)!r}: expected 'minilm' or a checkpoint folder")
         folder = folder.resolve()
         label = folder.name
-    missing = [name for name in CHECKPOINT_FILES if not (folder / name).is_file()]
+    missing = [name for name in files if not (folder / name).is_file()]
     if missing:
         raise InvalidInputError(f"checkpoint folder {folder} lacks {', '.join(missing)}")
     return label, folder
@@ -81,10 +87,11 @@ def _bf16_tensor(path: Path, name: str) -> np.ndarray:
     return (raw.astype(np.uint32) << 16).view(np.float32).reshape(entry["shape"])
 
 
-def load_safetensors(path: Path) -> dict[str, np.ndarray]:
+def load_safetensors(path: Path, skip: Callable[[str], bool] | None = None) -> dict[str, np.ndarray]:
     """Every floating tensor of a ``.safetensors`` file as a C-ordered float64 array.
 
-    Integer tensors (e.g. BERT's ``position_ids`` buffer) are skipped.
+    Integer tensors (e.g. BERT's ``position_ids`` buffer) are skipped, and so is every tensor
+    whose name ``skip(name)`` is true (when ``skip`` is given).
     """
     from safetensors import safe_open
 
@@ -92,6 +99,8 @@ def load_safetensors(path: Path) -> dict[str, np.ndarray]:
     try:
         with safe_open(str(path), framework="numpy") as handle:
             for name in handle.keys():
+                if skip is not None and skip(name):
+                    continue
                 dtype = handle.get_slice(name).get_dtype()
                 if dtype == "BF16":
                     tensor = _bf16_tensor(path, name)
@@ -134,3 +143,149 @@ def read_text(path: str | Path) -> tuple[str, str]:
     if not text.strip():
         raise InvalidInputError(f"text file {path} is empty")
     return text, hashlib.sha256(data).hexdigest()
+
+
+# -- shared by the GPT-2, Llama/Qwen2 and ViT loaders ---------------------------------------
+SHARD_INDEX = "model.safetensors.index.json"
+
+
+def load_weights(folder: Path, skip: Callable[[str], bool] | None = None) -> dict[str, np.ndarray]:
+    """All floating tensors of a checkpoint folder, widened exactly to float64.
+
+    Reads ``model.safetensors``, or else every shard named in the ``weight_map`` of
+    ``model.safetensors.index.json``; ``skip`` as in :func:`load_safetensors`.
+    """
+    single = folder / "model.safetensors"
+    if single.is_file():
+        return load_safetensors(single, skip)
+    index = folder / SHARD_INDEX
+    if not index.is_file():
+        raise InvalidInputError(f"checkpoint folder {folder} lacks model.safetensors")
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        shards = sorted({str(v) for v in weight_map.values()})
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InvalidInputError(f"cannot read {index}: {exc}") from None
+    out: dict[str, np.ndarray] = {}
+    for shard in shards:
+        path = folder / shard
+        if Path(shard).name != shard or not path.is_file():
+            raise InvalidInputError(f"{index} names a missing shard {shard!r}")
+        out.update(load_safetensors(path, skip))
+    return out
+
+
+def weight_prefix(weights: dict[str, np.ndarray], probe: str, prefixes: Sequence[str]) -> str:
+    """The first of ``prefixes`` (e.g. ``""``, ``"model."``) under which ``probe`` is a tensor."""
+    for prefix in prefixes:
+        if prefix + probe in weights:
+            return prefix
+    raise InvalidInputError(f"checkpoint lacks the tensor {probe}")
+
+
+def leading_special_ids(tokenizer, text: str, pieces: list[int]) -> list[int]:
+    """The ids the tokenizer's post-processor puts before the text (e.g. Llama's BOS ``<s>``).
+
+    ``pieces`` are the ids of ``text`` without special tokens; the result is the part of
+    ``encode(text, add_special_tokens=True)`` before the first occurrence of ``pieces``
+    (``[]`` for GPT-2 and Qwen2, whose tokenizers add nothing).
+    """
+    full = tokenizer.encode(text, add_special_tokens=True).ids
+    for lead in range(0, len(full) - len(pieces) + 1):
+        if full[lead:lead + len(pieces)] == pieces:
+            return list(full[:lead])
+    raise InvalidInputError("the tokenizer's special-token template does not keep the text's ids together")
+
+
+def layer_depth(layers: Iterable[int] | None, num_layers: int) -> tuple[set[int], int]:
+    """``(wanted, depth)``: the recorded layers (all when None) and how many layers to run."""
+    wanted = set(range(num_layers)) if layers is None else {int(v) for v in layers}
+    if not wanted <= set(range(num_layers)):
+        raise InvalidInputError(f"layers must lie in 0..{num_layers - 1}")
+    return wanted, (max(wanted) + 1 if wanted else 0)
+
+
+def check_ids(ids: np.ndarray, max_positions: int, vocab: int) -> np.ndarray:
+    """``ids`` as a 1-D int64 array of 1..max_positions ids in ``0..vocab-1`` (else InvalidInputError)."""
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or not 1 <= ids.shape[0] <= max_positions:
+        raise InvalidInputError(f"need 1..{max_positions} ids in one sequence, got shape {list(ids.shape)}")
+    if ids.dtype.kind not in "iu":
+        raise InvalidInputError(f"token ids must be integers, got {ids.dtype}")
+    ids = ids.astype(np.int64)
+    if ids.min() < 0 or ids.max() >= vocab:
+        raise InvalidInputError("token id outside the vocabulary")
+    return ids
+
+
+def causal_scores(scores: np.ndarray) -> np.ndarray:
+    """``scores`` (..., n, n) with ``-inf`` where key j > query i (the causal mask)."""
+    n = scores.shape[-1]
+    return np.where(np.triu(np.ones((n, n), dtype=bool), k=1), -np.inf, scores)
+
+
+def config_int(config: dict, *names: str) -> int:
+    """The first of ``names`` present in ``config`` as a positive integer."""
+    for name in names:
+        if config.get(name) is not None:
+            value = config[name]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"config.json {name} must be a positive integer, got {value!r}")
+            return value
+    raise InvalidInputError(f"config.json lacks {names[0]}")
+
+
+class CausalTextMixin:
+    """Token plumbing of the causal text models (GPT-2, Llama, Qwen2).
+
+    Needs ``self.tokenizer`` (or None) and ``self.max_positions``.  Width convention: the
+    block of width ``w`` is the tokenizer's leading special ids (:func:`leading_special_ids`:
+    Llama's BOS, nothing for GPT-2 / Qwen2) followed by the first word pieces of the document,
+    exactly ``w`` ids -- the first ``w`` ids of ``encode(document)``.  Under the causal mask
+    the operators of width ``w`` are therefore the leading ``w x w`` blocks of those of any
+    larger width.
+    """
+
+    tokenizer: object
+    max_positions: int
+
+    def word_pieces(self, text: str) -> list[int]:
+        """Ids of the whole text, without special tokens, truncation or padding."""
+        if self.tokenizer is None:
+            raise InvalidInputError("this model has no tokenizer")
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def prefix_ids(self, text: str, width: int, pieces: list[int] | None = None) -> np.ndarray:
+        """int64 ids: leading special ids + first word pieces of ``text``, exactly ``width`` ids."""
+        if isinstance(width, bool) or not isinstance(width, (int, np.integer)):
+            raise InvalidInputError(f"width must be an integer, got {width!r}")
+        if not 3 <= width <= self.max_positions:
+            raise InvalidInputError(f"width {width} is outside 3..{self.max_positions} (max_position_embeddings)")
+        pieces = self.word_pieces(text) if pieces is None else pieces
+        cache = self.__dict__.setdefault("_lead_cache", {})
+        key = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        if key not in cache:
+            cache[key] = leading_special_ids(self.tokenizer, text, list(pieces))
+        lead = cache[key]
+        need = width - len(lead)
+        if need < 1 or len(pieces) < need:
+            raise InvalidInputError(f"the document has {len(pieces)} word pieces; width {width} needs {need}")
+        return np.asarray([*lead, *pieces[:need]], dtype=np.int64)
+
+
+class BetaInfo(NamedTuple):
+    """The inverse temperature a layer applies to ``Q K^T``.
+
+    ``value`` is None when it is the operator default ``inv_sqrt_d`` (the exact real
+    ``1/sqrt(head_dim)``); otherwise the float64 to write as ``NAME/beta``, which equals the
+    model's real beta exactly when ``exact`` and is its correctly rounded double otherwise.
+    ``formula`` states the real value, e.g. ``"1/(sqrt(64)*3)"``.
+    """
+
+    value: float | None
+    exact: bool
+    formula: str
+
+
+#: The beta of every BERT, Llama, Qwen2 and ViT head (and of GPT-2 without layer scaling).
+INV_SQRT_D = BetaInfo(None, True, "1/sqrt(head_dim)")

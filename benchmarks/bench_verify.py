@@ -1,0 +1,112 @@
+"""Benchmark: verifying a 512 x 512, d = 64 ``qk`` certificate with three tolerances.
+
+Issue 2's target: ``softrank-verify`` (whole process: start-up, JSON, hashes, signature,
+Arb checks) in <= 3 s wall on a 2-core machine, reported beside a plain numpy float64
+recomputation of the same residuals (||A - U W^T|| per tolerance, not a proof).
+
+The certificate is generated deterministically (seed 0): Q, K standard normal scaled so
+attention is diffuse enough that rank-64 truncated-SVD witnesses pass at eps 0.1, 0.25,
+0.5; lower ends are trivial (k = 1) so that the timing is the upper-witness checks the
+target names.  Run:  python benchmarks/bench_verify.py  [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from softrank_cert.certio.certificate import Bracket, LowerEnd, UpperEnd, certificate_document
+from softrank_cert.certio.signing import generate_private_key, sign_document, utc_now_rfc3339, verification_method_for
+from softrank_cert.cli.keys import write_json_atomic
+from softrank_cert.kernel import Operator
+
+M = N = 512
+D = 64
+RANK = 64
+EPS = ("0.1", "0.25", "0.5")
+
+
+def make_certificate(path: Path) -> None:
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((M, D)) * 0.6
+    k = rng.standard_normal((N, D)) * 0.6
+    op = Operator("qk", {"Q": q, "K": k})
+    a = softmax(q, k)
+    u, s, vt = np.linalg.svd(a)
+    U, W = u[:, :RANK] * s[:RANK], np.ascontiguousarray(vt[:RANK].T)
+    err = np.abs(a - U @ W.T).sum(axis=1).max()
+    assert err < 0.1, f"generated witness error {err} too large for the benchmark"
+    brackets = [Bracket(e, LowerEnd(1, "trivial"), UpperEnd(RANK, "tsvd", U, W)) for e in EPS]
+    doc = certificate_document("bench/qk512", op, brackets, created=utc_now_rfc3339())
+    key = generate_private_key()
+    doc = sign_document(doc, key, created=utc_now_rfc3339(), verification_method=verification_method_for(key.public_key()))
+    write_json_atomic(path, doc)
+
+
+def softmax(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    s = (q @ k.T) / np.sqrt(q.shape[1])
+    a = np.exp(s - s.max(axis=1, keepdims=True))
+    return a / a.sum(axis=1, keepdims=True)
+
+
+def numpy_recompute(path: Path) -> float:
+    """Plain float64: decode arrays, recompute A and every witness residual (no enclosure)."""
+    import base64
+
+    t0 = time.perf_counter()
+    doc = json.loads(path.read_text())
+    dec = lambda o: np.frombuffer(base64.b64decode(o["data"]), "<f8").reshape(o["shape"])  # noqa: E731
+    arrays = doc["operator"]["arrays"]
+    a = softmax(dec(arrays["Q"]), dec(arrays["K"]))
+    for b in doc["brackets"]:
+        u, w = dec(b["upper"]["U"]), dec(b["upper"]["W"])
+        np.abs(a - u @ w.T).sum(axis=1).max()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "verify.json"))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        cert = Path(tmp) / "qk512.json"
+        make_certificate(cert)
+        walls, numpy_times = [], []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            proc = subprocess.run(["softrank-verify", str(cert)], capture_output=True, text=True)
+            walls.append(time.perf_counter() - t0)
+            if proc.returncode != 0:
+                sys.exit(f"softrank-verify exited {proc.returncode}: {proc.stderr.strip()}")
+            numpy_times.append(numpy_recompute(cert))
+        size = cert.stat().st_size
+    result = {
+        "benchmark": "softrank-verify 512x512 d=64 qk, 3 tolerances, upper rank 64",
+        "repeats": args.repeats,
+        "verify_wall_s_median": round(statistics.median(walls), 4),
+        "verify_wall_s_all": [round(t, 4) for t in walls],
+        "numpy_recompute_s_median": round(statistics.median(numpy_times), 4),
+        "ratio_verify_over_numpy": round(statistics.median(walls) / statistics.median(numpy_times), 1),
+        "certificate_bytes": size,
+        "target_s": 3.0,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "date": utc_now_rfc3339(),
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
