@@ -21,7 +21,7 @@ from pathlib import Path
 from .certio.certificate import Certificate, decode_certificate, read_json_file
 from .certio.signing import verify_document
 from .errors import (
-    EXIT_INCONCLUSIVE, EXIT_REJECTED, EXIT_VERIFIED, InternalInvariantError, SignatureError,
+    EXIT_INCONCLUSIVE, EXIT_REJECTED, EXIT_VERIFIED, InternalInvariantError, InvalidInputError, SignatureError,
 )
 from .kernel import (
     DEFAULT_MAX_PREC, Status, Verdict, parse_tolerance, verify_lower, verify_trivial_lower,
@@ -60,8 +60,24 @@ def check_signature(document: dict, *, trusted_keys: frozenset[str] | None, requ
     return signer
 
 
-def check_claims(certificate: Certificate, *, max_prec: int = DEFAULT_MAX_PREC) -> tuple[Verdict, ...]:
+#: Kernels that step 5 can use: the Arb kernel (default) or the exact-rational second kernel.
+KERNELS = ("arb", "exact")
+
+
+def _kernel_functions(kernel: str):
+    """(verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper) of one kernel."""
+    if kernel == "arb":
+        return verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper
+    if kernel == "exact":
+        from . import exact_kernel as ek  # second trusted kernel (softrank_cert/exact_kernel)
+
+        return ek.verify_lower, ek.verify_trivial_lower, ek.verify_trivial_upper, ek.verify_upper
+    raise InvalidInputError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+
+
+def check_claims(certificate: Certificate, *, max_prec: int = DEFAULT_MAX_PREC, kernel: str = "arb") -> tuple[Verdict, ...]:
     """Step 5: one kernel verdict per bracket end, in file order (lower, upper per bracket)."""
+    verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper = _kernel_functions(kernel)
     op = certificate.operator
     verdicts: list[Verdict] = []
     for bracket in certificate.brackets:
@@ -91,12 +107,13 @@ def check_consistency(verdicts: tuple[Verdict, ...], operator_id: str) -> None:
 
 
 def verify_certificate_file(path: str | Path, *, trusted_keys: frozenset[str] | None = None,
-                            require_signature: bool = False, max_prec: int = DEFAULT_MAX_PREC) -> CertificateReport:
+                            require_signature: bool = False, max_prec: int = DEFAULT_MAX_PREC,
+                            kernel: str = "arb") -> CertificateReport:
     """Steps 1-6 for one file; raises InvalidInputError (exit 2) on invalid input."""
     document = read_json_file(path)                                  # 1
     certificate = decode_certificate(document)                       # 2, 3
     signer = check_signature(document, trusted_keys=trusted_keys,    # 4
                              require_signature=require_signature)
-    verdicts = check_claims(certificate, max_prec=max_prec)          # 5
+    verdicts = check_claims(certificate, max_prec=max_prec, kernel=kernel)  # 5
     check_consistency(verdicts, certificate.operator_id)             # 6
     return CertificateReport(str(path), certificate.operator_id, signer, verdicts)

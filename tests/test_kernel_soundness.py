@@ -44,10 +44,7 @@ from conftest import (
     exact_fraction,
     float_softmax,
     true_A_fraction,
-    true_A_mp,
-    true_lower_threshold,
     true_norm,
-    true_witness_error,
     truth_lower_threshold,
     truth_witness_error,
 )
@@ -178,23 +175,22 @@ def scaled(x, factor: Fraction):
 def test_witness_never_verified_below_true_error(data):
     op, arrays = data.draw(operators())
     r, U, W = data.draw(witnesses(op))
-    ef = truth_witness_error(op, U, W)
-    note(f"true error = {float(ef)!r}")
-    assume(ef > 0)
+    e_lo, e_hi = truth_witness_error(op, U, W)
+    note(f"true error in [{float(e_lo)!r}, {float(e_hi)!r}]")
+    assume(e_lo > 0 and e_hi - e_lo <= e_lo * Fraction(1, 10**40))
     # Deciding a relative gap g needs about log2(1/(g e)) bits beyond the entries' size;
     # tiny errors (peaked rows, B = the dominant entries) need more than the default.
-    prec = MAX_PREC if ef > Fraction(1, 10**200) else 8192
+    prec = MAX_PREC if e_lo > Fraction(1, 10**200) else 8192
     for gap in GAPS:
-        below = decimal_string(ef * (1 - gap), direction="down", digits=45)
-        assert Fraction(below) < ef
+        below = decimal_string(e_lo * (1 - gap), direction="down", digits=45)
+        assert Fraction(below) < e_lo
         v = verify_upper(op, below, r, U, W, max_prec=prec)
-        assert v.status is not V, (below, float(ef), v)
-        above = decimal_string(ef * (1 + gap), direction="up", digits=45)
+        assert v.status is not V, (below, float(e_lo), v)
+        above = decimal_string(e_hi * (1 + gap), direction="up", digits=45)
         v = verify_upper(op, above, r, U, W, max_prec=prec)
-        assert v.status is V, (above, float(ef), v)
+        assert v.status is V, (above, float(e_hi), v)
         lo, hi = v.value  # the reported interval must contain the true error
-        slack = ef * Fraction(1, 10**50)
-        assert lo - slack <= ef <= hi + slack
+        assert lo <= e_hi and e_lo <= hi
 
 
 @settings(max_examples=40 * SCALE, **SETTINGS)
@@ -204,7 +200,7 @@ def test_witness_exact_edge_probabilities(data):
     kernel's balls are exact, so eps = e must be VERIFIED and e - 1 decimal ulp REJECTED."""
     op, arrays = data.draw(operators(kinds=("probabilities",)))
     r, U, W = data.draw(witnesses(op))
-    e = true_witness_error(true_A_fraction(arrays["A"]), U, W)
+    e, _ = truth_witness_error(op, U, W)
     text = exact_decimal(e)
     assume(text is not None and e > 0 and len(text) <= 1100)
     below = decimal_minus_ulp(text, extra=20 if len(text) < 1000 else 0)
@@ -228,10 +224,11 @@ def test_witness_regression_cases():
          np.array([[1.0]]), np.array([[0.5], [0.2]])),
     ]
     for op, U, W in cases:
-        e = truth_witness_error(op, U, W)
+        e_lo, e_hi = truth_witness_error(op, U, W)
+        assert 0 < e_lo and e_hi - e_lo <= e_lo * Fraction(1, 10**40)
         for gap in GAPS:
-            below = decimal_string(e * (1 - gap), direction="down")
-            above = decimal_string(e * (1 + gap), direction="up")
+            below = decimal_string(e_lo * (1 - gap), direction="down")
+            above = decimal_string(e_hi * (1 + gap), direction="up")
             assert verify_upper(op, below, U.shape[1], U, W, max_prec=MAX_PREC).status is not V
             assert verify_upper(op, above, U.shape[1], U, W, max_prec=MAX_PREC).status is V
 
@@ -247,20 +244,19 @@ def test_lower_never_verified_above_true_threshold(data):
     k, X, Y = data.draw(certificates(op))
     res = truth_lower_threshold(op, X, Y)
     assume(res is not None)
-    tf, cond = res
-    note(f"t = {float(tf)!r}, cond = {cond}")
-    assume(cond < 1e40 and tf > 0)
-    prec = MAX_PREC if tf > Fraction(1, 10**200) and cond < 1e20 else 8192
+    t_lo, t_hi, cond = res
+    note(f"t in [{float(t_lo)!r}, {float(t_hi)!r}], cond = {cond}")
+    assume(cond < 1e40 and t_lo > 0 and t_hi - t_lo <= t_lo * Fraction(1, 10**40))
+    prec = MAX_PREC if t_lo > Fraction(1, 10**200) and cond < 1e20 else 8192
     for gap in GAPS:
-        above = decimal_string(tf * (1 + gap), direction="up", digits=45)
+        above = decimal_string(t_hi * (1 + gap), direction="up", digits=45)
         v = verify_lower(op, above, k, X, Y, max_prec=prec)
-        assert v.status is not V, (above, float(tf), v)
-        below = decimal_string(tf * (1 - gap), direction="down", digits=45)
+        assert v.status is not V, (above, float(t_hi), v)
+        below = decimal_string(t_lo * (1 - gap), direction="down", digits=45)
         v = verify_lower(op, below, k, X, Y, max_prec=prec)
-        assert v.status is V, (below, float(tf), v)
+        assert v.status is V, (below, float(t_lo), v)
         lo, hi = v.value
-        slack = tf * Fraction(1, 10**40)
-        assert lo - slack <= tf <= hi + slack
+        assert lo <= t_hi and t_lo <= hi
 
 
 @settings(max_examples=30 * SCALE, **SETTINGS)
@@ -270,9 +266,9 @@ def test_lower_exact_edge_probabilities(data):
     one decimal ulp (1e-60 relative) above t are never VERIFIED; below t is."""
     op, arrays = data.draw(operators(kinds=("probabilities",), max_dim=5))
     k, X, Y = data.draw(certificates(op))
-    res = true_lower_threshold(true_A_fraction(arrays["A"]), X, Y)
+    res = truth_lower_threshold(op, X, Y)
     assume(res is not None)
-    t, cond = res
+    t, _, cond = res
     assume(t > 0 and cond < 1e30)
     text = exact_decimal(t)
     if text is not None and len(text) <= 1100:
@@ -298,10 +294,11 @@ def test_lower_regression_cases():
          np.eye(2), np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])),
     ]
     for op, X, Y in cases:
-        tf, _ = truth_lower_threshold(op, X, Y)
+        t_lo, t_hi, _ = truth_lower_threshold(op, X, Y)
+        assert 0 < t_lo and t_hi - t_lo <= t_lo * Fraction(1, 10**40)
         for gap in GAPS:
-            above = decimal_string(tf * (1 + gap), direction="up")
-            below = decimal_string(tf * (1 - gap), direction="down")
+            above = decimal_string(t_hi * (1 + gap), direction="up")
+            below = decimal_string(t_lo * (1 - gap), direction="down")
             assert verify_lower(op, above, X.shape[0], X, Y, max_prec=MAX_PREC).status is not V
             assert verify_lower(op, below, X.shape[0], X, Y, max_prec=MAX_PREC).status is V
 
@@ -422,9 +419,9 @@ def test_inv_sqrt_d_is_not_its_float_rounding():
 def test_duplicate_and_reordered_claims_are_independent():
     op = Operator("scores", {"S": np.array([[3.0, 0.0], [0.0, 3.0]])})
     U, W = np.eye(2)[:, :1], np.array([[1.0], [0.0]])
-    e = truth_witness_error(op, U, W)
-    below = decimal_string(e * (1 - Fraction(1, 10**12)), direction="down")
-    above = decimal_string(e * (1 + Fraction(1, 10**12)), direction="up")
+    e_lo, e_hi = truth_witness_error(op, U, W)
+    below = decimal_string(e_lo * (1 - Fraction(1, 10**12)), direction="down")
+    above = decimal_string(e_hi * (1 + Fraction(1, 10**12)), direction="up")
     for _ in range(3):  # the per-precision cache must not leak a decision
         assert verify_upper(op, above, 1, U, W).status is V
         assert verify_upper(op, below, 1, U, W).status is not V

@@ -78,3 +78,23 @@ def progress_bar(enabled: bool = True):
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     TimeRemainingColumn(), console=Console(stderr=True), transient=True,
                     disable=not (enabled and sys.stderr.isatty()))
+
+
+def stdout_console():
+    """Console for tables: the terminal's width, or a wide fixed width when piped (no truncated names)."""
+    import sys
+
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=200)
+
+
+def expand_json_paths(paths: list[str]) -> list[str]:
+    """Files as given; folders replaced by the ``*.json`` files below them (sorted)."""
+    from pathlib import Path
+
+    out: list[str] = []
+    for item in paths:
+        path = Path(item)
+        out.extend(sorted(str(p) for p in path.rglob("*.json")) if path.is_dir() else [item])
+    return out

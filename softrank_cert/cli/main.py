@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from .. import __version__
-from . import keys, panel_cmd
+from . import bracket_cmd, keys, panel_cmd
 from .common import make_parser, run_main
 
 EPILOG = """\
 subcommand examples:
   softrank keygen --out issuer.key
   softrank sign cert.json --key issuer.key
+  softrank bracket op.npz --eps 0.1,0.25,0.5 --out cert.json --key issuer.key
   softrank panel --model minilm --text examples/data/apache2.txt --widths 64,128 --out panel.npz
 Check any certificate with: softrank-verify cert.json
 """
@@ -19,7 +20,7 @@ def build_parser():
     parser = make_parser("softrank", "Certified approximation ranks of softmax attention.", EPILOG)
     parser.add_argument("--version", action="version", version=f"softrank-cert {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for register in (keys.add_keygen, keys.add_sign, panel_cmd.add_panel):
+    for register in (keys.add_keygen, keys.add_sign, bracket_cmd.add_bracket, panel_cmd.add_panel):
         register(sub)
     return parser
 

@@ -4,25 +4,24 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import Progress
 from rich.table import Table
 
 from ..certio.signing import load_trusted_keys
-from ..errors import EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_INVALID_INPUT, EXIT_REJECTED, EXIT_VERIFIED, SoftrankError
+from ..errors import InvalidInputError, EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_INVALID_INPUT, EXIT_REJECTED, EXIT_VERIFIED, SoftrankError
 from ..kernel import DEFAULT_MAX_PREC, Status, Verdict
 from ..numfmt import format_down, format_up
 from ..verification import CertificateReport, verify_certificate_file
-from .common import make_parser, run_main
+from .common import expand_json_paths, make_parser, progress_bar, run_main, stdout_console
 
 EPILOG = """\
 examples:
   softrank-verify certificates/examples/*.json
   softrank-verify cert.json --trusted-keys certificates/examples/issuer.pub --require-signature
   softrank-verify cert.json --json --max-prec 1024
+  softrank-verify cert.json --kernel exact     # re-check with the independent exact-rational kernel
 
 exit codes:
   0  every claim VERIFIED
@@ -77,29 +76,34 @@ def main() -> None:
         "Re-check softrank certificates: schema, hashes, signature, then every claim with the Arb kernel.",
         EPILOG,
     )
-    parser.add_argument("certificates", nargs="+", metavar="CERT.json")
+    parser.add_argument("certificates", nargs="+", metavar="CERT.json", help="certificate files, or folders searched for *.json")
     parser.add_argument("--trusted-keys", metavar="FILE", help="did:key list (or a .pub file): only these signers are accepted")
     parser.add_argument("--require-signature", action="store_true", help="unsigned certificates are invalid input (exit 2)")
     parser.add_argument("--json", action="store_true", help="print a JSON report instead of the table")
     parser.add_argument("--max-prec", type=int, default=DEFAULT_MAX_PREC, metavar="BITS",
                         help=f"highest Arb precision tried before INCONCLUSIVE (default {DEFAULT_MAX_PREC})")
+    parser.add_argument("--kernel", choices=("arb", "exact"), default="arb",
+                        help="checker for the claims: the Arb kernel (default) or the independent exact-rational "
+                             "kernel (small operators: m*N <= 4096, k <= 32, r <= 64)")
     args = parser.parse_args()
     run_main("softrank-verify", lambda: _run(args))
 
 
 def _run(args: Any) -> int:
     trusted = load_trusted_keys(args.trusted_keys) if args.trusted_keys else None
-    console = Console(stderr=False)
+    console = stdout_console()
+    paths = expand_json_paths(args.certificates)
+    if not paths:
+        raise InvalidInputError("no certificate files found")
     reports: list[CertificateReport] = []
     files: list[dict[str, Any]] = []
     codes: list[int] = []
-    show_progress = len(args.certificates) > 1 and sys.stderr.isatty() and not args.json
-    with Progress(console=Console(stderr=True), transient=True, disable=not show_progress) as progress:
-        task = progress.add_task("verifying", total=len(args.certificates))
-        for path in args.certificates:
+    with progress_bar(len(paths) > 1 and not args.json) as progress:
+        task = progress.add_task("verifying", total=len(paths))
+        for path in paths:
             try:
                 report = verify_certificate_file(path, trusted_keys=trusted, require_signature=args.require_signature,
-                                                 max_prec=args.max_prec)
+                                                 max_prec=args.max_prec, kernel=args.kernel)
             except SoftrankError as exc:
                 if not args.json:
                     print(f"softrank-verify: {path}: {exc}", file=sys.stderr)

@@ -35,8 +35,9 @@ def x_step(A: np.ndarray, Y: np.ndarray) -> np.ndarray | None:
     return X
 
 
-def y_step(A: np.ndarray, X: np.ndarray) -> np.ndarray | None:
-    """``Y`` with ``X A Y = I`` minimising the largest row l1 norm (None if the LP fails)."""
+def y_step(A: np.ndarray, X: np.ndarray, seconds: float = 5.0) -> np.ndarray | None:
+    """``Y`` with ``X A Y = I`` minimising the largest row l1 norm (interior point; None if
+    the LP fails or takes more than ``seconds``)."""
     C = X @ A
     k, n = C.shape
     eq = sp.kron(sp.csr_matrix(C), sp.identity(k), format="csr")  # (a,b) x (j,b')
@@ -46,8 +47,8 @@ def y_step(A: np.ndarray, X: np.ndarray) -> np.ndarray | None:
     c = np.zeros(2 * n * k + 1)
     c[-1] = 1.0
     res = linprog(c, A_ub=A_ub, b_ub=np.zeros(n), A_eq=A_eq, b_eq=np.eye(k).ravel(),
-                  bounds=(0, None), method="highs")
-    if res.status != 0:
+                  bounds=(0, None), method="highs-ipm", options={"time_limit": seconds})
+    if res.status != 0 or res.x is None:
         return None
     return (res.x[:n * k] - res.x[n * k:2 * n * k]).reshape(n, k)
 

@@ -1,0 +1,340 @@
+"""The four checks of the second kernel, in exact rational arithmetic (TRUSTED, second kernel).
+
+Same signatures and the same three-valued contract as :mod:`softrank_cert.kernel.checks`:
+VERIFIED only when an exact integer / ``Fraction`` inequality proves the claim, REJECTED only
+when one proves the certificate false, otherwise retry with more bits (64, 128, ... up to
+``max_prec``) and finally INCONCLUSIVE.  Proofs: ``proofs/exact-kernel.md`` (and
+``proofs/upper-witness.md``, ``proofs/lower-certificate.md``, ``proofs/trivial-ends.md`` for
+the mathematics shared with the Arb kernel).
+
+Nothing here calls python-flint: the only things taken from ``softrank_cert.kernel`` are the
+exact input parsers (:class:`Operator`, :func:`parse_tolerance`) and the sealed verdict type.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Callable
+
+import numpy as np
+
+from ..errors import InvalidInputError, SizeLimitError
+from ..kernel import Operator, parse_tolerance
+from ..kernel.verdict import _KERNEL_SEAL, Status, Verdict  # second trusted kernel: may seal verdicts
+from .arith import dyadic, round_interval, shift_floor
+from .enclosure import IntervalMatrix, enclose, int_matrix
+
+#: Size limits of the exact kernel (refused with SizeLimitError, exit 2).
+MAX_OPERATOR_ENTRIES = 4096   # m * N
+MAX_HEAD_DIM = 1024           # d of a qk operator
+MAX_K = 32                    # lower-certificate rank
+MAX_R = 64                    # upper-witness rank
+START_PREC = 64
+DEFAULT_MAX_PREC = 512
+LIMIT_MAX_PREC = 8192
+#: Newton steps refining the approximate inverse (each squares the residual).
+MAX_NEWTON = 12
+
+# decision True = claim proved, False = certificate proved invalid, None = undecided
+Attempt = tuple["bool | None", "tuple[Fraction, Fraction] | None", "tuple[Fraction, Fraction] | None", str]
+
+
+def precision_schedule(max_prec: int) -> list[int]:
+    """64, 128, 256, ... up to and including ``max_prec`` (fixed-point bits of A)."""
+    if not isinstance(max_prec, int) or isinstance(max_prec, bool) or not START_PREC <= max_prec <= LIMIT_MAX_PREC:
+        raise InvalidInputError(f"--max-prec must be an integer in [{START_PREC}, {LIMIT_MAX_PREC}] bits")
+    steps, prec = [], START_PREC
+    while prec < max_prec:
+        steps.append(prec)
+        prec *= 2
+    steps.append(max_prec)
+    return steps
+
+
+def check_limits(op: Operator) -> None:
+    """Refuse operators beyond the exact kernel's limits (before any arithmetic)."""
+    if not isinstance(op, Operator):
+        raise InvalidInputError("exact kernel: expected a softrank_cert.kernel.Operator")
+    m, n = op.shape
+    if m * n > MAX_OPERATOR_ENTRIES:
+        raise SizeLimitError(
+            f"exact kernel limit: operator is {m}x{n} = {m * n} entries, the exact kernel checks at most "
+            f"{MAX_OPERATOR_ENTRIES} (use --kernel arb)")
+    if op.kind == "qk" and op.head_dim > MAX_HEAD_DIM:
+        raise SizeLimitError(f"exact kernel limit: head dimension {op.head_dim} exceeds {MAX_HEAD_DIM} (use --kernel arb)")
+
+
+def _verdict(status: Status, side: str, rank: int, eps: str, method: str, margin, value, precision: int, reason: str) -> Verdict:
+    return Verdict(seal=_KERNEL_SEAL, status=status, side=side, rank=rank, eps=eps, method=method,
+                   margin=margin, value=value, precision=precision, reason="exact kernel: " + reason)
+
+
+def _decide(side: str, rank: int, eps: str, method: str, max_prec: int, attempt: Callable[[int], Attempt]) -> Verdict:
+    schedule = precision_schedule(max_prec)
+    for prec in schedule:
+        decision, margin, value, reason = attempt(prec)
+        if decision is not None or prec == schedule[-1]:
+            status = {True: Status.VERIFIED, False: Status.REJECTED, None: Status.INCONCLUSIVE}[decision]
+            return _verdict(status, side, rank, eps, method, margin, value, prec, reason)
+    raise AssertionError("unreachable: the schedule is never empty")
+
+
+def _factor(name: str, array: object, rows: int, cols: int) -> np.ndarray:
+    a = np.asarray(array)
+    if a.dtype != np.float64 or a.ndim != 2:
+        raise InvalidInputError(f"{name} must be a 2-D float64 array")
+    if a.shape != (rows, cols):
+        raise InvalidInputError(f"{name} has shape {list(a.shape)}, expected {[rows, cols]}")
+    if not np.isfinite(a).all():
+        raise InvalidInputError(f"{name} contains NaN or Inf")
+    return a
+
+
+def _check_rank(name: str, value: object, top: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= top:
+        raise InvalidInputError(f"{name} must be an integer in [0, {top}], got {value!r}")
+    return value
+
+
+def _max_row_abs_sum(rows: list[list[int]]) -> int:
+    return max(sum(abs(v) for v in row) for row in rows)
+
+
+def _matmul(a: list[list[int]], b: list[list[int]]) -> list[list[int]]:
+    """Exact integer matrix product (plain Python integers)."""
+    cols = list(zip(*b))
+    return [[sum(x * y for x, y in zip(row, col)) for col in cols] for row in a]
+
+
+def _abs(a: list[list[int]]) -> list[list[int]]:
+    return [[abs(v) for v in row] for row in a]
+
+
+# ----------------------------------------------------------------------------------------
+# upper witness
+# ----------------------------------------------------------------------------------------
+
+def verify_upper(op: Operator, eps: str, r: int, U: np.ndarray, W: np.ndarray, *,
+                 method: str = "witness", max_prec: int = DEFAULT_MAX_PREC) -> Verdict:
+    """Decide ``r_eps(A) <= r`` witnessed by ``B = U W^T``: VERIFIED iff ``||A - B|| <= eps`` proved."""
+    eps_q = parse_tolerance(eps)
+    check_limits(op)
+    m, n = op.shape
+    r = _check_rank("r", r, max(m, n))
+    if r == 0:
+        raise InvalidInputError("a rank-0 upper end is the trivial 'zero' witness, not a factorisation")
+    if r > MAX_R:
+        raise SizeLimitError(f"exact kernel limit: witness rank {r} exceeds {MAX_R} (use --kernel arb)")
+    U, W = _factor("U", U, m, r), _factor("W", W, n, r)
+    u, su = int_matrix(U)
+    w, sw = int_matrix(W)
+    b = _matmul(u, [list(col) for col in zip(*w)])  # B = U W^T exactly, scale 2**-(su + sw)
+    sb = su + sw
+    en, ed = eps_q.numerator, eps_q.denominator
+
+    def attempt(prec: int) -> Attempt:
+        enc = enclose(op, prec)
+        s = max(enc.scale, sb)
+        sh_a, sh_b = s - enc.scale, s - sb
+        err_lo = err_hi = 0
+        for i in range(m):
+            row_lo = row_hi = 0
+            for lo, hi, bv in zip(enc.lo[i], enc.hi[i], b[i]):
+                lo, hi, bv = lo << sh_a, hi << sh_a, bv << sh_b
+                row_hi += max(hi - bv, bv - lo)       # >= |A_ij - B_ij|
+                row_lo += max(0, lo - bv, bv - hi)    # <= |A_ij - B_ij|
+            err_lo, err_hi = max(err_lo, row_lo), max(err_hi, row_hi)
+        scaled_eps = en << s  # compare err / 2**s with en / ed exactly
+        decision = True if err_hi * ed <= scaled_eps else False if err_lo * ed > scaled_eps else None
+        value = (dyadic(err_lo, s), dyadic(err_hi, s))
+        margin = round_interval(eps_q - value[1], eps_q - value[0], prec + 16)
+        return decision, margin, round_interval(*value, prec + 16), "max-row-l1 error of U W^T against A"
+
+    return _decide("upper", r, eps, method, max_prec, attempt)
+
+
+# ----------------------------------------------------------------------------------------
+# lower certificate
+# ----------------------------------------------------------------------------------------
+
+def _core(enc: IntervalMatrix, x: list[list[int]], sx: int, y: list[list[int]], sy: int):
+    """``X A Y`` as midpoint and radius integer matrices at a common scale (K5)."""
+    if enc.exact:
+        mid_a, rad_a, sa = enc.lo, None, enc.scale
+    else:  # [lo, hi] = (lo + hi)/2 +- (hi - lo)/2, exactly, at scale + 1
+        mid_a = [[lo + hi for lo, hi in zip(rl, rh)] for rl, rh in zip(enc.lo, enc.hi)]
+        rad_a = [[hi - lo for lo, hi in zip(rl, rh)] for rl, rh in zip(enc.lo, enc.hi)]
+        sa = enc.scale + 1
+    mid = _matmul(_matmul(x, mid_a), y)
+    rad = None if rad_a is None else _matmul(_matmul(_abs(x), rad_a), _abs(y))
+    return mid, rad, sx + sa + sy
+
+
+def _approx_inverse(mid: list[list[int]], s_m: int) -> tuple[list[list[int]], int] | None:
+    """An untrusted approximation R of the inverse of ``mid / 2**s_m`` (any R is sound, K6)."""
+    top = max(abs(v).bit_length() for row in mid for v in row)
+    if top == 0:
+        return None
+    sh = top - 60
+    approx = np.array([[float(shift_floor(v, sh)) for v in row] for row in mid])  # ~ mid / 2**sh
+    try:
+        with np.errstate(all="ignore"):
+            inv = np.linalg.inv(approx)
+    except np.linalg.LinAlgError:
+        return None
+    if not np.isfinite(inv).all() or not inv.any():
+        return None
+    r_int, s_r = int_matrix(np.ascontiguousarray(inv, dtype=np.float64))
+    s_r += sh - s_m  # (mid / 2**s_m)^-1 ~ inv * 2**(s_m - sh)
+    if s_r < 0:
+        r_int, s_r = [[v << -s_r for v in row] for row in r_int], 0
+    return r_int, s_r
+
+
+def _residual(r: list[list[int]], mid: list[list[int]], rad: list[list[int]] | None, s: int) -> int:
+    """``q * 2**s`` with ``q = max_i sum_j (|I - R M_mid|_ij + (|R| M_rad)_ij)`` (scale s = s_r + s_m)."""
+    one = 1 << s
+    rm = _matmul(r, mid)
+    rr = _matmul(_abs(r), rad) if rad is not None else None
+    best = 0
+    for a, row in enumerate(rm):
+        total = sum(abs((one if a == b else 0) - v) for b, v in enumerate(row))
+        if rr is not None:
+            total += sum(rr[a])
+        best = max(best, total)
+    return best
+
+
+def _newton(r: list[list[int]], s_r: int, mid: list[list[int]], s_m: int, bits: int) -> tuple[list[list[int]], int]:
+    """One Newton-Schulz step ``R (2I - M R)``, rounded to ~``bits`` bits (any R stays sound)."""
+    mr = _matmul(mid, r)  # scale s_m + s_r
+    two = 2 << (s_m + s_r)
+    t = [[(two if a == b else 0) - v for b, v in enumerate(row)] for a, row in enumerate(mr)]
+    rn = _matmul(r, t)  # scale 2 s_r + s_m
+    s_n = 2 * s_r + s_m
+    top = max(abs(v).bit_length() for row in rn for v in row)
+    sh = top - bits
+    if sh > 0:
+        rn, s_n = [[v >> sh for v in row] for row in rn], s_n - sh
+    if s_n < 0:
+        rn, s_n = [[v << -s_n for v in row] for row in rn], 0
+    return rn, s_n
+
+
+def _exact_inverse_norm(mid: list[list[int]], s_m: int) -> Fraction | None:
+    """``||M^{-1}||`` exactly for an exact M (Gauss-Jordan in Fractions); None if singular."""
+    k = len(mid)
+    aug = [[Fraction(v) for v in row] + [Fraction(int(a == b)) for b in range(k)] for a, row in enumerate(mid)]
+    for col in range(k):
+        pivot = next((rr for rr in range(col, k) if aug[rr][col] != 0), None)
+        if pivot is None:
+            return None
+        aug[col], aug[pivot] = aug[pivot], aug[col]
+        p = aug[col][col]
+        aug[col] = [v / p for v in aug[col]]
+        for rr in range(k):
+            if rr != col and aug[rr][col] != 0:
+                fct = aug[rr][col]
+                aug[rr] = [v - fct * w for v, w in zip(aug[rr], aug[col])]
+    # inverse of mid / 2**s_m is 2**s_m * mid^{-1}
+    return max(sum(abs(v) for v in row[k:]) for row in aug) * dyadic(1, -s_m)
+
+
+def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *,
+                 method: str = "certificate", max_prec: int = DEFAULT_MAX_PREC) -> Verdict:
+    """Decide ``r_eps(A) >= k``: VERIFIED iff ``eps ||X|| ||Y|| ||(XAY)^{-1}|| < 1`` proved."""
+    eps_q = parse_tolerance(eps)
+    check_limits(op)
+    m, n = op.shape
+    k = _check_rank("k", k, op.p)
+    if k == 0:
+        raise InvalidInputError("a k = 0 lower end is the trivial one, not a certificate")
+    if k > MAX_K:
+        raise SizeLimitError(f"exact kernel limit: certificate rank k = {k} exceeds {MAX_K} (use --kernel arb)")
+    X, Y = _factor("X", X, k, m), _factor("Y", Y, n, k)
+    x, sx = int_matrix(X)
+    y, sy = int_matrix(Y)
+    nx, ny = dyadic(_max_row_abs_sum(x), sx), dyadic(_max_row_abs_sum(y), sy)
+    c = eps_q * nx * ny  # the product is c * ||M^{-1}||
+
+    def report(inv_lo: Fraction, inv_hi: Fraction, prec: int):
+        margin = round_interval(1 - c * inv_hi, 1 - c * inv_lo, prec + 16)
+        value = round_interval(1 / (nx * ny * inv_hi), 1 / (nx * ny * inv_lo), prec + 16)
+        return margin, value
+
+    def attempt(prec: int) -> Attempt:
+        enc = enclose(op, prec)
+        mid, rad, s_m = _core(enc, x, sx, y, sy)
+        approx = _approx_inverse(mid, s_m)
+        if approx is not None:
+            r, s_r = approx
+            q_num = _residual(r, mid, rad, s_r + s_m)
+            for _ in range(MAX_NEWTON):  # refine R (untrusted) while the residual halves
+                q_old = dyadic(q_num, s_r + s_m)
+                if q_old <= dyadic(1, prec + 8):
+                    break
+                r2, s_r2 = _newton(r, s_r, mid, s_m, prec + 64)
+                q2 = _residual(r2, mid, rad, s_r2 + s_m)
+                q_new = dyadic(q2, s_r2 + s_m)
+                if q_new < q_old:
+                    r, s_r, q_num = r2, s_r2, q2
+                if not 2 * q_new <= q_old:
+                    break
+            q = dyadic(q_num, s_r + s_m)
+            if q < 1:
+                # K6: M invertible, ||R||/(1+q) <= ||M^{-1}|| <= ||R||/(1-q)
+                norm_r = dyadic(_max_row_abs_sum(r), s_r)
+                inv_lo, inv_hi = norm_r / (1 + q), norm_r / (1 - q)
+                decision = True if c * inv_hi < 1 else False if c * inv_lo >= 1 else None
+                if decision is not None or not enc.exact:
+                    return (decision, *report(inv_lo, inv_hi, prec), "eps * ||X|| * ||Y|| * ||(XAY)^-1|| against 1")
+        if enc.exact:  # exact M (probabilities kind): decide with the exact inverse
+            inv = _exact_inverse_norm(mid, s_m)
+            if inv is None:
+                return None, None, None, "X A Y is exactly singular: the certificate proves nothing"
+            decision = c * inv < 1
+            return (decision, *report(inv, inv, prec), "eps * ||X|| * ||Y|| * ||(XAY)^-1|| against 1 (exact inverse)")
+        return None, None, None, "X A Y not proved invertible at this precision"
+
+    return _decide("lower", k, eps, method, max_prec, attempt)
+
+
+# ----------------------------------------------------------------------------------------
+# trivial ends (proofs/trivial-ends.md; exact for every kind here)
+# ----------------------------------------------------------------------------------------
+
+def _norm_a(op: Operator, max_prec: int) -> Fraction:
+    """``||A||`` exactly: 1 for softmax kinds, the exact max row l1 of the doubles otherwise."""
+    if op.row_sums_exactly_one():
+        return Fraction(1)
+    precision_schedule(max_prec)  # validated where the Arb kernel would run its retry loop
+    a, s = int_matrix(np.asarray(op.arrays["A"]))
+    return dyadic(_max_row_abs_sum(a), s)
+
+
+def verify_trivial_upper(op: Operator, eps: str, r: int, *, max_prec: int = DEFAULT_MAX_PREC) -> Verdict:
+    """``r = p`` always; ``r = 0`` iff ``||A|| <= eps`` (decided exactly)."""
+    eps_q = parse_tolerance(eps)
+    check_limits(op)
+    r = _check_rank("r", r, op.p)
+    if r == op.p:
+        return _verdict(Status.VERIFIED, "upper", r, eps, "identity", None, None, 0, "B = A has rank <= p = min(m, N)")
+    if r != 0:
+        raise InvalidInputError(f"a trivial upper end must have r = 0 or r = p = {op.p}, got {r!r}")
+    norm = _norm_a(op, max_prec)
+    status = Status.VERIFIED if norm <= eps_q else Status.REJECTED
+    return _verdict(status, "upper", 0, eps, "zero", (eps_q - norm, eps_q - norm), (norm, norm), 0, "||A|| against eps (exact)")
+
+
+def verify_trivial_lower(op: Operator, eps: str, k: int, *, max_prec: int = DEFAULT_MAX_PREC) -> Verdict:
+    """``k = 0`` always; ``k = 1`` iff ``||A|| > eps`` (decided exactly)."""
+    eps_q = parse_tolerance(eps)
+    check_limits(op)
+    k = _check_rank("k", k, op.p)
+    if k == 0:
+        return _verdict(Status.VERIFIED, "lower", 0, eps, "trivial", None, None, 0, "every rank is >= 0")
+    if k != 1:
+        raise InvalidInputError(f"a trivial lower end must have k = 0 or k = 1, got {k!r}")
+    norm = _norm_a(op, max_prec)
+    status = Status.VERIFIED if norm > eps_q else Status.REJECTED
+    return _verdict(status, "lower", 1, eps, "trivial", (norm - eps_q, norm - eps_q), (norm, norm), 0, "||A|| against eps (exact)")
