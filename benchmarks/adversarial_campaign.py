@@ -621,7 +621,8 @@ def run_campaign(n_bases: int = 56, seed: int = 7, sample: int | None = None, fi
             if st and st.get("arb") and st.get("exact") and st["arb"] != st["exact"]:
                 decided = any({a, b} == {"VERIFIED", "REJECTED"} for a, b in zip(st["arb"], st["exact"]))
                 disagreements.append({"category": cat, "truth": truth, "arb": st["arb"], "exact": st["exact"],
-                                      "decided_conflict": decided, "document": raw.decode("utf-8", "replace")[:20000] if decided else None})
+                                      "decided_conflict": decided,
+                                      "document": raw.decode("utf-8", "replace")[:20000] if decided or len(disagreements) < 3 else None})
             if idx % file_every == 0:  # the real file entry point must agree
                 path = Path(tmp) / f"c{idx}.json"
                 path.write_bytes(raw)

@@ -66,7 +66,7 @@ def seed_documents() -> list[dict[str, Any]]:
     Q, K = rng.normal(size=(3, 2)), rng.normal(size=(4, 2))
     qk = Operator("qk", {"Q": Q, "K": K}, beta="0.5", mask="causal")
     qk_doc = certificate_document("fuzz/qk", qk, [
-        Bracket("0.9", LowerEnd(1, "trivial"), UpperEnd(1, "constant", np.ones((3, 1)), np.full((4, 1), 0.25))),
+        Bracket("2", LowerEnd(0, "trivial"), UpperEnd(1, "constant", np.ones((3, 1)), np.full((4, 1), 0.25))),
         Bracket("2", LowerEnd(0, "trivial"), UpperEnd(0, "zero")),
     ], created=CREATED)
     P = _softmax(rng.normal(size=(2, 3)))

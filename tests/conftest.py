@@ -282,10 +282,23 @@ class _IvPrec:
         iv.prec = self.saved
 
 
+_TINY_EXP = -20000  # endpoints below 2**-20000 in magnitude are rounded outward to 0 / +-2**-20000
+
+
+def _endpoint(raw, upper: bool) -> Fraction:
+    x = mp.make_mpf(raw)
+    if x != 0 and raw[2] + raw[3] < _TINY_EXP:  # raw = (sign, man, exp, bc): |x| < 2**(exp + bc)
+        tiny = Fraction(1, 2**-_TINY_EXP)
+        if upper:
+            return tiny if x > 0 else Fraction(0)
+        return Fraction(0) if x > 0 else -tiny
+    return exact_fraction(x)
+
+
 def iv_bounds(x) -> tuple[Fraction, Fraction]:
-    """Exact rational endpoints of an mpmath interval."""
+    """Rational endpoints of an mpmath interval (exact, or rounded outward when astronomically small)."""
     a, b = x._mpi_
-    return exact_fraction(mp.make_mpf(a)), exact_fraction(mp.make_mpf(b))
+    return _endpoint(a, upper=False), _endpoint(b, upper=True)
 
 
 def _iv_exact(v: float):

@@ -105,7 +105,11 @@ def parse_json_strict(raw: bytes) -> Any:
     except UnicodeDecodeError:
         raise CertificateFormatError("file is not UTF-8 text") from None
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_float=_no_float, parse_constant=_no_constant)
+        document = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_float=_no_float, parse_constant=_no_constant)
+        json.dumps(document, ensure_ascii=False).encode("utf-8")  # lone surrogates (\\ud800) fail here
+        return document
+    except UnicodeEncodeError:
+        raise CertificateFormatError("a JSON string contains a lone surrogate escape (not Unicode text)") from None
     except json.JSONDecodeError as exc:
         raise CertificateFormatError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:

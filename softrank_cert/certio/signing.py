@@ -67,6 +67,27 @@ def _key_bytes(text: object, codec: bytes, what: str, error: type[Exception]) ->
     return data[len(codec):]
 
 
+#: Encodings of the Ed25519 points of small order (orders 1, 2, 4, 8), with the sign bit of the
+#: last byte cleared, including the non-canonical encodings p and p + 1 (libsodium's blocklist).
+#: A did:key of such a point "verifies" forged signatures (e.g. R = identity, S = 0) under
+#: cofactorless verification, so such keys are refused outright.
+_SMALL_ORDER_ENCODINGS = frozenset(bytes.fromhex(h) for h in (
+    "0000000000000000000000000000000000000000000000000000000000000000",  # order 4
+    "0100000000000000000000000000000000000000000000000000000000000000",  # identity
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",  # order 8
+    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",  # order 8
+    "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",  # p - 1: order 2
+    "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",  # p (= 0): order 4
+    "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",  # p + 1 (= 1): identity
+))
+
+
+def _refuse_small_order(raw: bytes) -> None:
+    """SignatureError if ``raw`` encodes a point of small order (a key that signs everything)."""
+    if raw[:31] + bytes([raw[31] & 0x7F]) in _SMALL_ORDER_ENCODINGS:
+        raise SignatureError("public key is a small-order Ed25519 point (it would accept forged signatures)")
+
+
 def generate_private_key() -> Ed25519PrivateKey:
     """Return a fresh random Ed25519 private key."""
     return Ed25519PrivateKey.generate()
@@ -91,7 +112,11 @@ def private_key_from_multibase(text: str) -> Ed25519PrivateKey:
 def public_key_from_multibase(text: str) -> Ed25519PublicKey:
     """Parse a public key written by :func:`public_key_multibase`; SignatureError if malformed."""
     raw = _key_bytes(text, _PUBLIC_CODEC, "public key multibase", SignatureError)
-    return Ed25519PublicKey.from_public_bytes(raw)
+    _refuse_small_order(raw)
+    try:
+        return Ed25519PublicKey.from_public_bytes(raw)
+    except ValueError:
+        raise SignatureError("public key multibase is not a valid Ed25519 point") from None
 
 
 def did_key(public_key: Ed25519PublicKey) -> str:
@@ -189,6 +214,7 @@ def verify_document(
             f"proofValue holds {len(signature)} bytes, expected {_SIGNATURE_LENGTH}"
         )
     key = public_key_from_verification_method(vm) if public_key is None else public_key
+    _refuse_small_order(key.public_bytes_raw())
     proof_config = {field: value for field, value in proof.items() if field != "proofValue"}
     unsecured = {field: value for field, value in document.items() if field != "proof"}
     try:

@@ -15,7 +15,7 @@ from ..certio.signing import load_private_key, utc_now_rfc3339
 from ..errors import InvalidInputError
 from ..kernel import parse_tolerance
 from ..operators_npz import NamedOperator, load_operators, operator_names
-from .common import progress_bar, stdout_console
+from .common import progress_bar, safe_text, stdout_console
 from .keys import sign_certificate, write_json_atomic
 
 EPILOG = """\
@@ -103,7 +103,7 @@ def run_bracket(args: Any) -> int:
     with progress_bar(not args.json) as bar:
         task = bar.add_task("bracketing", total=len(operators))
         for item, target in zip(operators, targets):
-            bar.update(task, description=f"{item.name}")
+            bar.update(task, description=safe_text(item.name))
             start = time.perf_counter()
             brackets = bracket_operator(item.operator, eps_list, budget_seconds=args.budget_seconds)
             seconds = time.perf_counter() - start
@@ -130,7 +130,7 @@ def _render(summary: list[dict[str, Any]]) -> None:
         table.add_column(column, justify="left" if column == "operator" else "right")
     for entry in summary:
         for b in entry["brackets"]:
-            table.add_row(entry["operator"], str(entry["p"]), b["eps"], f"{b['lower']} ({b['lower_method']})",
+            table.add_row(safe_text(entry["operator"]), str(entry["p"]), b["eps"], f"{b['lower']} ({b['lower_method']})",
                           f"{b['upper']} ({b['upper_construction']})", "yes" if b["lower"] == b["upper"] else "",
                           f"{entry['seconds']:.1f}")
     stdout_console().print(table)

@@ -36,6 +36,9 @@ def run_main(prog: str, body: Callable[[], int]) -> NoReturn:
     except MemoryError:
         print(f"{prog}: error: out of memory for this input", file=sys.stderr)
         code = EXIT_INVALID_INPUT
+    except BrokenPipeError:  # the reader went away (e.g. `| head`): nothing left to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 141
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         code = 130
@@ -98,3 +101,14 @@ def expand_json_paths(paths: list[str]) -> list[str]:
         path = Path(item)
         out.extend(sorted(str(p) for p in path.rglob("*.json")) if path.is_dir() else [item])
     return out
+
+
+def safe_text(text: str) -> str:
+    """Untrusted text (operator ids, method names) for a rich table: control and format
+    characters become visible escapes (no terminal injection) and ``[`` is escaped (no markup)."""
+    import unicodedata
+
+    from rich.markup import escape
+
+    shown = "".join(ch if unicodedata.category(ch)[0] != "C" else ascii(ch)[1:-1] for ch in text)
+    return escape(shown)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import __version__
-from . import bracket_cmd, keys, panel_cmd
+from . import audit_cmd, bracket_cmd, geometry_cmd, keys, panel_cmd, supports_cmd
 from .common import make_parser, run_main
 
 EPILOG = """\
@@ -11,7 +11,10 @@ subcommand examples:
   softrank keygen --out issuer.key
   softrank sign cert.json --key issuer.key
   softrank bracket op.npz --eps 0.1,0.25,0.5 --out cert.json --key issuer.key
+  softrank geometry op.npz --rank 4 --eps 0.25 --json
+  softrank supports sphere --dim 2 --eps 0.25 --plot sphere.png
   softrank panel --model minilm --text examples/data/apache2.txt --widths 64,128 --out panel.npz
+  softrank audit brackets.jsonl --operators panel.npz --out report.json --plot ratios.png
 Check any certificate with: softrank-verify cert.json
 """
 
@@ -20,7 +23,8 @@ def build_parser():
     parser = make_parser("softrank", "Certified approximation ranks of softmax attention.", EPILOG)
     parser.add_argument("--version", action="version", version=f"softrank-cert {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for register in (keys.add_keygen, keys.add_sign, bracket_cmd.add_bracket, panel_cmd.add_panel):
+    for register in (keys.add_keygen, keys.add_sign, bracket_cmd.add_bracket, panel_cmd.add_panel,
+                     geometry_cmd.add_geometry, supports_cmd.add_supports, audit_cmd.add_audit):
         register(sub)
     return parser
 

@@ -14,7 +14,7 @@ from ..errors import InvalidInputError, EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_I
 from ..kernel import DEFAULT_MAX_PREC, Status, Verdict
 from ..numfmt import format_down, format_up
 from ..verification import CertificateReport, verify_certificate_file
-from .common import expand_json_paths, make_parser, progress_bar, run_main, stdout_console
+from .common import expand_json_paths, make_parser, progress_bar, run_main, safe_text, stdout_console
 
 EPILOG = """\
 examples:
@@ -65,7 +65,7 @@ def render_table(reports: list[CertificateReport], console: Console) -> None:
     for report in reports:
         for v in report.verdicts:
             margin = "exact" if v.precision == 0 else ("-" if v.margin is None else f">= {format_down(v.margin[0])}")
-            table.add_row(report.operator_id, v.eps, v.claim, v.method,
+            table.add_row(safe_text(report.operator_id), v.eps, v.claim, safe_text(v.method),
                           f"[{STYLE[v.status]}]{v.status.value}[/]", margin, str(v.precision) if v.precision else "-")
     console.print(table)
 

@@ -13,6 +13,7 @@ exact input parsers (:class:`Operator`, :func:`parse_tolerance`) and the sealed 
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Callable
 
@@ -171,12 +172,24 @@ def _core(enc: IntervalMatrix, x: list[list[int]], sx: int, y: list[list[int]], 
 
 
 def _approx_inverse(mid: list[list[int]], s_m: int) -> tuple[list[list[int]], int] | None:
-    """An untrusted approximation R of the inverse of ``mid / 2**s_m`` (any R is sound, K6)."""
-    top = max(abs(v).bit_length() for row in mid for v in row)
-    if top == 0:
-        return None
-    sh = top - 60
-    approx = np.array([[float(shift_floor(v, sh)) for v in row] for row in mid])  # ~ mid / 2**sh
+    """An untrusted approximation R of the inverse of ``mid / 2**s_m`` (any R is sound, K6).
+
+    Columns and rows are scaled by powers of two before the float inverse (F = D mid G, so
+    mid^-1 = G F^-1 D): badly scaled certificates (an X row of 1e300, a Y column of 1e-155 next
+    to entries of 1) keep their relative accuracy.
+    """
+    col_tops = [max(abs(v) for v in col).bit_length() for col in zip(*mid)]
+    if min(col_tops) == 0:
+        return None  # a zero column: M is singular
+    gains = [max(col_tops) - t for t in col_tops]  # N = mid G, G = diag(2**gain): columns balanced
+    scaled = [[v << g for v, g in zip(row, gains)] for row in mid]
+    shifts = []
+    for row in scaled:
+        top = max(abs(v).bit_length() for v in row)
+        if top == 0:
+            return None  # a zero row: M is singular
+        shifts.append(top - 60)
+    approx = np.array([[float(shift_floor(v, sh)) for v in row] for row, sh in zip(scaled, shifts)])  # ~ D mid G
     try:
         with np.errstate(all="ignore"):
             inv = np.linalg.inv(approx)
@@ -184,11 +197,18 @@ def _approx_inverse(mid: list[list[int]], s_m: int) -> tuple[list[list[int]], in
         return None
     if not np.isfinite(inv).all() or not inv.any():
         return None
-    r_int, s_r = int_matrix(np.ascontiguousarray(inv, dtype=np.float64))
-    s_r += sh - s_m  # (mid / 2**s_m)^-1 ~ inv * 2**(s_m - sh)
-    if s_r < 0:
-        r_int, s_r = [[v << -s_r for v in row] for row in r_int], 0
-    return r_int, s_r
+    # mid^-1 = G F^-1 D, so R_ab = 2**gain_a inv_ab 2**(s_m - sh_b), exactly, at one common scale
+    entries = [[Fraction(v) * dyadic(1, sh - s_m - g) for v, sh in zip(row, shifts)]
+               for row, g in zip(inv.tolist(), gains)]
+    s_r = max(0, max(e.denominator.bit_length() - 1 for row in entries for e in row))
+    return [[int(e * (1 << s_r)) for e in row] for row in entries], s_r
+
+
+def _column_floor_bits(values: list[list[int]]) -> int:
+    """Smallest over columns of the bit length of the column's largest entry (nonzero columns)."""
+    tops = [max(abs(v) for v in col).bit_length() for col in zip(*values)]
+    tops = [t for t in tops if t > 0]
+    return min(tops) if tops else 0
 
 
 def _residual(r: list[list[int]], mid: list[list[int]], rad: list[list[int]] | None, s: int) -> int:
@@ -212,8 +232,7 @@ def _newton(r: list[list[int]], s_r: int, mid: list[list[int]], s_m: int, bits: 
     t = [[(two if a == b else 0) - v for b, v in enumerate(row)] for a, row in enumerate(mr)]
     rn = _matmul(r, t)  # scale 2 s_r + s_m
     s_n = 2 * s_r + s_m
-    top = max(abs(v).bit_length() for row in rn for v in row)
-    sh = top - bits
+    sh = _column_floor_bits(rn) - bits  # keep ``bits`` bits in every column (badly scaled M)
     if sh > 0:
         rn, s_n = [[v >> sh for v in row] for row in rn], s_n - sh
     if s_n < 0:
@@ -221,8 +240,8 @@ def _newton(r: list[list[int]], s_r: int, mid: list[list[int]], s_m: int, bits: 
     return rn, s_n
 
 
-def _exact_inverse_norm(mid: list[list[int]], s_m: int) -> Fraction | None:
-    """``||M^{-1}||`` exactly for an exact M (Gauss-Jordan in Fractions); None if singular."""
+def _exact_inverse(mid: list[list[int]]) -> list[list[Fraction]] | None:
+    """The exact inverse of an integer matrix (Gauss-Jordan in Fractions); None if singular."""
     k = len(mid)
     aug = [[Fraction(v) for v in row] + [Fraction(int(a == b)) for b in range(k)] for a, row in enumerate(mid)]
     for col in range(k):
@@ -236,8 +255,17 @@ def _exact_inverse_norm(mid: list[list[int]], s_m: int) -> Fraction | None:
             if rr != col and aug[rr][col] != 0:
                 fct = aug[rr][col]
                 aug[rr] = [v - fct * w for v, w in zip(aug[rr], aug[col])]
-    # inverse of mid / 2**s_m is 2**s_m * mid^{-1}
-    return max(sum(abs(v) for v in row[k:]) for row in aug) * dyadic(1, -s_m)
+    return [row[k:] for row in aug]
+
+
+def _rounded_inverse(inv: list[list[Fraction]], s_m: int, bits: int) -> tuple[list[list[int]], int]:
+    """R = (mid / 2**s_m)^{-1} = 2**s_m mid^{-1}, truncated to ~``bits`` bits (any R is sound, K6)."""
+    tops = [max(abs(v) for v in col) for col in zip(*inv)]
+    top = min(t for t in tops if t != 0)  # keep ``bits`` bits in every column
+    e = top.numerator.bit_length() - top.denominator.bit_length() + s_m
+    s_r = max(0, bits - e)
+    scale = Fraction(1 << (s_r + s_m)) if s_r + s_m >= 0 else Fraction(1, 1 << -(s_r + s_m))
+    return [[math.floor(v * scale) for v in row] for row in inv], s_r
 
 
 def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *,
@@ -265,6 +293,7 @@ def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *
     def attempt(prec: int) -> Attempt:
         enc = enclose(op, prec)
         mid, rad, s_m = _core(enc, x, sx, y, sy)
+        q, r, s_r = None, None, 0
         approx = _approx_inverse(mid, s_m)
         if approx is not None:
             r, s_r = approx
@@ -281,17 +310,23 @@ def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *
                 if not 2 * q_new <= q_old:
                     break
             q = dyadic(q_num, s_r + s_m)
-            if q < 1:
-                # K6: M invertible, ||R||/(1+q) <= ||M^{-1}|| <= ||R||/(1-q)
-                norm_r = dyadic(_max_row_abs_sum(r), s_r)
-                inv_lo, inv_hi = norm_r / (1 + q), norm_r / (1 - q)
-                decision = True if c * inv_hi < 1 else False if c * inv_lo >= 1 else None
-                if decision is not None or not enc.exact:
-                    return (decision, *report(inv_lo, inv_hi, prec), "eps * ||X|| * ||Y|| * ||(XAY)^-1|| against 1")
+        if (q is None or q >= 1) and prec > START_PREC:  # float inverse too poor: exact midpoint inverse
+            inv = _exact_inverse(mid)
+            if inv is not None:
+                r, s_r = _rounded_inverse(inv, s_m, prec + 64)
+                q = dyadic(_residual(r, mid, rad, s_r + s_m), s_r + s_m)
+        if q is not None and q < 1:
+            # K6: M invertible, ||R||/(1+q) <= ||M^{-1}|| <= ||R||/(1-q)
+            norm_r = dyadic(_max_row_abs_sum(r), s_r)
+            inv_lo, inv_hi = norm_r / (1 + q), norm_r / (1 - q)
+            decision = True if c * inv_hi < 1 else False if c * inv_lo >= 1 else None
+            if decision is not None or not enc.exact:
+                return (decision, *report(inv_lo, inv_hi, prec), "eps * ||X|| * ||Y|| * ||(XAY)^-1|| against 1")
         if enc.exact:  # exact M (probabilities kind): decide with the exact inverse
-            inv = _exact_inverse_norm(mid, s_m)
-            if inv is None:
+            exact_inv = _exact_inverse(mid)
+            if exact_inv is None:
                 return None, None, None, "X A Y is exactly singular: the certificate proves nothing"
+            inv = max(sum(abs(v) for v in row) for row in exact_inv) * dyadic(1, -s_m)  # ||2**s_m mid^-1||
             decision = c * inv < 1
             return (decision, *report(inv, inv, prec), "eps * ||X|| * ||Y|| * ||(XAY)^-1|| against 1 (exact inverse)")
         return None, None, None, "X A Y not proved invertible at this precision"

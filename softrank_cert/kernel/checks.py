@@ -28,9 +28,11 @@ Attempt = tuple[bool | None, arb | None, arb | None, str]
 
 
 def _interval(ball: arb | None) -> tuple[Fraction, Fraction] | None:
+    """Exact rational [lo, hi] containing the ball, or None (not finite, or beyond 2**4096)."""
     if ball is None or not ball.is_finite():
         return None
-    return arb_lower_fraction(ball), arb_upper_fraction(ball)
+    lo, hi = arb_lower_fraction(ball), arb_upper_fraction(ball)
+    return None if lo is None or hi is None else (lo, hi)
 
 
 def _decide(side: str, rank: int, eps: str, method: str, max_prec: int, attempt: Callable[[int], Attempt]) -> Verdict:
@@ -84,6 +86,7 @@ def verify_upper(op: Operator, eps: str, r: int, U: np.ndarray, W: np.ndarray, *
     proved (the witness is false).  ``rank(U W^T) <= r`` holds by construction.
     """
     eps_q = parse_tolerance(eps)
+    precision_schedule(max_prec)  # validate eagerly, also when no ball arithmetic is needed
     m, n = op.shape
     r = _check_rank("r", r, max(m, n))
     if r == 0:
@@ -110,6 +113,7 @@ def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *
     INCONCLUSIVE if ``X A Y`` cannot be proved invertible at the maximum precision.
     """
     eps_q = parse_tolerance(eps)
+    precision_schedule(max_prec)  # validate eagerly, also when no ball arithmetic is needed
     m, n = op.shape
     k = _check_rank("k", k, op.p)
     if k == 0:
@@ -136,6 +140,7 @@ def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *
 def verify_trivial_upper(op: Operator, eps: str, r: int, *, max_prec: int = DEFAULT_MAX_PREC) -> Verdict:
     """Trivial upper ends: ``r = p`` (B = A, rank A <= p) always; ``r = 0`` iff ``||A|| <= eps``."""
     eps_q = parse_tolerance(eps)
+    precision_schedule(max_prec)  # validate eagerly, also when no ball arithmetic is needed
     r = _check_rank("r", r, op.p)
     if r == op.p:
         return _exact_verdict(Status.VERIFIED, "upper", r, eps, "identity", "B = A has rank <= p = min(m, N)")
@@ -156,6 +161,7 @@ def verify_trivial_upper(op: Operator, eps: str, r: int, *, max_prec: int = DEFA
 def verify_trivial_lower(op: Operator, eps: str, k: int, *, max_prec: int = DEFAULT_MAX_PREC) -> Verdict:
     """Trivial lower ends: ``k = 0`` always; ``k = 1`` iff ``||A|| > eps`` (B = 0 is then too far)."""
     eps_q = parse_tolerance(eps)
+    precision_schedule(max_prec)  # validate eagerly, also when no ball arithmetic is needed
     k = _check_rank("k", k, op.p)
     if k == 0:
         return _exact_verdict(Status.VERIFIED, "lower", 0, eps, "trivial", "every rank is >= 0")

@@ -11,9 +11,10 @@ it was built with,
 * ``row_abs_sum_max`` contains ``||A|| = max_i sum_j |A_ij|``.
 
 Softmax step (per row i with allowed columns J_i): for ANY real shift ``c_i``
-``A_ij = exp(S_ij - c_i) / sum_{l in J_i} exp(S_il - c_i)``.  The shift is a float64
+``A_ij = exp(S_ij - c_i) / sum_{l in J_i} exp(S_il - c_i)``.  The shift comes from a float64
 rough row maximum (computed by numpy: it is only a shift, its accuracy affects ball
-widths, not correctness), converted to Arb exactly.  Arb's ``exp``, ``+`` and ``/``
+widths, not correctness), converted to Arb exactly; for ``qk`` it is ``c_i = beta * g_i``
+and ``S_ij - c_i`` is enclosed as ``(G_ij - g_i) * beta`` with ``G = Q K^T``.  Arb's ``exp``, ``+`` and ``/``
 return balls containing the exact results, so the quotient ball contains ``A_ij``.
 """
 
@@ -27,22 +28,27 @@ from .operator import Operator
 
 
 def _rough_row_shifts(op: Operator, allowed: np.ndarray) -> list[float]:
-    """float64 row maxima of the scores over allowed keys (any finite values would be sound)."""
+    """One float64 ``g_i`` per row, near the row maximum of the *unscaled* scores.
+
+    For ``qk`` the scores are ``beta * G`` with ``G = Q K^T``; ``g_i`` is a float64 value of
+    ``G_ij`` at the column maximising ``beta * G_ij``, and the softmax shift is the exact real
+    ``c_i = beta * g_i``.  For ``scores``, ``g_i`` is the float64 row maximum and ``c_i = g_i``.
+    Any finite ``g_i`` is sound (Lemma 1 of proofs/softmax-enclosure.md); a good one keeps the
+    balls narrow, also for huge scores, because ``(G_ij - g_i)`` is formed before scaling.
+    """
     if op.kind == "qk":
-        q, k = op.arrays["Q"], op.arrays["K"]
-        try:
-            beta = 1.0 / np.sqrt(q.shape[1]) if op.beta_exact is None else float(op.beta_exact)
-        except OverflowError:  # |beta| beyond the double range: any shift is sound, use 0
-            return [0.0] * q.shape[0]
         with np.errstate(all="ignore"):
-            rough = (q @ k.T) * beta
+            rough = op.arrays["Q"] @ op.arrays["K"].T
+        beta = op.beta_exact
+        sign = 1.0 if beta is None or beta > 0 else (-1.0 if beta < 0 else 0.0)
+        with np.errstate(invalid="ignore"):
+            oriented = np.where(allowed, sign * rough, -np.inf)
+        best = np.argmax(np.nan_to_num(oriented, nan=-np.inf), axis=1)
+        shifts = rough[np.arange(rough.shape[0]), best]
     else:
-        rough = op.arrays["S"]
-    masked = np.where(allowed, rough, -np.inf)
-    shifts = masked.max(axis=1)
+        shifts = np.where(allowed, op.arrays["S"], -np.inf).max(axis=1)
     # Overflowed or otherwise unusable shifts fall back to 0: still exact, still sound.
-    shifts = np.where(np.isfinite(shifts), shifts, 0.0)
-    return shifts.tolist()
+    return np.where(np.isfinite(shifts), shifts, 0.0).tolist()
 
 
 class Enclosure:
@@ -61,17 +67,20 @@ class Enclosure:
             self._shifted, self._log_norm = None, None
             self.row_abs_sum_max = row_norm_max(self.probabilities)
             return
-        self.scores = self._enclose_scores(op)
+        raw, beta = self._enclose_raw_scores(op)
+        self.scores = raw if beta is None else raw * beta  # contains S
         shifts = _rough_row_shifts(op, allowed)
-        entries = self.scores.entries()
+        entries = raw.entries()
         probs: list[arb] = []
         shifted_rows: list[list[arb]] = []
         log_norms: list[arb] = []
         zero = arb(0)
         for i in range(m):
             length = self._row_lengths[i]
-            c = arb(shifts[i])  # exact double
-            shifted = [s - c for s in entries[i * n : i * n + length]]
+            g = arb(shifts[i])  # exact double
+            # S_ij - c_i with c_i = beta * g_i (qk) or g_i (scores), formed before scaling.
+            shifted = [(x - g) * beta for x in entries[i * n : i * n + length]] if beta is not None \
+                else [x - g for x in entries[i * n : i * n + length]]
             exps = [t.exp() for t in shifted]
             total = sum(exps, zero)
             probs.extend(e / total for e in exps)
@@ -84,13 +93,14 @@ class Enclosure:
         self.row_abs_sum_max = arb(1)
 
     @staticmethod
-    def _enclose_scores(op: Operator) -> arb_mat:
+    def _enclose_raw_scores(op: Operator) -> tuple[arb_mat, arb | None]:
+        """(ball matrix containing G = Q K^T, ball containing beta) for qk; (S exactly, None) for scores."""
         if op.kind == "scores":
-            return float64_matrix_to_arb(op.arrays["S"])
+            return float64_matrix_to_arb(op.arrays["S"]), None
         q = float64_matrix_to_arb(op.arrays["Q"])
         kt = float64_matrix_to_arb(np.ascontiguousarray(op.arrays["K"].T))
         beta = arb(op.head_dim).rsqrt() if op.beta_exact is None else fraction_to_arb(op.beta_exact)
-        return (q * kt) * beta
+        return q * kt, beta
 
     def log_probability(self, i: int, j: int) -> arb:
         """Ball containing ``log A_ij = (S_ij - c_i) - log Z_i`` (unmasked softmax entries only)."""

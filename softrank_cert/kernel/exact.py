@@ -99,21 +99,36 @@ def float64_matrix_to_arb(array: np.ndarray) -> arb_mat:
     return arb_mat(rows, cols, [arb(v) for v in array.ravel().tolist()])
 
 
-def _dyadic_to_fraction(point: arb) -> Fraction:
+#: Reported bounds are dyadic rationals with binary exponents in [-EXPONENT_LIMIT, EXPONENT_LIMIT]:
+#: an endpoint like exp(-5e7) is rounded outward to a multiple of 2**-EXPONENT_LIMIT instead of
+#: being expanded into a Fraction with a 5e7-bit denominator.
+EXPONENT_LIMIT = 4096
+
+
+def _dyadic_bound(point: arb, up: bool) -> Fraction | None:
+    """Exact point ``m * 2**e`` -> a Fraction >= it (``up``) or <= it, or None if out of range."""
     mantissa, exponent = point.man_exp()  # exact: point = mantissa * 2**exponent
     mantissa, exponent = int(mantissa), int(exponent)
-    return Fraction(mantissa * 2**exponent) if exponent >= 0 else Fraction(mantissa, 2**-exponent)
+    if exponent >= 0:
+        if exponent + mantissa.bit_length() > EXPONENT_LIMIT:
+            return None  # |point| > 2**EXPONENT_LIMIT: no finite bound is reported
+        return Fraction(mantissa << exponent)
+    shift = -exponent - EXPONENT_LIMIT
+    if shift > 0:  # round to a multiple of 2**-EXPONENT_LIMIT in the safe direction
+        mantissa = -((-mantissa) >> shift) if up else mantissa >> shift  # ceil / floor
+        exponent = -EXPONENT_LIMIT
+    return Fraction(mantissa, 1 << -exponent)
 
 
 def arb_lower_fraction(x: arb) -> Fraction | None:
-    """An exact rational <= every point of the ball ``x`` (None if x is not finite)."""
+    """An exact rational <= every point of the ball ``x`` (None if x is not finite or huge)."""
     if not x.is_finite():
         return None
-    return _dyadic_to_fraction(x.lower())  # arb.lower() is rounded towards -inf
+    return _dyadic_bound(x.lower(), up=False)  # arb.lower() is rounded towards -inf
 
 
 def arb_upper_fraction(x: arb) -> Fraction | None:
-    """An exact rational >= every point of the ball ``x`` (None if x is not finite)."""
+    """An exact rational >= every point of the ball ``x`` (None if x is not finite or huge)."""
     if not x.is_finite():
         return None
-    return _dyadic_to_fraction(x.upper())  # arb.upper() is rounded towards +inf
+    return _dyadic_bound(x.upper(), up=True)  # arb.upper() is rounded towards +inf

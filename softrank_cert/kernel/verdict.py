@@ -70,6 +70,9 @@ class Verdict:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("verdicts are immutable")
 
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("verdicts are immutable")
+
     @property
     def claim(self) -> str:
         relation = "<=" if self.side == "upper" else ">="

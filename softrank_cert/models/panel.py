@@ -43,6 +43,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..errors import InvalidInputError
+from ..operators_npz import PROVENANCE_KEY
 from .bert import BertModel
 from .common import MINILM, read_config, read_text, resolve_model
 from .gpt2 import GPT2Model
@@ -54,7 +55,6 @@ MODEL_FAMILIES: dict[str, type] = {"bert": BertModel, "gpt2": GPT2Model, "llama"
                                    "vit": ViTModel}
 AnyModel = BertModel | GPT2Model | LlamaModel | ViTModel
 
-PROVENANCE_KEY = "__provenance__"
 
 
 def _selection(values: Iterable[int] | None, limit: int, what: str) -> list[int]:

@@ -20,7 +20,7 @@ from ..errors import InternalInvariantError
 from ..kernel import (Operator, Status, Verdict, parse_tolerance, verify_lower, verify_trivial_lower,
                       verify_trivial_upper, verify_upper)
 from .dense import Dense
-from .profiles import Certificate, Profiles, Witness
+from .profiles import Profiles
 
 #: Largest k at which the (cubic-cost) pooled and LP-alternation certificates are tried.
 POOLED_MAX_K = 40
@@ -125,8 +125,14 @@ def _stages(prof: Profiles, ends: list[_Ends]) -> Iterator[str]:
         prof.search_upper("l1_polish", e.value, max(e.lower.k, 1), e.upper.r)
     yield "l1_polish"
     for e in open_():
-        prof.search_lower("pooled", e.value, e.lower.k, min(e.upper.r, POOLED_MAX_K))
-    yield "pooled"
+        for construction in ("skeleton", "cluster", "features"):
+            if e.upper.r > 1:
+                prof.witness(construction, e.upper.r - 1)
+    yield "constructions"
+    for method in ("seeded", "pooled"):
+        for e in open_():
+            prof.search_lower(method, e.value, e.lower.k, min(e.upper.r, POOLED_MAX_K))
+        yield method
     for e in open_():
         for k in range(e.lower.k + 1, min(e.lower.k + LP_STEPS, e.upper.r, POOLED_MAX_K) + 1):
             c = prof.certificate("lp_alternation", k)
@@ -161,4 +167,4 @@ def bracket_operator(op: Operator, eps_list: list[str], *, budget_seconds: float
     return [Bracket(e.eps, e.lower, e.upper) for e in ends]
 
 
-_STAGE_NAMES = ("tsvd", "pivot", "l1_polish", "pooled", "lp_alternation", "alt_l1")
+_STAGE_NAMES = ("tsvd", "pivot", "l1_polish", "constructions", "seeded", "pooled", "lp_alternation", "alt_l1")

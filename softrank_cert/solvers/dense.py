@@ -76,23 +76,25 @@ class Dense:
     """float64 data of one operator, shared by all constructions.
 
     ``A`` (m x N), ``allowed`` (True where ``A_ij`` may be nonzero), and for ``qk``
-    operators the scaled factors ``QB = beta * Q`` and ``K`` (so ``S = QB K^T``).  ``memo``
+    operators the scaled factors ``Qs = sqrt(beta) Q`` and ``Ks = sqrt(beta) K`` (so
+    ``S = Qs Ks^T``).  ``memo``
     is a per-operator cache that constructions share (e.g. the complete-pivoting order).
     """
 
     A: np.ndarray
     allowed: np.ndarray | None = None
-    QB: np.ndarray | None = None
-    K: np.ndarray | None = None
+    Qs: np.ndarray | None = None
+    Ks: np.ndarray | None = None
     memo: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, op: Operator) -> "Dense":
-        QB = K = None
+        Qs = Ks = None
         if op.kind == "qk":
-            QB, K = beta_float(op) * op.arrays["Q"], np.array(op.arrays["K"])
+            root = np.sqrt(beta_float(op))
+            Qs, Ks = root * op.arrays["Q"], root * op.arrays["K"]
         allowed = None if op.mask == "none" else op.allowed()
-        return cls(attention_matrix(op), allowed, QB, K)
+        return cls(attention_matrix(op), allowed, Qs, Ks)
 
     @property
     def shape(self) -> tuple[int, int]:

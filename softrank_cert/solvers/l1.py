@@ -10,8 +10,26 @@ each solve starts from the previous optimal basis.
 
 from __future__ import annotations
 
+import os
+import sys
+
 import highspy
 import numpy as np
+
+
+def _quiet_highs() -> "highspy.Highs":
+    """A Highs instance, created with C-level stdout muted (HiGHS prints a banner on creation)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            h = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    h.setOptionValue("output_flag", False)
+    return h
 
 
 class L1Fitter:
@@ -22,8 +40,7 @@ class L1Fitter:
         n, r = self.D.shape
         self._idx = np.arange(n, dtype=np.int32)
         self._weights = np.ones(n)
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
+        h = _quiet_highs()
         h.setOptionValue("threads", 1)
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = n, r

@@ -14,13 +14,15 @@ import numpy as np
 from .lower_lp_alternation import lp_alternation
 from .lower_pivot import pivot
 from .lower_pooled import pooled
+from .lower_seeded import seeded
 from .lower_trivial import trivial
 
-LowerMethod = Callable[..., "tuple[np.ndarray, np.ndarray] | None"]
+LowerMethod = Callable[..., tuple[np.ndarray, np.ndarray] | None]
 
 LOWER: dict[str, LowerMethod] = {
     "trivial": trivial,
     "pivot": pivot,
     "pooled": pooled,
+    "seeded": seeded,
     "lp_alternation": lp_alternation,
 }

@@ -101,7 +101,10 @@ def local_moves(A: np.ndarray, qlab: np.ndarray, klab: np.ndarray, k: int, passe
             h = int(options[np.argmin(values)])
             if values.min() < best * (1 - 1e-12) and h != g:
                 best, klab[j], M = values.min(), h, cands[h + 1]
-                G[:, :] = A @ matrices(A, qlab, klab, k)[1]
+                if g >= 0:
+                    G[:, g] -= A[:, j]
+                if h >= 0:
+                    G[:, h] += A[:, j]
         sizes = np.bincount(qlab[qlab >= 0], minlength=k).astype(float)
         sums = np.stack([G[qlab == a].sum(axis=0) for a in range(k)])
         for i in rng.permutation(A.shape[0]):
@@ -130,7 +133,7 @@ def local_moves(A: np.ndarray, qlab: np.ndarray, klab: np.ndarray, k: int, passe
 
 
 def pooled(A: "Dense | np.ndarray", k: int, *, kinds: tuple[str, ...] = ("plain", "sqrt", "standard"),
-           seeds: int = 2, passes: int = 3) -> tuple[np.ndarray, np.ndarray]:
+           seeds: int = 1, passes: int = 3) -> tuple[np.ndarray, np.ndarray]:
     """Best pooled ``(X, Y)`` over the clusterings tried (threshold ``1/||(XAY)^{-1}||``)."""
     a = as_dense(A).A
     best = (-1.0, None, None)

@@ -84,7 +84,8 @@ class Profiles:
                 if r not in self.witnesses:
                     self.witness("l1_polish", r)
                 start = self.witnesses[r]
-                factors = UPPER[construction](self.d, r, start=(start.U, start.W))
+                left = None if self.deadline is None else max(self.deadline - time.perf_counter(), 0.0)
+                factors = UPPER[construction](self.d, r, start=(start.U, start.W), seconds=left)
             else:
                 factors = UPPER[construction](self.d, r)
             if factors is not None:
@@ -134,38 +135,54 @@ class Profiles:
     def search_upper(self, construction: str, eps: float, lo: int, hi: int, scan: int = 2) -> None:
         """Look for the smallest r in [lo, hi) with a witness of error <= eps by ``construction``.
 
-        ``hi`` is a rank already known to work.  Bisection assuming monotone errors, then
-        ``scan`` further ranks below the answer.
+        ``hi`` is a rank already known to work.  Galloping down from ``hi`` (steps 1, 2, 4,
+        ...) then bisection, assuming monotone errors; then ``scan`` ranks below the answer.
         """
         ok: Callable[[int], bool] = lambda r: (w := self.witness(construction, r)) is not None and w.error <= eps
         best = hi
-        while lo < best and not self.out_of_time():
-            mid = (lo + best) // 2
+        step = 1
+        while best - step >= lo and not self.out_of_time():
+            if ok(best - step):
+                best -= step
+                step *= 2
+            else:
+                break
+        bad = max(best - step, lo - 1)  # ranks <= bad are (presumed) too small
+        while best - bad > 1 and not self.out_of_time():
+            mid = (best + bad) // 2
             if ok(mid):
                 best = mid
             else:
-                lo = mid + 1
-        for r in range(best - 1, max(best - 1 - scan, 0), -1):
+                bad = mid
+        for r in range(best - 1, max(best - 1 - scan, lo - 1, 0), -1):
             if self.out_of_time():
                 break
-            if r >= 1 and ok(r):
+            if ok(r):
                 best = r
 
     def search_lower(self, method: str, eps: float, lo: int, hi: int, scan: int = 2) -> None:
         """Look for the largest k in (lo, hi] with a certificate of threshold > eps by ``method``.
 
-        ``lo`` is a k already known to work.  Bisection assuming decreasing thresholds, then
-        ``scan`` further k above the answer.
+        ``lo`` is a k already known to work.  Galloping up from ``lo`` (steps 1, 2, 4, ...)
+        then bisection, assuming decreasing thresholds; then ``scan`` k above the answer.
         """
         ok: Callable[[int], bool] = lambda k: (c := self.certificate(method, k)) is not None and c.threshold > eps
         best = lo
-        while best < hi and not self.out_of_time():
-            mid = (best + hi + 1) // 2
+        step = 1
+        while best + step <= hi and not self.out_of_time():
+            if ok(best + step):
+                best += step
+                step *= 2
+            else:
+                break
+        bad = min(best + step, hi + 1)  # k >= bad are (presumed) too large
+        while bad - best > 1 and not self.out_of_time():
+            mid = (best + bad) // 2
             if ok(mid):
                 best = mid
             else:
-                hi = mid - 1
-        for k in range(best + 1, min(best + 1 + scan, self.d.p + 1)):
+                bad = mid
+        for k in range(best + 1, min(best + 1 + scan, hi + 1)):
             if self.out_of_time():
                 break
             if ok(k):

@@ -38,7 +38,7 @@ def _w_step(A: np.ndarray, U: np.ndarray, W: np.ndarray, rounds: int, eta: float
 
 
 def alt_l1(A: "Dense | np.ndarray", rank: int, *, start: tuple[np.ndarray, np.ndarray] | None = None,
-           sweeps: int = 4, rounds: int = 6, eta: float = 4.0, seconds: float | None = None,
+           sweeps: int = 3, rounds: int = 5, eta: float = 4.0, seconds: float | None = None,
            ) -> tuple[np.ndarray, np.ndarray]:
     """Alternate exact U-steps and dualised W-steps from ``start`` (default: ``l1_polish``).
 

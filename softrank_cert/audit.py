@@ -1,0 +1,421 @@
+"""Audit of published bracket tables (DESIGN.md section 5) -- an untrusted front end.
+
+A published table is JSON Lines, one row per (operator, eps)::
+
+    {"operator": "minilm/apache2/w32/L0H3", "eps": "0.25", "lower": 5, "upper": 26,
+     "certificate": "certs/L0H3.json"}          # certificate optional, relative to the table
+
+Each row ends with one status:
+
+* ``confirmed``  -- both published ends verified exactly as published;
+* ``tightened``  -- both published ends hold and a verified end is strictly better;
+* ``reproduced`` -- one published end verified, nothing contradicts the other;
+* ``refuted``    -- a published end is proved false: a verified witness of rank < lower, or a
+  verified lower certificate above upper (``r_eps`` is one number, so both cannot hold);
+* ``invalid-certificate`` -- the supplied certificate does not check (unreadable, schema, hash,
+  signature, a REJECTED claim), is about another operator, or lacks the row's eps;
+* ``unresolved`` -- neither end could be verified (nor refuted);
+* ``error``      -- the row is malformed or names no operator of the panel.
+
+Soundness: every end this module reports is the ``rank`` of a kernel :class:`Verdict` with
+status VERIFIED -- from the supplied certificate (re-checked by
+:func:`~softrank_cert.verification.verify_certificate_file`) or from
+:func:`~softrank_cert.solvers.bracket.bracket_operator`.  A REJECTED lower certificate never
+refutes a published lower end (proofs/lower-certificate.md): only a verified witness does.
+Rows with a certificate are judged by that certificate alone (never replaced by a
+reproduction); the others are reproduced, one solver run per operator for all its tolerances.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Callable
+
+from .certio.certificate import (Bracket as CertBracket, Certificate, LowerEnd as CertLower, UpperEnd as CertUpper,
+                                 certificate_document, decode_certificate, read_json_file)
+from .certio.signing import utc_now_rfc3339
+from .errors import InvalidInputError, SoftrankError
+from .kernel import Operator, Status, Verdict, parse_tolerance
+from .numfmt import format_down, format_up
+from .operators_npz import load_operators, operator_names
+from .verification import verify_certificate_file
+
+STATUSES = ("confirmed", "tightened", "reproduced", "refuted", "invalid-certificate", "unresolved", "error")
+#: Refuse bracket tables larger than this (bytes) before reading them.
+MAX_TABLE_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class PublishedRow:
+    """One well-formed row of a published table (``line`` is 1-based)."""
+
+    line: int
+    operator: str
+    eps: str
+    lower: int
+    upper: int
+    certificate: str | None = None
+
+    @property
+    def eps_value(self) -> Fraction:
+        return parse_tolerance(self.eps)
+
+
+@dataclass(frozen=True)
+class RowError:
+    """A row that could not be parsed (reported with status ``error``)."""
+
+    line: int
+    message: str
+    operator: str | None = None
+    eps: str | None = None
+    syntax: bool = False  # the line is not a JSON object at all
+
+
+@dataclass
+class RowResult:
+    """The audit of one row; ``lower``/``upper`` are the best VERIFIED ends (None: none)."""
+
+    line: int
+    operator: str | None
+    eps: str | None
+    status: str
+    published_lower: int | None
+    published_upper: int | None
+    lower: int | None = None
+    upper: int | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc = {"line": self.line, "operator": self.operator, "eps": self.eps, "status": self.status,
+               "lower": self.lower, "upper": self.upper, "published_lower": self.published_lower,
+               "published_upper": self.published_upper, "evidence": self.evidence}
+        if self.error is not None:
+            doc["error"] = self.error
+        return doc
+
+
+@dataclass
+class AuditResult:
+    """Row results in table order plus the evidence certificates to write (path -> document)."""
+
+    rows: list[RowResult]
+    evidence_files: dict[Path, dict[str, Any]]
+    seconds: float
+    operators: int
+
+
+# --------------------------------------------------------------------------- reading the table
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class _Inexact(str):
+    """A JSON number with a fraction or exponent (kept as text, never a float)."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("duplicate JSON key")
+    return dict(pairs)
+
+
+def _refuse(text: str) -> Any:
+    raise ValueError(f"JSON constant {text} is not allowed")
+
+
+def parse_row(line: int, text: str) -> PublishedRow | RowError:
+    """One JSON Lines row, checked field by field (never raises)."""
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_float=_Inexact, parse_constant=_refuse)
+    except (ValueError, RecursionError) as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        return RowError(line, f"line {line}: not a JSON object ({reason})", syntax=True)
+    if not isinstance(doc, dict):
+        return RowError(line, f"line {line}: a row must be a JSON object", syntax=True)
+    name, eps = doc.get("operator"), doc.get("eps")
+    exact_str = lambda v: isinstance(v, str) and not isinstance(v, _Inexact)  # noqa: E731
+    shown = (name if exact_str(name) else None, eps if exact_str(eps) else None)
+    if not exact_str(name) or not name:
+        return RowError(line, f"line {line}: 'operator' must be a non-empty string", *shown)
+    if isinstance(eps, (_Inexact, int)) and not isinstance(eps, bool):
+        return RowError(line, f"line {line}: eps must be an exact decimal string: write \"{eps}\", not {eps}", *shown)
+    if not isinstance(eps, str):
+        return RowError(line, f"line {line}: 'eps' must be an exact decimal string such as \"0.25\"", *shown)
+    try:
+        parse_tolerance(eps)
+    except SoftrankError as exc:
+        return RowError(line, f"line {line}: eps: {exc}", *shown)
+    lower, upper = doc.get("lower"), doc.get("upper")
+    if not (_is_int(lower) and _is_int(upper)) or lower < 0 or upper < 0:
+        return RowError(line, f"line {line}: 'lower' and 'upper' must be non-negative integers", *shown)
+    if lower > upper:
+        return RowError(line, f"line {line}: lower {lower} exceeds upper {upper}: not a bracket", *shown)
+    certificate = doc.get("certificate")
+    if certificate is not None and (not exact_str(certificate) or not certificate):
+        return RowError(line, f"line {line}: 'certificate' must be a path string", *shown)
+    return PublishedRow(line, name, eps, lower, upper, certificate)
+
+
+def read_table(path: str | Path) -> list[PublishedRow | RowError]:
+    """All rows of a JSON Lines table (blank lines skipped); InvalidInputError if unusable."""
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_TABLE_BYTES:
+            raise InvalidInputError(f"{path}: larger than {MAX_TABLE_BYTES} bytes")
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"{path}: not UTF-8 text") from None
+    rows = [parse_row(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if not rows:
+        raise InvalidInputError(f"{path}: holds no rows (expected JSON Lines)")
+    if all(isinstance(r, RowError) and r.syntax for r in rows):
+        raise InvalidInputError(f"{path}: no line is a JSON object: not a JSON Lines bracket table")
+    return rows
+
+
+# --------------------------------------------------------------------------- verdicts as evidence
+
+def end_evidence(verdict: Verdict, *, certificate: str | None = None) -> dict[str, Any]:
+    """A VERIFIED end as report JSON (margins rounded in the safe direction)."""
+    kind = ("trivial" if verdict.method in ("trivial", "identity", "zero")
+            else "lower-certificate" if verdict.side == "lower" else "upper-witness")
+    doc: dict[str, Any] = {"side": verdict.side, "kind": kind, "rank": verdict.rank, "method": verdict.method,
+                           "claim": verdict.claim, "verdict": verdict.status.value, "precision": verdict.precision}
+    if verdict.margin is not None:
+        doc["margin"] = [format_down(verdict.margin[0]), format_up(verdict.margin[1])]
+    if verdict.value is not None:
+        doc["value"] = [format_down(verdict.value[0]), format_up(verdict.value[1])]
+    if certificate is not None:
+        doc["certificate"] = certificate
+    return doc
+
+
+def judge(row: PublishedRow, lower: Verdict | None, upper: Verdict | None) -> tuple[str, list[dict[str, Any]]]:
+    """Status of a row from its VERIFIED ends (None: not verified) and the refutations found."""
+    for v in (lower, upper):
+        if v is not None and v.status is not Status.VERIFIED:
+            raise ValueError("judge() takes VERIFIED verdicts only")
+    k = None if lower is None else lower.rank
+    r = None if upper is None else upper.rank
+    refutes = []
+    if r is not None and r < row.lower:
+        refutes.append({"end": "lower", "published": row.lower, "by": upper})
+    if k is not None and k > row.upper:
+        refutes.append({"end": "upper", "published": row.upper, "by": lower})
+    if refutes:
+        return "refuted", refutes
+    lower_holds, upper_holds = k is not None and k >= row.lower, r is not None and r <= row.upper
+    if lower_holds and upper_holds:
+        return ("confirmed" if (k, r) == (row.lower, row.upper) else "tightened"), []
+    return ("reproduced" if lower_holds or upper_holds else "unresolved"), []
+
+
+def _result(row: PublishedRow, lower: Verdict | None, upper: Verdict | None, evidence: dict[str, Any],
+            evidence_file: str | None) -> RowResult:
+    status, refutes = judge(row, lower, upper)
+    evidence["lower"] = None if lower is None else end_evidence(lower)
+    evidence["upper"] = None if upper is None else end_evidence(upper)
+    evidence["refutes"] = [{"end": item["end"], "published": item["published"],
+                            **end_evidence(item["by"], certificate=evidence_file)} for item in refutes]
+    return RowResult(row.line, row.operator, row.eps, status, row.lower, row.upper,
+                     None if lower is None else lower.rank, None if upper is None else upper.rank, evidence)
+
+
+# --------------------------------------------------------------------------- supplied certificates
+
+def operator_mismatch(published: Operator, certified: Operator) -> str | None:
+    """Why two operators differ (None when kind, mask, beta and every array are bit-identical)."""
+    for attr in ("kind", "mask"):
+        if getattr(published, attr) != getattr(certified, attr):
+            return f"{attr} {getattr(certified, attr)!r} differs from the panel's {getattr(published, attr)!r}"
+    if published.kind == "qk" and published.beta_exact != certified.beta_exact:
+        return f"beta {certified.beta!r} differs from the panel's {published.beta!r}"
+    if set(published.arrays) != set(certified.arrays):
+        return f"arrays {sorted(certified.arrays)} differ from the panel's {sorted(published.arrays)}"
+    for name, array in published.arrays.items():
+        other = certified.arrays[name]
+        if array.shape != other.shape or array.astype("<f8").tobytes() != other.astype("<f8").tobytes():
+            return f"array {name} differs from the panel's (not bit-identical)"
+    return None
+
+
+@dataclass
+class CheckedCertificate:
+    """A supplied certificate after re-checking: ``error`` set when it is invalid."""
+
+    certificate: Certificate | None
+    verdicts: tuple[Verdict, ...] = ()
+    signer: str | None = None
+    error: str | None = None
+
+
+def check_certificate(path: Path, *, trusted_keys: frozenset[str] | None = None) -> CheckedCertificate:
+    """Read the file once, re-check that copy with ``verify_certificate_file``, decode the same bytes."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return CheckedCertificate(None, error=f"cannot read {path}: {exc.strerror or exc}")
+    fd, tmp = tempfile.mkstemp(suffix=".json")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(raw)
+        report = verify_certificate_file(tmp, trusted_keys=trusted_keys)
+        certificate = decode_certificate(read_json_file(tmp))
+    except InvalidInputError as exc:
+        return CheckedCertificate(None, error=str(exc).replace(tmp, str(path)))
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    bad = [v for v in report.verdicts if v.status is Status.REJECTED]
+    if bad:
+        return CheckedCertificate(certificate, report.verdicts, report.signer,
+                                  f"claim {bad[0].claim} at eps {bad[0].eps} is REJECTED by the kernel")
+    return CheckedCertificate(certificate, report.verdicts, report.signer)
+
+
+def audit_with_certificate(row: PublishedRow, op: Operator, checked: CheckedCertificate, shown_path: str) -> RowResult:
+    """Judge a row by its supplied certificate only."""
+    evidence: dict[str, Any] = {"source": "certificate", "certificate": shown_path, "signer": checked.signer}
+    reason = checked.error
+    if reason is None:
+        reason = operator_mismatch(op, checked.certificate.operator)
+        if reason is not None:
+            reason = f"certificate is about another operator ({checked.certificate.operator_id}): {reason}"
+    index = None
+    if reason is None:
+        index = next((i for i, b in enumerate(checked.certificate.brackets) if parse_tolerance(b.eps) == row.eps_value), None)
+        if index is None:
+            reason = f"certificate has no bracket at eps {row.eps}"
+    if reason is not None:
+        evidence["reason"] = reason
+        return RowResult(row.line, row.operator, row.eps, "invalid-certificate", row.lower, row.upper, evidence=evidence,
+                         error=reason)
+    evidence["operator_id"] = checked.certificate.operator_id
+    lower, upper = checked.verdicts[2 * index], checked.verdicts[2 * index + 1]
+    ok = lambda v: v if v.status is Status.VERIFIED else None  # noqa: E731  (INCONCLUSIVE: not verified)
+    return _result(row, ok(lower), ok(upper), evidence, shown_path)
+
+
+# --------------------------------------------------------------------------- reproduction
+
+def audit_by_reproduction(op_name: str, op: Operator, rows: list[PublishedRow], *, budget_seconds: float | None,
+                          evidence_path: Path, provenance: dict[str, Any]) -> tuple[list[RowResult], dict[str, Any] | None]:
+    """One solver run for all tolerances of ``rows``; the evidence certificate (or None)."""
+    from .solvers.bracket import bracket_operator
+
+    eps_list: list[str] = []
+    for row in rows:
+        if all(parse_tolerance(e) != row.eps_value for e in eps_list):
+            eps_list.append(row.eps)
+    start = time.perf_counter()
+    brackets = bracket_operator(op, eps_list, budget_seconds=budget_seconds)
+    seconds = round(time.perf_counter() - start, 3)
+    by_eps = {parse_tolerance(b.eps): b for b in brackets}
+    results, kept = [], {}
+    for row in rows:
+        b = by_eps[row.eps_value]
+        ok = lambda v: v if v.status is Status.VERIFIED else None  # noqa: E731
+        evidence = {"source": "reproduction", "solver_seconds": seconds}
+        result = _result(row, ok(b.lower.verdict), ok(b.upper.verdict), evidence, evidence_path.as_posix())
+        if result.status in ("refuted", "tightened"):
+            kept[b.eps] = b
+            result.evidence["file"] = evidence_path.as_posix()
+        results.append(result)
+    if not kept:
+        return results, None
+    document = certificate_document(
+        op_name, op, [CertBracket(b.eps, CertLower(b.lower.k, b.lower.method, b.lower.X, b.lower.Y),
+                                  CertUpper(b.upper.r, b.upper.construction, b.upper.U, b.upper.W))
+                      for b in kept.values()],
+        created=utc_now_rfc3339(), provenance=provenance or None)
+    return results, document
+
+
+def evidence_name(evidence_dir: Path, operator: str) -> Path:
+    """``evidence_dir/NAME.json`` with '/' in the panel name as sub-folders (unsafe parts replaced)."""
+    parts = [part if part not in ("", ".", "..") else "_" for part in operator.split("/")]
+    return evidence_dir.joinpath(*parts[:-1], parts[-1] + ".json")
+
+
+# --------------------------------------------------------------------------- the audit
+
+def audit_table(table: str | Path, panel: str | Path, *, evidence_dir: Path, budget_seconds: float | None = None,
+                trusted_keys: frozenset[str] | None = None,
+                progress: Callable[[str, int, int], None] | None = None) -> AuditResult:
+    """Audit every row of ``table`` against the operators of ``panel`` (see the module docstring).
+
+    Raises InvalidInputError only when the table or the panel is unusable; row problems become
+    ``error`` / ``invalid-certificate`` rows.  ``progress(what, done, total)`` after each operator.
+    """
+    start = time.perf_counter()
+    table = Path(table)
+    parsed = read_table(table)
+    known = set(operator_names(panel))
+    results: dict[int, RowResult] = {}
+    groups: dict[str, list[PublishedRow]] = {}
+    for item in parsed:
+        if isinstance(item, RowError):
+            results[item.line] = RowResult(item.line, item.operator, item.eps, "error", None, None, error=item.message)
+        elif item.operator not in known:
+            message = f"line {item.line}: operator {item.operator!r} is not in the panel {Path(panel).name}"
+            results[item.line] = RowResult(item.line, item.operator, item.eps, "error", item.lower, item.upper, error=message)
+        else:
+            groups.setdefault(item.operator, []).append(item)
+    evidence_files: dict[Path, dict[str, Any]] = {}
+    checked: dict[Path, CheckedCertificate] = {}
+    for done, (name, rows) in enumerate(sorted(groups.items()), start=1):
+        try:
+            named = load_operators(panel, [name])[0]
+        except InvalidInputError as exc:
+            for row in rows:
+                results[row.line] = RowResult(row.line, name, row.eps, "error", row.lower, row.upper, error=f"operator: {exc}")
+            continue
+        plain = [row for row in rows if row.certificate is None]
+        for row in rows:
+            if row.certificate is not None:
+                path = (table.parent / row.certificate)
+                if path not in checked:
+                    checked[path] = check_certificate(path, trusted_keys=trusted_keys)
+                results[row.line] = audit_with_certificate(row, named.operator, checked[path], row.certificate)
+        if plain:
+            target = evidence_name(evidence_dir, name)
+            rows_out, document = audit_by_reproduction(name, named.operator, plain, budget_seconds=budget_seconds,
+                                                       evidence_path=target, provenance=named.provenance)
+            results.update((r.line, r) for r in rows_out)
+            if document is not None:
+                evidence_files[target] = document
+        if progress is not None:
+            progress(name, done, len(groups))
+    ordered = [results[line] for line in sorted(results)]
+    return AuditResult(ordered, evidence_files, time.perf_counter() - start, len(groups))
+
+
+def summary(result: AuditResult) -> dict[str, Any]:
+    """Counts per status and the audit's size and time."""
+    counts = {status: 0 for status in STATUSES}
+    for row in result.rows:
+        counts[row.status] += 1
+    return {"rows": len(result.rows), "operators": result.operators, "statuses": counts,
+            "evidence_certificates": len(result.evidence_files), "seconds": round(result.seconds, 3)}
+
+
+def ratio(lower: int | None, upper: int | None) -> float | None:
+    """``upper / max(lower, 1)`` for the plot (None without both ends)."""
+    if lower is None or upper is None:
+        return None
+    return float(upper) / float(max(lower, 1))
+
+
+__all__ = ["AuditResult", "PublishedRow", "RowError", "RowResult", "STATUSES", "audit_table", "check_certificate",
+           "judge", "operator_mismatch", "parse_row", "read_table", "summary"]
