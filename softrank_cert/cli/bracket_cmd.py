@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from contextlib import closing
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -15,6 +16,7 @@ from ..certio.signing import load_private_key, utc_now_rfc3339
 from ..errors import InvalidInputError
 from ..kernel import parse_tolerance
 from ..operators_npz import NamedOperator, load_operators, operator_names
+from ..parallel import pack_operator, resolve_jobs, run_ordered
 from .common import progress_bar, safe_text, stdout_console
 from .keys import sign_certificate, write_json_atomic
 
@@ -23,10 +25,14 @@ examples:
   softrank bracket op.npz --eps 0.1,0.25,0.5 --out cert.json --key issuer.key
   softrank bracket panel.npz --operator minilm/apache2/w64/L0H3 --eps 0.25 --out cert.json
   softrank bracket panel.npz --all --eps 0.1,0.25,0.5 --out certs/ --key issuer.key --budget-seconds 30
+  softrank bracket panel.npz --all --eps 0.25 --out certs/ --jobs 4
+  softrank bracket panel.npz --all --eps 0.25 --out certs/ --scheduler tcp://10.0.0.5:8786
 
 With --all, --out is a folder: operator NAME goes to certs/NAME.json (the '/' in panel names
 become sub-folders). Every end written was VERIFIED by the Arb kernel first; check any of them
-again with softrank-verify.
+again with softrank-verify. --jobs N runs N operators at a time in worker processes and
+--scheduler runs them on a Dask cluster; the certificates do not depend on either (without
+--budget-seconds: with a time budget, a faster machine may find tighter ends).
 """
 
 
@@ -43,8 +49,18 @@ def add_bracket(sub: Any) -> None:
     which.add_argument("--all", action="store_true", help="every operator of the panel (--out is a folder)")
     p.add_argument("--key", metavar="KEYFILE", help="sign the certificates with this key (softrank keygen)")
     p.add_argument("--budget-seconds", type=float, metavar="S", help="solver time per operator (best verified ends so far are kept)")
+    add_parallel_options(p)
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
     p.set_defaults(run=run_bracket)
+
+
+def add_parallel_options(p: Any) -> None:
+    """``--jobs N`` and ``--scheduler ADDRESS`` (shared by bracket, audit and supports)."""
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--jobs", type=int, default=1, metavar="N",
+                     help="operators solved at a time in worker processes (default 1; 0 = one per CPU)")
+    how.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                     help="run the tasks on this Dask distributed scheduler (softrank-cert installed on its workers)")
 
 
 def parse_eps_list(text: str) -> list[str]:
@@ -74,8 +90,21 @@ def _select(args: Any) -> list[NamedOperator]:
     return load_operators(path)
 
 
+def bracket_task(spec: dict[str, Any], eps_list: list[str], budget_seconds: float | None) -> tuple[list[Bracket], float]:
+    """One operator's verified brackets (plain certificate ends) and solver seconds; runs in a worker."""
+    from ..parallel import unpack_operator
+    from ..solvers.bracket import bracket_operator
+
+    start = time.perf_counter()
+    brackets = bracket_operator(unpack_operator(spec), eps_list, budget_seconds=budget_seconds)
+    return [Bracket(b.eps, LowerEnd(b.lower.k, b.lower.method, b.lower.X, b.lower.Y),
+                    UpperEnd(b.upper.r, b.upper.construction, b.upper.U, b.upper.W)) for b in brackets], \
+        time.perf_counter() - start
+
+
 def bracket_document(name: str, op: Any, brackets: list[Any], provenance: dict[str, Any] | None) -> dict[str, Any]:
-    """Unsigned certificate of the driver's verified brackets (see ``solvers.bracket``)."""
+    """Unsigned certificate of verified brackets (the driver's, see ``solvers.bracket``, or plain
+    :class:`~softrank_cert.certio.certificate.Bracket` values: the same field names)."""
     return certificate_document(
         name, op,
         [Bracket(b.eps, LowerEnd(b.lower.k, b.lower.method, b.lower.X, b.lower.Y),
@@ -89,8 +118,6 @@ def run_bracket(args: Any) -> int:
         raise InvalidInputError("--budget-seconds must be > 0")
     if args.key:
         load_private_key(args.key)  # fail before any work
-    from ..solvers.bracket import bracket_operator
-
     operators = _select(args)
     out = Path(args.out)
     if args.all or len(operators) > 1:
@@ -99,24 +126,24 @@ def run_bracket(args: Any) -> int:
         targets = [certificate_path(out, item.name) for item in operators]
     else:
         targets = [out]
+    jobs = resolve_jobs(args.jobs)
+    tasks = [(pack_operator(item.operator), eps_list, args.budget_seconds) for item in operators]
     summary: list[dict[str, Any]] = []
     with progress_bar(not args.json) as bar:
         task = bar.add_task("bracketing", total=len(operators))
-        for item, target in zip(operators, targets):
-            bar.update(task, description=safe_text(item.name))
-            start = time.perf_counter()
-            brackets = bracket_operator(item.operator, eps_list, budget_seconds=args.budget_seconds)
-            seconds = time.perf_counter() - start
-            document = bracket_document(item.name, item.operator, brackets, item.provenance)
-            if args.key:
-                document = sign_certificate(document, args.key)
-            write_json_atomic(target, document)
-            summary.append({"operator": item.name, "certificate": str(target), "seconds": round(seconds, 3),
-                            "p": item.operator.p, "signed": bool(args.key),
-                            "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r,
-                                          "lower_method": b.lower.method, "upper_construction": b.upper.construction}
-                                         for b in brackets]})
-            bar.advance(task)
+        results = run_ordered(bracket_task, tasks, jobs=jobs, scheduler=args.scheduler,
+                              done=lambda i: bar.update(task, advance=1, description=safe_text(operators[i].name)))
+        with closing(results):
+            for item, target, (brackets, seconds) in zip(operators, targets, results):
+                document = bracket_document(item.name, item.operator, brackets, item.provenance)
+                if args.key:
+                    document = sign_certificate(document, args.key)
+                write_json_atomic(target, document)
+                summary.append({"operator": item.name, "certificate": str(target), "seconds": round(seconds, 3),
+                                "p": item.operator.p, "signed": bool(args.key),
+                                "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r,
+                                              "lower_method": b.lower.method, "upper_construction": b.upper.construction}
+                                             for b in brackets]})
     if args.json:
         print(json.dumps({"operators": summary}, indent=2))
     else:
