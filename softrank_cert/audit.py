@@ -32,18 +32,20 @@ import json
 import os
 import tempfile
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable
 
-from .certio.certificate import (Bracket as CertBracket, Certificate, LowerEnd as CertLower, UpperEnd as CertUpper,
-                                 certificate_document, decode_certificate, read_json_file)
+from .certio.certificate import (MAX_CERTIFICATE_BYTES, Bracket as CertBracket, Certificate, LowerEnd as CertLower,
+                                 UpperEnd as CertUpper, certificate_document, decode_certificate, read_json_file)
 from .certio.signing import utc_now_rfc3339
 from .errors import InvalidInputError, SoftrankError
 from .kernel import Operator, Status, Verdict, parse_tolerance
 from .numfmt import format_down, format_up
 from .operators_npz import load_operators, operator_names
+from .parallel import pack_operator, run_ordered, unpack_operator
 from .verification import verify_certificate_file
 
 STATUSES = ("confirmed", "tightened", "reproduced", "refuted", "invalid-certificate", "unresolved", "error")
@@ -263,10 +265,25 @@ class CheckedCertificate:
 
 def check_certificate(path: Path, *, trusted_keys: frozenset[str] | None = None) -> CheckedCertificate:
     """Read the file once, re-check that copy with ``verify_certificate_file``, decode the same bytes."""
+    raw = read_certificate_bytes(path)
+    if isinstance(raw, str):
+        return CheckedCertificate(None, error=raw)
+    return check_certificate_bytes(raw, str(path), trusted_keys=trusted_keys)
+
+
+def read_certificate_bytes(path: Path) -> bytes | str:
+    """The file's bytes, or a one-line reason why they cannot be read (too large, unreadable)."""
     try:
-        raw = path.read_bytes()
+        if path.stat().st_size > MAX_CERTIFICATE_BYTES:
+            return f"{path}: larger than {MAX_CERTIFICATE_BYTES} bytes"
+        return path.read_bytes()
     except OSError as exc:
-        return CheckedCertificate(None, error=f"cannot read {path}: {exc.strerror or exc}")
+        return f"cannot read {path}: {exc.strerror or exc}"
+
+
+def check_certificate_bytes(raw: bytes, shown_path: str, *,
+                            trusted_keys: frozenset[str] | None = None) -> CheckedCertificate:
+    """Re-check a certificate given as bytes (written to a private temporary file for the checker)."""
     fd, tmp = tempfile.mkstemp(suffix=".json")
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -274,7 +291,7 @@ def check_certificate(path: Path, *, trusted_keys: frozenset[str] | None = None)
         report = verify_certificate_file(tmp, trusted_keys=trusted_keys)
         certificate = decode_certificate(read_json_file(tmp))
     except InvalidInputError as exc:
-        return CheckedCertificate(None, error=str(exc).replace(tmp, str(path)))
+        return CheckedCertificate(None, error=str(exc).replace(tmp, shown_path))
     finally:
         Path(tmp).unlink(missing_ok=True)
     bad = [v for v in report.verdicts if v.status is Status.REJECTED]
@@ -350,13 +367,45 @@ def evidence_name(evidence_dir: Path, operator: str) -> Path:
 
 # --------------------------------------------------------------------------- the audit
 
+def audit_operator(name: str, spec: dict[str, Any], rows: list[PublishedRow], certificates: dict[str, bytes | str],
+                   table_dir: str, evidence_path: Path, budget_seconds: float | None,
+                   trusted_keys: frozenset[str] | None, provenance: dict[str, Any]
+                   ) -> tuple[list[RowResult], tuple[Path, dict[str, Any]] | None]:
+    """Audit the rows of one operator (a task for :func:`~softrank_cert.parallel.run_ordered`).
+
+    ``spec`` is the packed operator, ``certificates`` the supplied certificates' bytes (or the
+    reason they are unreadable) by the rows' relative paths: the task needs no file system.
+    Returns the row results and the evidence certificate ``(path, document)`` or None.
+    """
+    op = unpack_operator(spec)
+    checked: dict[str, CheckedCertificate] = {}
+    results: list[RowResult] = []
+    for row in rows:
+        if row.certificate is not None:
+            if row.certificate not in checked:
+                raw = certificates[row.certificate]
+                shown = str(Path(table_dir) / row.certificate)
+                checked[row.certificate] = (CheckedCertificate(None, error=raw) if isinstance(raw, str) else
+                                            check_certificate_bytes(raw, shown, trusted_keys=trusted_keys))
+            results.append(audit_with_certificate(row, op, checked[row.certificate], row.certificate))
+    plain = [row for row in rows if row.certificate is None]
+    if not plain:
+        return results, None
+    rows_out, document = audit_by_reproduction(name, op, plain, budget_seconds=budget_seconds,
+                                               evidence_path=evidence_path, provenance=provenance)
+    return results + rows_out, None if document is None else (evidence_path, document)
+
+
 def audit_table(table: str | Path, panel: str | Path, *, evidence_dir: Path, budget_seconds: float | None = None,
                 trusted_keys: frozenset[str] | None = None,
-                progress: Callable[[str, int, int], None] | None = None) -> AuditResult:
+                progress: Callable[[str, int, int], None] | None = None,
+                jobs: int = 1, scheduler: str | None = None) -> AuditResult:
     """Audit every row of ``table`` against the operators of ``panel`` (see the module docstring).
 
     Raises InvalidInputError only when the table or the panel is unusable; row problems become
     ``error`` / ``invalid-certificate`` rows.  ``progress(what, done, total)`` after each operator.
+    ``jobs`` worker processes or a Dask ``scheduler`` address audit several operators at a time
+    (one task per operator, see :mod:`softrank_cert.parallel`); the report does not depend on them.
     """
     start = time.perf_counter()
     table = Path(table)
@@ -372,31 +421,32 @@ def audit_table(table: str | Path, panel: str | Path, *, evidence_dir: Path, bud
             results[item.line] = RowResult(item.line, item.operator, item.eps, "error", item.lower, item.upper, error=message)
         else:
             groups.setdefault(item.operator, []).append(item)
-    evidence_files: dict[Path, dict[str, Any]] = {}
-    checked: dict[Path, CheckedCertificate] = {}
-    for done, (name, rows) in enumerate(sorted(groups.items()), start=1):
+    names, tasks = [], []
+    for name, rows in sorted(groups.items()):
         try:
             named = load_operators(panel, [name])[0]
         except InvalidInputError as exc:
             for row in rows:
                 results[row.line] = RowResult(row.line, name, row.eps, "error", row.lower, row.upper, error=f"operator: {exc}")
             continue
-        plain = [row for row in rows if row.certificate is None]
-        for row in rows:
-            if row.certificate is not None:
-                path = (table.parent / row.certificate)
-                if path not in checked:
-                    checked[path] = check_certificate(path, trusted_keys=trusted_keys)
-                results[row.line] = audit_with_certificate(row, named.operator, checked[path], row.certificate)
-        if plain:
-            target = evidence_name(evidence_dir, name)
-            rows_out, document = audit_by_reproduction(name, named.operator, plain, budget_seconds=budget_seconds,
-                                                       evidence_path=target, provenance=named.provenance)
-            results.update((r.line, r) for r in rows_out)
-            if document is not None:
-                evidence_files[target] = document
+        raw = {row.certificate: read_certificate_bytes(table.parent / row.certificate)
+               for row in rows if row.certificate is not None}
+        names.append(name)
+        tasks.append((name, pack_operator(named.operator), rows, raw, str(table.parent), evidence_name(evidence_dir, name),
+                      budget_seconds, trusted_keys, named.provenance))
+    finished = [0]
+
+    def done(i: int) -> None:
+        finished[0] += 1
         if progress is not None:
-            progress(name, done, len(groups))
+            progress(names[i], finished[0], len(groups))
+
+    evidence_files: dict[Path, dict[str, Any]] = {}
+    with closing(run_ordered(audit_operator, tasks, jobs=jobs, scheduler=scheduler, done=done)) as outcomes:
+        for rows_out, evidence in outcomes:
+            results.update((r.line, r) for r in rows_out)
+            if evidence is not None:
+                evidence_files[evidence[0]] = evidence[1]
     ordered = [results[line] for line in sorted(results)]
     return AuditResult(ordered, evidence_files, time.perf_counter() - start, len(groups))
 
@@ -418,4 +468,4 @@ def ratio(lower: int | None, upper: int | None) -> float | None:
 
 
 __all__ = ["AuditResult", "PublishedRow", "RowError", "RowResult", "STATUSES", "audit_table", "check_certificate",
-           "judge", "operator_mismatch", "parse_row", "read_table", "summary"]
+           "audit_operator", "check_certificate_bytes", "judge", "operator_mismatch", "parse_row", "read_table", "summary"]

@@ -179,7 +179,7 @@ def connect(address: str, timeout: float = CONNECT_TIMEOUT) -> Any:
     for log in quiet:
         log.setLevel(logging.CRITICAL)
     try:
-        return Client(address, timeout=timeout, set_as_default=False)
+        return Client(address, timeout=timeout)
     except Exception as exc:
         reason = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise InvalidInputError(f"cannot reach the Dask scheduler at {address}: {reason}") from None

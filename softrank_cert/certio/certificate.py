@@ -121,7 +121,10 @@ def parse_json_strict(raw: bytes) -> Any:
 def check_schema(document: Any) -> None:
     """Raise :class:`CertificateFormatError` naming the first schema violation."""
     validator = jsonschema.Draft202012Validator(schema())
-    error = jsonschema.exceptions.best_match(validator.iter_errors(document))
+    try:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(document))
+    except RecursionError:
+        raise CertificateFormatError("schema: JSON nesting is too deep") from None
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
         message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
@@ -132,10 +135,10 @@ def read_json_file(path: str | Path) -> Any:
     """Steps 1-2: the file's bytes, size-checked, parsed strictly (not yet schema-checked)."""
     path = Path(path)
     try:
-        size = path.stat().st_size
-        if size > MAX_CERTIFICATE_BYTES:
-            raise CertificateFormatError(f"{path}: {size} bytes exceeds the limit {MAX_CERTIFICATE_BYTES}")
-        raw = path.read_bytes()
+        with path.open("rb") as handle:  # read at most the limit + 1 byte (also for devices and pipes)
+            raw = handle.read(MAX_CERTIFICATE_BYTES + 1)
+        if len(raw) > MAX_CERTIFICATE_BYTES:
+            raise CertificateFormatError(f"{path}: more than {MAX_CERTIFICATE_BYTES} bytes, the certificate size limit")
     except OSError as exc:
         raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from None
     return parse_json_strict(raw)

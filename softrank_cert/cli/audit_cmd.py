@@ -11,6 +11,8 @@ from typing import Any
 
 from .. import __version__
 from ..errors import InvalidInputError
+from ..parallel import resolve_jobs
+from .bracket_cmd import add_parallel_options
 from .common import progress_bar, safe_text, stdout_console
 from .keys import sign_certificate, write_json_atomic
 
@@ -19,6 +21,8 @@ examples:
   softrank audit certificates/published/brackets.jsonl \\
       --operators certificates/published/minilm-apache2-w32.npz --out audit.json --plot audit.png
   softrank audit table.jsonl --operators panel.npz --out report.json --budget-seconds 30 --key issuer.key
+  softrank audit table.jsonl --operators panel.npz --out report.json --jobs 4
+  softrank audit table.jsonl --operators panel.npz --out report.json --scheduler tcp://10.0.0.5:8786
 
 Rows look like {"operator": "NAME", "eps": "0.25", "lower": 5, "upper": 26} with an optional
 "certificate": "path/relative/to/the/table.json". Statuses: confirmed, tightened, reproduced,
@@ -44,6 +48,7 @@ def add_audit(sub: Any) -> None:
     p.add_argument("--plot", metavar="RATIOS.png", help="plot published vs audited upper/lower ratios")
     p.add_argument("--key", metavar="KEYFILE", help="sign the evidence certificates with this key")
     p.add_argument("--trusted-keys", metavar="FILE", help="supplied certificates must be signed by one of these did:keys")
+    add_parallel_options(p)
     p.add_argument("--json", action="store_true", help="print the report JSON instead of the table")
     p.set_defaults(run=run_audit)
 
@@ -66,7 +71,7 @@ def run_audit(args: Any) -> int:
     with progress_bar(not args.json) as bar:
         task = bar.add_task("auditing", total=None)
         result = audit_table(table, panel, evidence_dir=evidence_rel, budget_seconds=args.budget_seconds,
-                             trusted_keys=trusted,
+                             trusted_keys=trusted, jobs=resolve_jobs(args.jobs), scheduler=args.scheduler,
                              progress=lambda name, done, total: bar.update(task, description=safe_text(name), completed=done,
                                                                            total=total))
     for rel, document in result.evidence_files.items():

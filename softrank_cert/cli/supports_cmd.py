@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
+from contextlib import closing
 from typing import Any
 
 from rich.table import Table
 
 from ..errors import InvalidInputError
 from ..kernel import parse_tolerance
+from ..parallel import resolve_jobs, run_ordered
+from .bracket_cmd import add_parallel_options
 from .common import progress_bar, stdout_console
 
 EPILOG = """\
@@ -17,6 +21,7 @@ examples:
   softrank supports sphere --dim 3 --eps 0.25 --n 64
   softrank supports grid --dim 2 --json --plot grid2.png
   softrank supports ball --dim 2 --kappas 0.25,0.5,1,2,4,8 --budget-seconds 10
+  softrank supports sphere --dim 3 --jobs 4
 
 Each kappa gives the operator Q = kappa P, K = P (beta = 1) for a point set P of the support;
 its rank at eps is bracketed with kernel-VERIFIED ends. The fitted exponents are least-squares
@@ -49,9 +54,28 @@ def add_supports(sub: Any) -> None:
                    help="radius products (default " + ",".join(f"{k:g}" for k in DEFAULT_KAPPAS) + ")")
     p.add_argument("--budget-seconds", type=float, default=6.0, metavar="S", help="solver time per operator (default 6)")
     p.add_argument("--geometry-ranks", default="", metavar="R1,R2", help="also report tau, Phi and lower/Phi for these ranks")
+    add_parallel_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", metavar="OUT.png", help="write a log-log plot")
     p.set_defaults(run=run_supports)
+
+
+def sweep_point(support: str, dim: int, eps: str, n: int, kappa: float, budget_seconds: float,
+                ranks: list[int]) -> Any:
+    """One kappa of :func:`~softrank_cert.geometry.supports.sweep`, the same steps (a task for
+    ``--jobs``/``--scheduler``): bracket the support operator, then the optional geometry rows."""
+    from ..geometry.supports import SweepPoint, _geometry_rows, stdout_to_stderr, support_operator
+    from ..solvers.bracket import bracket_operator
+
+    op = support_operator(support, dim, n, kappa)
+    start = time.perf_counter()
+    with stdout_to_stderr():
+        (b,) = bracket_operator(op, [eps], budget_seconds=budget_seconds)
+    seconds = time.perf_counter() - start
+    pt = SweepPoint(float(kappa), eps, b.lower.k, b.upper.r, op.p, b.lower.method, b.upper.construction, seconds)
+    if ranks:
+        pt.geometry = _geometry_rows(op, eps, b.lower.k, ranks)
+    return pt
 
 
 def run_supports(args: Any) -> int:
@@ -64,11 +88,18 @@ def run_supports(args: Any) -> int:
         ranks = [int(x) for x in args.geometry_ranks.split(",") if x.strip()]
     except ValueError:
         raise InvalidInputError("--geometry-ranks expects comma-separated integers") from None
+    jobs = resolve_jobs(args.jobs)
     with progress_bar(not args.json) as bar:
         task = bar.add_task(f"{args.support} d={args.dim}", total=len(args.kappas))
-        points = sweep(args.support, args.dim, eps=args.eps, n=args.n, kappas=args.kappas,
-                       budget_seconds=args.budget_seconds, geometry_ranks=ranks,
-                       progress=lambda done, total, kappa: bar.update(task, completed=done))
+        if jobs == 1 and not args.scheduler:
+            points = sweep(args.support, args.dim, eps=args.eps, n=args.n, kappas=args.kappas,
+                           budget_seconds=args.budget_seconds, geometry_ranks=ranks,
+                           progress=lambda done, total, kappa: bar.update(task, completed=done))
+        else:  # one task per kappa: the same computation as sweep(), in worker processes or on a cluster
+            tasks = [(args.support, args.dim, args.eps, args.n, kappa, args.budget_seconds, ranks) for kappa in args.kappas]
+            with closing(run_ordered(sweep_point, tasks, jobs=jobs, scheduler=args.scheduler,
+                                     done=lambda i: bar.update(task, advance=1))) as results:
+                points = list(results)
     doc = sweep_document(args.support, args.dim, args.eps, args.n, points)
     if args.plot:
         plot_sweeps([doc], args.plot)

@@ -76,7 +76,8 @@ class _Ends:
         zero = verify_trivial_upper(op, eps, 0)
         self.upper = (UpperEnd(0, None, None, "zero", zero) if zero.status is Status.VERIFIED
                       else UpperEnd(op.p, None, None, "identity", verify_trivial_upper(op, eps, op.p)))
-        self._checked: set[int] = set()
+        # Candidates already tried, kept alive so that id() is never reused by a new one.
+        self._checked: dict[int, object] = {}
 
     @property
     def resolved(self) -> bool:
@@ -89,7 +90,7 @@ class _Ends:
                 break
             if id(c) in self._checked:
                 continue
-            self._checked.add(id(c))
+            self._checked[id(c)] = c
             v = verify_lower(self.op, self.eps, c.k, c.X, c.Y, method=c.method)
             if v.status is Status.VERIFIED:
                 self.lower = LowerEnd(c.k, c.X, c.Y, c.method, v, c.threshold)
@@ -99,7 +100,7 @@ class _Ends:
                 break
             if id(w) in self._checked:
                 continue
-            self._checked.add(id(w))
+            self._checked[id(w)] = w
             v = verify_upper(self.op, self.eps, w.r, w.U, w.W, method=w.construction)
             if v.status is Status.VERIFIED:
                 self.upper = UpperEnd(w.r, w.U, w.W, w.construction, v, w.error)
