@@ -1,9 +1,11 @@
 """Adversarial soundness campaign: >= 10,000 false or tampered certificates, zero accepted.
 
 Every certificate is run through the in-process pipeline of ``softrank-verify`` (strict JSON,
-schema, arrays + SHA-256, signature, claims with the Arb kernel, consistency) and its claims are
-also re-decided by the independent exact-rational kernel (``softrank_cert.exact_kernel``).  A
-sample also goes through ``verify_certificate_file`` on a real file (same exit code required).
+schema, arrays + SHA-256, signature, claims, consistency) with each checker: the default
+``auto`` (the kernel's float64 path, Arb balls for what it cannot decide), ``arb`` (Arb balls
+only), ``float64`` (the float64 path only) and ``exact`` (the independent exact-rational
+kernel, ``softrank_cert.exact_kernel``).  A sample also goes through
+``verify_certificate_file`` on a real file (same exit code as ``auto`` required).
 
 Truth is computed independently of both kernels, with mpmath at 256 bits (exact Fractions for
 the witness product and the dot products), and a certificate counts as *false* only when the
@@ -14,7 +16,8 @@ and may legitimately be accepted.  Categories whose inputs are malformed by cons
 (non-finite values, shapes, duplicate keys, eps strings, hashes, signatures) are *invalid*:
 they must end with exit 2.
 
-Accepted = exit 0 on a false, invalid or borderline certificate.  It must be 0 (for both kernels).
+Accepted = exit 0 on a false, invalid or borderline certificate.  It must be 0 (for every checker).
+A decided conflict = one checker VERIFIED and another REJECTED on the same claim; it must be 0.
 
 Run:  python benchmarks/adversarial_campaign.py              (full, ~11k certificates)
       python benchmarks/adversarial_campaign.py --sample 300 (random subset)
@@ -561,17 +564,21 @@ def exit_of(verdicts) -> int:
     return EXIT_VERIFIED
 
 
+#: The checkers every certificate goes through (``softrank-verify --kernel ...``).
+CHECKERS = ("auto", "arb", "float64", "exact")
+
+
 def run_pipeline(raw: bytes) -> dict[str, Any]:
-    """Steps 1-6 of softrank-verify in-process; both kernels decide step 5."""
+    """Steps 1-6 of softrank-verify in-process; every checker decides step 5."""
     out: dict[str, Any] = {}
     try:
         document = parse_json_strict(raw)
         certificate = decode_certificate(document)
         check_signature(document, trusted_keys=None, require_signature=False)
     except SoftrankError as exc:
-        return {"arb": exc.exit_code, "exact": exc.exit_code, "reason": str(exc)[:120]}
+        return {**{kernel: exc.exit_code for kernel in CHECKERS}, "reason": str(exc)[:120]}
     statuses = {}
-    for kernel in ("arb", "exact"):
+    for kernel in CHECKERS:
         try:
             verdicts = check_claims(certificate, kernel=kernel)
             check_consistency(verdicts, certificate.operator_id)
@@ -596,7 +603,8 @@ def run_campaign(n_bases: int = 56, seed: int = 7, sample: int | None = None, fi
     if sample is not None:
         variants = random.Random(seed).sample(variants, min(sample, len(variants)))
     t_gen = time.perf_counter() - t0
-    per_cat: dict[str, dict[str, Any]] = defaultdict(lambda: {"count": 0, "truth": Counter(), "exit_arb": Counter(), "exit_exact": Counter()})
+    per_cat: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"count": 0, "truth": Counter(), **{f"exit_{kernel}": Counter() for kernel in CHECKERS}})
     accepted: list[dict[str, Any]] = []
     disagreements: list[dict[str, Any]] = []
     file_checks = file_mismatch = 0
@@ -608,19 +616,20 @@ def run_campaign(n_bases: int = 56, seed: int = 7, sample: int | None = None, fi
             rec = per_cat[cat]
             rec["count"] += 1
             rec["truth"][truth] += 1
-            rec["exit_arb"][res["arb"]] += 1
-            rec["exit_exact"][res["exact"]] += 1
+            for kernel in CHECKERS:
+                rec[f"exit_{kernel}"][res[kernel]] += 1
             if truth != "true":
-                for kernel in ("arb", "exact"):
+                for kernel in CHECKERS:
                     if res[kernel] == 0:
                         accepted.append({"category": cat, "truth": truth, "kernel": kernel, "index": idx,
                                          "document": raw.decode("utf-8", "replace")[:20000]})
             elif cat.startswith("control"):
-                controls_accepted[cat] += res["arb"] == 0
-            st = res.get("statuses")
-            if st and st.get("arb") and st.get("exact") and st["arb"] != st["exact"]:
-                decided = any({a, b} == {"VERIFIED", "REJECTED"} for a, b in zip(st["arb"], st["exact"]))
-                disagreements.append({"category": cat, "truth": truth, "arb": st["arb"], "exact": st["exact"],
+                controls_accepted[cat] += res["auto"] == 0
+            st = res.get("statuses") or {}
+            decided_lists = [st[kernel] for kernel in CHECKERS if st.get(kernel)]
+            if len({tuple(x) for x in decided_lists}) > 1:
+                decided = any({"VERIFIED", "REJECTED"} <= set(claim) for claim in zip(*decided_lists))
+                disagreements.append({"category": cat, "truth": truth, **{k: st.get(k) for k in CHECKERS},
                                       "decided_conflict": decided,
                                       "document": raw.decode("utf-8", "replace")[:20000] if decided or len(disagreements) < 3 else None})
             if idx % file_every == 0:  # the real file entry point must agree
@@ -631,21 +640,22 @@ def run_campaign(n_bases: int = 56, seed: int = 7, sample: int | None = None, fi
                 except SoftrankError as exc:
                     code = exc.exit_code
                 file_checks += 1
-                file_mismatch += code != res["arb"]
+                file_mismatch += code != res["auto"]
             if progress and idx % 500 == 0:
                 print(f"{idx}/{len(variants)} {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     runtime = time.perf_counter() - t0
     categories = {}
     for cat, rec in sorted(per_cat.items()):
         categories[cat] = {"count": rec["count"], "truth": dict(rec["truth"]),
-                           "exit_codes_arb": {str(k): v for k, v in sorted(rec["exit_arb"].items())},
-                           "exit_codes_exact": {str(k): v for k, v in sorted(rec["exit_exact"].items())}}
+                           **{f"exit_codes_{kernel}": {str(k): v for k, v in sorted(rec[f"exit_{kernel}"].items())}
+                              for kernel in CHECKERS}}
     adversarial = {c: v for c, v in categories.items() if not c.startswith("control")}
     total_adv = sum(v["count"] for v in adversarial.values())
     truly_false = sum(v["truth"].get("false", 0) for v in adversarial.values())
     invalid = sum(v["truth"].get("invalid", 0) for v in adversarial.values())
     return {
-        "campaign": "adversarial soundness (issue 7)",
+        "campaign": "adversarial soundness (issues 7 and 8)",
+        "checkers": list(CHECKERS),
         "seed": seed, "bases": n_bases, "sample": sample,
         "certificates_total": sum(v["count"] for v in categories.values()),
         "adversarial_certificates": total_adv,

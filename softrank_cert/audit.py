@@ -194,7 +194,8 @@ def end_evidence(verdict: Verdict, *, certificate: str | None = None) -> dict[st
     kind = ("trivial" if verdict.method in ("trivial", "identity", "zero")
             else "lower-certificate" if verdict.side == "lower" else "upper-witness")
     doc: dict[str, Any] = {"side": verdict.side, "kind": kind, "rank": verdict.rank, "method": verdict.method,
-                           "claim": verdict.claim, "verdict": verdict.status.value, "precision": verdict.precision}
+                           "claim": verdict.claim, "verdict": verdict.status.value, "precision": verdict.precision,
+                           "engine": verdict.engine}
     if verdict.margin is not None:
         doc["margin"] = [format_down(verdict.margin[0]), format_up(verdict.margin[1])]
     if verdict.value is not None:

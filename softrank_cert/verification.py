@@ -15,6 +15,8 @@ This module only orchestrates: every verdict comes from ``softrank_cert.kernel``
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,14 +62,20 @@ def check_signature(document: dict, *, trusted_keys: frozenset[str] | None, requ
     return signer
 
 
-#: Kernels that step 5 can use: the Arb kernel (default) or the exact-rational second kernel.
-KERNELS = ("arb", "exact")
+#: Checkers that step 5 can use: the kernel with its float64 path first and Arb balls for what
+#: that cannot decide (``auto``, the default), the Arb balls only, the float64 path only
+#: (undecided -> INCONCLUSIVE), or the exact-rational second kernel.
+KERNELS = ("auto", "arb", "float64", "exact")
 
 
 def _kernel_functions(kernel: str):
     """(verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper) of one kernel."""
-    if kernel == "arb":
-        return verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper
+    if kernel in ("auto", "arb", "float64"):
+        lower = functools.partial(verify_lower, engine=kernel)
+        upper = functools.partial(verify_upper, engine=kernel)
+        trivial_lower = functools.partial(verify_trivial_lower, engine=kernel)
+        trivial_upper = functools.partial(verify_trivial_upper, engine=kernel)
+        return lower, trivial_lower, trivial_upper, upper
     if kernel == "exact":
         from . import exact_kernel as ek  # second trusted kernel (softrank_cert/exact_kernel)
 
@@ -75,7 +83,7 @@ def _kernel_functions(kernel: str):
     raise InvalidInputError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
 
 
-def check_claims(certificate: Certificate, *, max_prec: int = DEFAULT_MAX_PREC, kernel: str = "arb") -> tuple[Verdict, ...]:
+def check_claims(certificate: Certificate, *, max_prec: int = DEFAULT_MAX_PREC, kernel: str = "auto") -> tuple[Verdict, ...]:
     """Step 5: one kernel verdict per bracket end, in file order (lower, upper per bracket)."""
     verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper = _kernel_functions(kernel)
     op = certificate.operator
@@ -108,7 +116,7 @@ def check_consistency(verdicts: tuple[Verdict, ...], operator_id: str) -> None:
 
 def verify_certificate_file(path: str | Path, *, trusted_keys: frozenset[str] | None = None,
                             require_signature: bool = False, max_prec: int = DEFAULT_MAX_PREC,
-                            kernel: str = "arb") -> CertificateReport:
+                            kernel: str = "auto") -> CertificateReport:
     """Steps 1-6 for one file; raises InvalidInputError (exit 2) on invalid input."""
     document = read_json_file(path)                                  # 1
     certificate = decode_certificate(document)                       # 2, 3

@@ -47,21 +47,25 @@ def test_every_category_is_exercised_and_classified(sampled):
                  "nonfinite_or_subnormal", "shape_absurd", "duplicate_json_keys", "eps_string_malformed",
                  "signed_then_tampered"):
         assert cats.get(name, {}).get("count", 0) > 0, name
-    # near-threshold false claims are decided REJECTED (exit 1) by both kernels, never left open
+    # near-threshold false claims are decided REJECTED (exit 1) by the default, Arb and exact
+    # checkers, never left open; the float64 path alone may only decline (exit 3), never accept.
     for name in ("near_upper_eps_below_error", "near_lower_eps_above_threshold"):
         assert cats[name]["truth"] == {"false": cats[name]["count"]}
-        assert cats[name]["exit_codes_arb"] == {"1": cats[name]["count"]}
-        assert cats[name]["exit_codes_exact"] == {"1": cats[name]["count"]}
+        for kernel in ("auto", "arb", "exact"):
+            assert cats[name][f"exit_codes_{kernel}"] == {"1": cats[name]["count"]}, kernel
+        assert set(cats[name]["exit_codes_float64"]) <= {"1", "3"}
     # malformed inputs are invalid input (exit 2), whatever the kernel
     for name in ("bitflip_no_rehash", "shape_absurd", "duplicate_json_keys", "eps_string_malformed", "signed_then_tampered"):
-        assert cats[name]["exit_codes_arb"] == {"2": cats[name]["count"]}, name
+        for kernel in campaign.CHECKERS:
+            assert cats[name][f"exit_codes_{kernel}"] == {"2": cats[name]["count"]}, (name, kernel)
 
 
 def test_controls_are_accepted(sampled):
     """The checker is not just rejecting everything: true near-threshold claims verify."""
     cats = sampled["categories"]
     for name in ("control_upper_eps_above_error", "control_lower_eps_below_threshold"):
-        assert cats[name]["exit_codes_arb"].get("0", 0) == cats[name]["truth"].get("true", 0) > 0
+        for kernel in ("auto", "arb"):
+            assert cats[name][f"exit_codes_{kernel}"].get("0", 0) == cats[name]["truth"].get("true", 0) > 0
 
 
 def test_recorded_full_campaign():
@@ -71,3 +75,4 @@ def test_recorded_full_campaign():
     full = json.loads(path.read_text())
     assert full["sample"] is None and full["adversarial_certificates"] >= 10_000
     assert full["accepted"] == 0 and full["kernel_decided_conflicts"] == 0
+    assert set(full["checkers"]) == {"auto", "arb", "float64", "exact"}

@@ -278,15 +278,15 @@ def test_operator_shape_and_p():
 # --------------------------------------------------------------------------------------
 
 VERDICT_FIELDS = dict(status=Status.VERIFIED, side="upper", rank=1, eps="0.5", method="x",
-                      margin=None, value=None, precision=0, reason="forged")
+                      margin=None, value=None, precision=0, reason="forged", engine="arb")
 
 
 def test_verdict_cannot_be_constructed_outside_the_kernel():
     with pytest.raises(TypeError):
         Verdict(**VERDICT_FIELDS)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="kernel only"):
         Verdict(seal=object(), **VERDICT_FIELDS)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="kernel only"):
         Verdict(seal=None, **VERDICT_FIELDS)
     with pytest.raises(TypeError):
         Verdict()

@@ -699,7 +699,7 @@ def test_bracket_consistency_step_fails_loudly():
 
     def v(side, rank, eps, status=Status.VERIFIED):
         return Verdict(seal=_KERNEL_SEAL, status=status, side=side, rank=rank, eps=eps, method="test",
-                       margin=None, value=None, precision=0, reason="test")
+                       margin=None, value=None, precision=0, reason="test", engine="exact")
 
     check_consistency((v("lower", 5, "0.25"), v("upper", 5, "0.25")), "op")     # k = r: fine
     check_consistency((v("lower", 6, "0.25"), v("upper", 5, "0.5")), "op")      # eps2 > eps1: no claim

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import __version__
-from . import audit_cmd, bracket_cmd, geometry_cmd, keys, panel_cmd, supports_cmd
+from . import audit_cmd, bracket_cmd, budgets_cmd, geometry_cmd, keys, panel_cmd, supports_cmd
 from .common import make_parser, run_main
 
 EPILOG = """\
@@ -15,6 +15,7 @@ subcommand examples:
   softrank supports sphere --dim 2 --eps 0.25 --plot sphere.png
   softrank panel --model minilm --text examples/data/apache2.txt --widths 64,128 --out panel.npz
   softrank audit brackets.jsonl --operators panel.npz --out report.json --plot ratios.png
+  softrank budgets panel.npz --budgets 8,16,32 --eps 0.25 --plot budgets.png --table budgets.md
 Check any certificate with: softrank-verify cert.json
 """
 
@@ -24,7 +25,8 @@ def build_parser():
     parser.add_argument("--version", action="version", version=f"softrank-cert {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in (keys.add_keygen, keys.add_sign, bracket_cmd.add_bracket, panel_cmd.add_panel,
-                     geometry_cmd.add_geometry, supports_cmd.add_supports, audit_cmd.add_audit):
+                     geometry_cmd.add_geometry, supports_cmd.add_supports, audit_cmd.add_audit,
+                     budgets_cmd.add_budgets):
         register(sub)
     return parser
 

@@ -1,4 +1,4 @@
-"""``softrank-verify``: re-check certificates with the trusted Arb kernel."""
+"""``softrank-verify``: re-check certificates with the trusted kernel (float64 bounds, then Arb)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..certio.signing import load_trusted_keys
 from ..errors import InvalidInputError, EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_INVALID_INPUT, EXIT_REJECTED, EXIT_VERIFIED, SoftrankError
 from ..kernel import DEFAULT_MAX_PREC, Status, Verdict
 from ..numfmt import format_down, format_up
-from ..verification import CertificateReport, verify_certificate_file
+from ..verification import KERNELS, CertificateReport, verify_certificate_file
 from .common import expand_json_paths, make_parser, progress_bar, run_main, safe_text, stdout_console
 
 EPILOG = """\
@@ -22,6 +22,7 @@ examples:
   softrank-verify cert.json --trusted-keys certificates/examples/issuer.pub --require-signature
   softrank-verify cert.json --json --max-prec 1024
   softrank-verify cert.json --kernel exact     # re-check with the independent exact-rational kernel
+  softrank-verify cert.json --kernel arb       # Arb balls only (slower; same verdicts)
 
 exit codes:
   0  every claim VERIFIED
@@ -51,29 +52,37 @@ def verdict_json(v: Verdict) -> dict[str, Any]:
     return {
         "eps": v.eps, "side": v.side, "claim": v.claim, "rank": v.rank, "method": v.method,
         "status": v.status.value, "margin": _interval_json(v.margin),
-        "value": _interval_json(v.value), "precision_bits": v.precision, "reason": v.reason,
+        "value": _interval_json(v.value), "precision_bits": v.precision, "engine": v.engine, "reason": v.reason,
     }
 
 
 STYLE = {Status.VERIFIED: "green", Status.REJECTED: "bold red", Status.INCONCLUSIVE: "yellow"}
 
 
+def _engine_label(v: Verdict) -> str:
+    """What decided a claim: exact reasoning, the float64 bounds, or Arb/rational at some precision."""
+    if v.engine in ("exact", "float64"):
+        return v.engine
+    return f"{v.engine} {v.precision}"
+
+
 def render_table(reports: list[CertificateReport], console: Console) -> None:
     table = Table(title="softrank-verify", show_lines=False)
-    for column in ("operator", "eps", "claim", "method", "verdict", "margin", "prec"):
-        table.add_column(column, justify="right" if column in ("eps", "prec") else "left")
+    for column in ("operator", "eps", "claim", "method", "verdict", "margin", "checked by"):
+        table.add_column(column, justify="right" if column == "eps" else "left")
     for report in reports:
         for v in report.verdicts:
             margin = "exact" if v.precision == 0 else ("-" if v.margin is None else f">= {format_down(v.margin[0])}")
             table.add_row(safe_text(report.operator_id), v.eps, v.claim, safe_text(v.method),
-                          f"[{STYLE[v.status]}]{v.status.value}[/]", margin, str(v.precision) if v.precision else "-")
+                          f"[{STYLE[v.status]}]{v.status.value}[/]", margin, _engine_label(v))
     console.print(table)
 
 
 def main() -> None:
     parser = make_parser(
         "softrank-verify",
-        "Re-check softrank certificates: schema, hashes, signature, then every claim with the Arb kernel.",
+        "Re-check softrank certificates: schema, hashes, signature, then every claim with the trusted kernel "
+        "(proved float64 bounds, Arb balls where those cannot decide).",
         EPILOG,
     )
     parser.add_argument("certificates", nargs="+", metavar="CERT.json", help="certificate files, or folders searched for *.json")
@@ -82,9 +91,11 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print a JSON report instead of the table")
     parser.add_argument("--max-prec", type=int, default=DEFAULT_MAX_PREC, metavar="BITS",
                         help=f"highest Arb precision tried before INCONCLUSIVE (default {DEFAULT_MAX_PREC})")
-    parser.add_argument("--kernel", choices=("arb", "exact"), default="arb",
-                        help="checker for the claims: the Arb kernel (default) or the independent exact-rational "
-                             "kernel (small operators: m*N <= 4096, k <= 32, r <= 64)")
+    parser.add_argument("--kernel", choices=KERNELS, default="auto",
+                        help="checker for the claims: auto (default) = proved float64 bounds, Arb balls for any claim "
+                             "they cannot decide; arb = Arb balls only; float64 = float64 bounds only (undecided -> "
+                             "INCONCLUSIVE); exact = the independent exact-rational kernel (small operators: "
+                             "m*N <= 4096, k <= 32, r <= 64)")
     args = parser.parse_args()
     run_main("softrank-verify", lambda: _run(args))
 

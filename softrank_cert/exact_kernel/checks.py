@@ -67,7 +67,8 @@ def check_limits(op: Operator) -> None:
 
 def _verdict(status: Status, side: str, rank: int, eps: str, method: str, margin, value, precision: int, reason: str) -> Verdict:
     return Verdict(seal=_KERNEL_SEAL, status=status, side=side, rank=rank, eps=eps, method=method,
-                   margin=margin, value=value, precision=precision, reason="exact kernel: " + reason)
+                   margin=margin, value=value, precision=precision, reason="exact kernel: " + reason,
+                   engine="rational")
 
 
 def _decide(side: str, rank: int, eps: str, method: str, max_prec: int, attempt: Callable[[int], Attempt]) -> Verdict:

@@ -8,6 +8,10 @@ Interface (sealed: only these names are public):
   :func:`verify_trivial_lower` -- the checks (``checks.py``);
 * :class:`Verdict`, :class:`Status` -- their results, constructible only here (``verdict.py``).
 
+Two arithmetic paths decide the checks: proved float64 bounds (``float64_bounds.py``,
+``fast.py``; ``proofs/float64-bounds.md``) first, then Arb balls (``enclosure.py``) for any
+claim the float64 bounds cannot decide; ``engine="arb"`` / ``"float64"`` select one of them.
+
 Imports: python-flint, numpy (array plumbing) and the standard library only; never a
 solver, never scipy.  Each step cites its written proof in ``proofs/``.
 """

@@ -5,6 +5,11 @@ holds for *every* pair of points, so a True is a proof; when neither the claim n
 negation is proved the precision is doubled (64, 128, 256, ... bits) and, at the maximum,
 the verdict is INCONCLUSIVE.  Proofs: ``proofs/upper-witness.md``,
 ``proofs/lower-certificate.md``, ``proofs/trivial-ends.md``.
+
+Engines of :func:`verify_upper` / :func:`verify_lower`: ``"auto"`` (default) first tries the
+float64 path (``fast.py``: proved a-priori rounding bounds, ``proofs/float64-bounds.md``) and
+hands every claim it cannot decide to the Arb balls; ``"arb"`` uses the Arb balls only;
+``"float64"`` the float64 path only (undecided -> INCONCLUSIVE; for cross-checks).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import numpy as np
 from flint import arb, arb_mat
 
 from ..errors import InvalidInputError
+from . import fast
 from .enclosure import _ball_max, enclosure, row_abs_sums, row_norm_max
 from .exact import arb_lower_fraction, arb_upper_fraction, float64_matrix_to_arb, fraction_to_arb, parse_tolerance
 from .operator import Operator, check_shape
@@ -25,6 +31,9 @@ from .verdict import _KERNEL_SEAL, Status, Verdict
 # An attempt at one precision returns (decision, margin ball, value ball, reason):
 # decision True = claim proved, False = claim's certificate proved invalid, None = undecided.
 Attempt = tuple[bool | None, arb | None, arb | None, str]
+ENGINES = ("auto", "arb", "float64")
+#: Verdict.precision of a float64-path verdict (the significand bits of a double).
+FLOAT64_BITS = 53
 
 
 def _interval(ball: arb | None) -> tuple[Fraction, Fraction] | None:
@@ -46,16 +55,36 @@ def _decide(side: str, rank: int, eps: str, method: str, max_prec: int, attempt:
             status = {True: Status.VERIFIED, False: Status.REJECTED, None: Status.INCONCLUSIVE}[decision]
             return Verdict(
                 seal=_KERNEL_SEAL, status=status, side=side, rank=rank, eps=eps, method=method,
-                margin=margin_q, value=value_q, precision=prec, reason=reason,
+                margin=margin_q, value=value_q, precision=prec, reason=reason, engine="arb",
             )
     raise AssertionError("unreachable: the schedule is never empty")
+
+
+def _check_engine(engine: str) -> None:
+    if engine not in ENGINES:
+        raise InvalidInputError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+
+
+def _decide_float64_first(side: str, rank: int, eps: str, method: str, max_prec: int, engine: str,
+                          float64_attempt: Callable[[], fast.FastAttempt], attempt: Callable[[int], Attempt]) -> Verdict:
+    """The float64 path decides if it can (engine auto/float64); otherwise the Arb balls do
+    (engine auto/arb), or the verdict is INCONCLUSIVE (engine float64)."""
+    if engine != "arb":
+        decision, margin, value, reason = float64_attempt()
+        if decision is not None or engine == "float64":
+            status = {True: Status.VERIFIED, False: Status.REJECTED, None: Status.INCONCLUSIVE}[decision]
+            return Verdict(
+                seal=_KERNEL_SEAL, status=status, side=side, rank=rank, eps=eps, method=method,
+                margin=margin, value=value, precision=FLOAT64_BITS, reason=reason, engine="float64",
+            )
+    return _decide(side, rank, eps, method, max_prec, attempt)
 
 
 def _exact_verdict(status: Status, side: str, rank: int, eps: str, method: str, reason: str) -> Verdict:
     """A verdict decided by exact rational arithmetic alone (no balls needed)."""
     return Verdict(
         seal=_KERNEL_SEAL, status=status, side=side, rank=rank, eps=eps, method=method,
-        margin=None, value=None, precision=0, reason=reason,
+        margin=None, value=None, precision=0, reason=reason, engine="exact",
     )
 
 
@@ -79,7 +108,7 @@ def _check_rank(name: str, value: object, top: int) -> int:
 
 
 def verify_upper(op: Operator, eps: str, r: int, U: np.ndarray, W: np.ndarray, *,
-                 method: str = "witness", max_prec: int = DEFAULT_MAX_PREC) -> Verdict:
+                 method: str = "witness", max_prec: int = DEFAULT_MAX_PREC, engine: str = "auto") -> Verdict:
     """Decide the claim ``r_eps(A) <= r`` witnessed by ``B = U W^T`` (U m x r, W N x r).
 
     VERIFIED iff ``max_i sum_j |A_ij - B_ij| <= eps`` is proved; REJECTED iff ``> eps`` is
@@ -87,6 +116,7 @@ def verify_upper(op: Operator, eps: str, r: int, U: np.ndarray, W: np.ndarray, *
     """
     eps_q = parse_tolerance(eps)
     precision_schedule(max_prec)  # validate eagerly, also when no ball arithmetic is needed
+    _check_engine(engine)
     m, n = op.shape
     r = _check_rank("r", r, max(m, n))
     if r == 0:
@@ -101,11 +131,12 @@ def verify_upper(op: Operator, eps: str, r: int, U: np.ndarray, W: np.ndarray, *
         decision = True if error <= eps_ball else False if error > eps_ball else None
         return decision, eps_ball - error, error, "max-row-l1 error of U W^T against A"
 
-    return _decide("upper", r, eps, method, max_prec, attempt)
+    return _decide_float64_first("upper", r, eps, method, max_prec, engine,
+                                 lambda: fast.upper_attempt(op, eps_q, U, W), attempt)
 
 
 def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *,
-                 method: str = "certificate", max_prec: int = DEFAULT_MAX_PREC) -> Verdict:
+                 method: str = "certificate", max_prec: int = DEFAULT_MAX_PREC, engine: str = "auto") -> Verdict:
     """Decide the claim ``r_eps(A) >= k`` certified by X (k x m), Y (N x k).
 
     VERIFIED iff ``eps ||X|| ||Y|| ||(X A Y)^{-1}|| < 1`` is proved (the lemma in
@@ -114,6 +145,7 @@ def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *
     """
     eps_q = parse_tolerance(eps)
     precision_schedule(max_prec)  # validate eagerly, also when no ball arithmetic is needed
+    _check_engine(engine)
     m, n = op.shape
     k = _check_rank("k", k, op.p)
     if k == 0:
@@ -134,13 +166,16 @@ def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *
         decision = True if product < one else False if product >= one else None
         return decision, one - product, one / scale, "eps * ||X|| * ||Y|| * ||(XAY)^-1|| against 1"
 
-    return _decide("lower", k, eps, method, max_prec, attempt)
+    return _decide_float64_first("lower", k, eps, method, max_prec, engine,
+                                 lambda: fast.lower_attempt(op, eps_q, X, Y), attempt)
 
 
-def verify_trivial_upper(op: Operator, eps: str, r: int, *, max_prec: int = DEFAULT_MAX_PREC) -> Verdict:
+def verify_trivial_upper(op: Operator, eps: str, r: int, *, max_prec: int = DEFAULT_MAX_PREC,
+                         engine: str = "auto") -> Verdict:
     """Trivial upper ends: ``r = p`` (B = A, rank A <= p) always; ``r = 0`` iff ``||A|| <= eps``."""
     eps_q = parse_tolerance(eps)
     precision_schedule(max_prec)  # validate eagerly, also when no ball arithmetic is needed
+    _check_engine(engine)
     r = _check_rank("r", r, op.p)
     if r == op.p:
         return _exact_verdict(Status.VERIFIED, "upper", r, eps, "identity", "B = A has rank <= p = min(m, N)")
@@ -155,13 +190,16 @@ def verify_trivial_upper(op: Operator, eps: str, r: int, *, max_prec: int = DEFA
         decision = True if norm <= eps_ball else False if norm > eps_ball else None
         return decision, eps_ball - norm, norm, "||A|| against eps"
 
-    return _decide("upper", 0, eps, "zero", max_prec, attempt)
+    return _decide_float64_first("upper", 0, eps, "zero", max_prec, engine,
+                                 lambda: fast.norm_attempt(op, eps_q, claim_norm_above_eps=False), attempt)
 
 
-def verify_trivial_lower(op: Operator, eps: str, k: int, *, max_prec: int = DEFAULT_MAX_PREC) -> Verdict:
+def verify_trivial_lower(op: Operator, eps: str, k: int, *, max_prec: int = DEFAULT_MAX_PREC,
+                         engine: str = "auto") -> Verdict:
     """Trivial lower ends: ``k = 0`` always; ``k = 1`` iff ``||A|| > eps`` (B = 0 is then too far)."""
     eps_q = parse_tolerance(eps)
     precision_schedule(max_prec)  # validate eagerly, also when no ball arithmetic is needed
+    _check_engine(engine)
     k = _check_rank("k", k, op.p)
     if k == 0:
         return _exact_verdict(Status.VERIFIED, "lower", 0, eps, "trivial", "every rank is >= 0")
@@ -176,4 +214,5 @@ def verify_trivial_lower(op: Operator, eps: str, k: int, *, max_prec: int = DEFA
         decision = True if norm > eps_ball else False if norm <= eps_ball else None
         return decision, norm - eps_ball, norm, "||A|| against eps"
 
-    return _decide("lower", 1, eps, "trivial", max_prec, attempt)
+    return _decide_float64_first("lower", 1, eps, "trivial", max_prec, engine,
+                                 lambda: fast.norm_attempt(op, eps_q, claim_norm_above_eps=True), attempt)

@@ -40,10 +40,13 @@ class Verdict:
     (upper) or the certificate threshold ``1 / (||X|| ||Y|| ||(XAY)^{-1}||)`` (lower); either
     may be ``None`` when the check did not get that far (e.g. ``XAY`` not provably
     invertible) or the end is trivial.  ``precision`` is the Arb precision in bits of the
-    final attempt (0 when no ball arithmetic was needed).
+    final attempt (0 when no ball arithmetic was needed, 53 for the float64 path).
+    ``engine`` names what decided: ``"arb"`` (Arb balls), ``"float64"`` (proved float64
+    bounds, ``proofs/float64-bounds.md``), ``"exact"`` (no arithmetic needed) or
+    ``"rational"`` (the second, exact-rational kernel).
     """
 
-    __slots__ = ("status", "side", "rank", "eps", "method", "margin", "value", "precision", "reason")
+    __slots__ = ("status", "side", "rank", "eps", "method", "margin", "value", "precision", "reason", "engine")
 
     def __init__(
         self,
@@ -58,12 +61,14 @@ class Verdict:
         value: tuple[Fraction, Fraction] | None,
         precision: int,
         reason: str,
+        engine: str,
     ) -> None:
         if seal is not _KERNEL_SEAL:
             raise TypeError("verdicts are constructed by softrank_cert.kernel only")
         for name, item in (
             ("status", status), ("side", side), ("rank", rank), ("eps", eps), ("method", method),
             ("margin", margin), ("value", value), ("precision", precision), ("reason", reason),
+            ("engine", engine),
         ):
             object.__setattr__(self, name, item)
 

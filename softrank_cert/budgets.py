@@ -1,0 +1,195 @@
+"""Block-width budget study (UNTRUSTED study logic; every end it counts is a kernel verdict).
+
+For an operator ``A``, one tolerance ``eps`` and a rank budget ``b`` (DESIGN.md section 6):
+
+* **feasible** -- a VERIFIED witness of rank ``r <= b`` exists, which proves ``r_eps(A) <= b``;
+* **impossible** -- a VERIFIED lower certificate of rank ``k > b`` exists, which proves
+  ``r_eps(A) >= k > b``: no matrix of rank ``<= b`` is within ``eps`` of ``A``;
+* **unresolved** -- neither: nothing is proved about ``b`` (``k <= b < r``).
+
+The ends come from :func:`~softrank_cert.solvers.bracket.bracket_operator` (each verified by
+the kernel), then :func:`sharpen` spends a little more effort where a budget is unresolved:
+a witness at rank exactly ``b`` (truncated SVD, then the l1 polish) and a pooled lower
+certificate at ``k = b + 1``, each counted only when :func:`~softrank_cert.kernel.verify_upper`
+/ :func:`~softrank_cert.kernel.verify_lower` returns VERIFIED.  A bug here can only misfile a
+budget as unresolved or mislabel a group; it cannot turn an unproved claim into a counted one,
+because this module never builds a verdict and counts nothing the kernel did not verify.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .errors import InternalInvariantError, InvalidInputError
+from .kernel import Operator, Status, parse_tolerance, verify_lower, verify_upper
+
+CLASSES = ("feasible", "impossible", "unresolved")
+#: Width group of operators whose names carry no ``w<N>`` segment.
+NO_WIDTH = "-"
+
+_WIDTH = re.compile(r"w(\d+)")
+_HEAD = re.compile(r"L(\d+)H(\d+)")
+
+
+def parse_budgets(text: str) -> list[int]:
+    """``"8,16,32"`` -> ``[8, 16, 32]`` (sorted); positive integers, no repeats, else InvalidInputError."""
+    items = [part.strip() for part in str(text).split(",")]
+    if not items or any(not item.isdigit() for item in items):
+        raise InvalidInputError(f"--budgets expects comma-separated positive integers, got {text!r}")
+    values = [int(item) for item in items]
+    if min(values) < 1:
+        raise InvalidInputError(f"--budgets must be >= 1, got {text!r}")
+    if len(set(values)) != len(values):
+        raise InvalidInputError(f"--budgets lists a budget twice: {text}")
+    return sorted(values)
+
+
+def name_fields(name: str, fallback_document: str) -> tuple[str, int | str, int | None, int | None]:
+    """``(document, width, layer, head)`` of a panel name such as ``minilm/apache2/w128/L3H7``.
+
+    The width is the last ``w<N>`` segment (``"-"`` when there is none) and the document the
+    segment just before it; without such a segment the document is ``fallback_document`` (the
+    panel's file stem).  Layer and head come from an ``L<l>H<h>`` segment (None otherwise).
+    """
+    parts = name.split("/")
+    at = next((i for i in range(len(parts) - 1, -1, -1) if _WIDTH.fullmatch(parts[i])), None)
+    width: int | str = NO_WIDTH if at is None else int(parts[at][1:])
+    document = parts[at - 1] if at else fallback_document
+    head = next((m for m in map(_HEAD.fullmatch, reversed(parts)) if m), None)
+    return document, width, (int(head[1]) if head else None), (int(head[2]) if head else None)
+
+
+def classify(lower: int, upper: int, budgets: Iterable[int]) -> dict[int, str]:
+    """Class of each budget from verified ends ``lower <= r_eps <= upper`` (see the module docstring)."""
+    if lower > upper:
+        raise InternalInvariantError(f"verified lower end {lower} exceeds verified upper end {upper}")
+    return {b: "feasible" if upper <= b else "impossible" if lower > b else "unresolved" for b in budgets}
+
+
+@dataclass
+class OperatorBudgets:
+    """One operator's verified ends at ``eps`` and the class of every budget."""
+
+    name: str
+    document: str
+    width: int | str
+    layer: int | None
+    head: int | None
+    p: int
+    eps: str
+    lower: int
+    upper: int
+    lower_method: str
+    upper_construction: str
+    classes: dict[int, str]
+    sharpened: list[str] = field(default_factory=list)  # ends found by the budget-targeted pass
+    seconds: float = 0.0  # wall time (not deterministic; everything else is without a time budget)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"operator": self.name, "document": self.document, "width": self.width, "layer": self.layer,
+                "head": self.head, "p": self.p, "eps": self.eps, "lower": self.lower, "upper": self.upper,
+                "lower_method": self.lower_method, "upper_construction": self.upper_construction,
+                "classes": {str(b): c for b, c in self.classes.items()}, "sharpened": self.sharpened,
+                "seconds": round(self.seconds, 3)}
+
+
+def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], upper: tuple[int, str],
+            seconds: float | None = None) -> tuple[tuple[int, str], tuple[int, str], list[str]]:
+    """Try to settle the budgets ``b`` with ``lower <= b < upper`` (ends given as ``(rank, method)``).
+
+    Witnesses from the largest such budget down: the rank-``b`` truncated SVD, then the l1
+    polish; a VERIFIED one proves ``r_eps <= b`` (every budget ``>= b`` feasible).  Certificates
+    from the smallest budget up: ``pooled`` at ``k = b + 1 <= POOLED_MAX_K``; a VERIFIED one proves
+    ``r_eps >= b + 1`` (every budget ``<= b`` impossible).  Each direction stops at its first
+    failure (errors fall with rank and thresholds with k, usually: a guess that only costs
+    tightness).  Only float64 candidates that look good enough go to the kernel, and only
+    VERIFIED verdicts move an end.  ``seconds`` bounds the search (None: no limit).
+    Returns the new ends and one note per end that moved.
+    """
+    from .solvers.bracket import POOLED_MAX_K
+    from .solvers.dense import Dense
+    from .solvers.profiles import Profiles
+
+    (k, k_method), (r, r_method) = lower, upper
+    if not any(k <= b < r for b in budgets):
+        return lower, upper, []
+    value = float(parse_tolerance(eps))
+    prof = Profiles(Dense.of(op))
+    prof.deadline = None if seconds is None else time.perf_counter() + seconds  # search time, not set-up
+    notes: list[str] = []
+    for b in sorted((b for b in budgets if k <= b < r), reverse=True):
+        verified = False
+        tried: list[object] = []
+        for construction in ("tsvd", "l1_polish"):
+            w = prof.witness(construction, b)
+            if w is None or w.error > value * (1 + 1e-12) or any(w is t for t in tried):
+                continue
+            tried.append(w)
+            if verify_upper(op, eps, b, w.U, w.W, method=w.construction).status is Status.VERIFIED:
+                r, r_method, verified = b, w.construction, True
+                notes.append(f"upper {b} ({w.construction})")
+                break
+        if not verified:
+            break
+    for b in sorted(b for b in budgets if k <= b < r and b + 1 <= POOLED_MAX_K):
+        c = prof.certificate("pooled", b + 1)
+        if c is None or c.threshold <= value * (1 - 1e-12):
+            break
+        if verify_lower(op, eps, b + 1, c.X, c.Y, method=c.method).status is not Status.VERIFIED:
+            break
+        k, k_method = b + 1, c.method
+        notes.append(f"lower {b + 1} ({c.method})")
+    if k > r:
+        raise InternalInvariantError(f"verified lower end {k} exceeds verified upper end {r} at eps {eps}")
+    return (k, k_method), (r, r_method), notes
+
+
+def study_operator(spec: dict[str, Any], name: str, document: str, eps: str, budgets: list[int],
+                   budget_seconds: float | None, sharpen_ends: bool = True) -> OperatorBudgets:
+    """One operator of the study (a task for ``run_ordered``; ``spec`` from ``pack_operator``).
+
+    Brackets ``r_eps`` with kernel-verified ends (``budget_seconds`` of search), sharpens them at
+    the budgets (another ``budget_seconds`` at most), classifies every budget.
+    """
+    from .geometry.supports import stdout_to_stderr
+    from .parallel import unpack_operator
+    from .solvers.bracket import bracket_operator
+
+    op = unpack_operator(spec)
+    start = time.perf_counter()
+    with stdout_to_stderr():  # solver banners must not spoil --json output
+        (b,) = bracket_operator(op, [eps], budget_seconds=budget_seconds)
+        lower, upper = (b.lower.k, b.lower.method), (b.upper.r, b.upper.construction)
+        notes: list[str] = []
+        if sharpen_ends:
+            lower, upper, notes = sharpen(op, eps, budgets, lower, upper, budget_seconds)
+    doc, width, layer, head = name_fields(name, document)
+    return OperatorBudgets(name, doc, width, layer, head, op.p, eps, lower[0], upper[0], lower[1], upper[1],
+                           classify(lower[0], upper[0], budgets), notes, time.perf_counter() - start)
+
+
+def _width_key(width: int | str) -> tuple[int, int]:
+    return (1, 0) if width == NO_WIDTH else (0, int(width))
+
+
+def summarize(results: list[OperatorBudgets], budgets: list[int]) -> list[dict[str, Any]]:
+    """Counts and fractions of each class per (document, width) group and budget, groups sorted."""
+    groups: dict[tuple[str, int | str], list[OperatorBudgets]] = {}
+    for item in results:
+        groups.setdefault((item.document, item.width), []).append(item)
+    out = []
+    for (document, width) in sorted(groups, key=lambda key: (key[0], _width_key(key[1]))):
+        items = groups[document, width]
+        per_budget = {}
+        for b in budgets:
+            counts = {c: sum(1 for item in items if item.classes[b] == c) for c in CLASSES}
+            per_budget[str(b)] = {**counts, **{f"{c}_fraction": round(counts[c] / len(items), 4) for c in CLASSES}}
+        out.append({"document": document, "width": width, "heads": len(items),
+                    "median_lower": statistics.median(item.lower for item in items),
+                    "median_upper": statistics.median(item.upper for item in items),
+                    "budgets": per_budget})
+    return out
