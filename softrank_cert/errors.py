@@ -56,6 +56,14 @@ class KeyFileError(InvalidInputError):
     """A key file is unreadable or malformed."""
 
 
+class FloatingPointEnvironmentError(SoftrankError):
+    """This process does not do IEEE 754 arithmetic (flush-to-zero, denormals-are-zero or a
+    directed rounding mode is active, e.g. after loading a library built with -ffast-math):
+    exact conversion of doubles is not guaranteed, so nothing is decided (exit 4)."""
+
+    exit_code = EXIT_INTERNAL
+
+
 class InternalInvariantError(SoftrankError):
     """Something that mathematics forbids happened (e.g. verified lower > verified upper).
 

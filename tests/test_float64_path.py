@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from softrank_cert.kernel import Operator, Status, verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper
 from softrank_cert.kernel import fast
 from softrank_cert.kernel import float64_bounds as fb
+from softrank_cert.kernel import fpenv
 from softrank_cert.kernel.enclosure import enclosure
 from softrank_cert.kernel.exact import arb_lower_fraction, arb_upper_fraction
 from softrank_cert.kernel.precision import working_precision
@@ -74,7 +75,7 @@ def test_fraction_rounding_is_directed_and_tight():
 
 
 def test_preconditions_hold_here_and_are_checked_before_every_decision(monkeypatch):
-    assert fb.ieee_preconditions_hold()
+    assert fpenv.ieee_preconditions_hold()
     op = Operator("qk", {"Q": np.eye(4), "K": np.eye(4)})
     a = softmax_float(op)
     U, s, Vt = np.linalg.svd(a)
@@ -177,7 +178,7 @@ def test_f4_product_bound_and_enclosure_contain_the_exact_product():
             assert abs(exact[i][j] - Fraction(c[i, j])) <= Fraction(r[i, j])
 
 
-def test_f4_enclosure_with_radii_contains_every_corner_product():
+def test_f4_enclosure_with_radii_contains_sampled_corner_products():
     rng = np.random.default_rng(4)
     am, bm = rng.standard_normal((4, 6)), rng.standard_normal((6, 3))
     ar, br = np.abs(rng.standard_normal((4, 6))) * 1e-6, np.abs(rng.standard_normal((6, 3))) * 1e-6
@@ -348,3 +349,106 @@ def test_bad_fixtures_that_reach_the_kernel_get_the_same_verdicts_from_both_path
         ref = check_claims(certificate, kernel="arb")
         assert [v.status for v in f64] == [v.status for v in ref], path
     assert reached >= 8  # the REJECTED / INCONCLUSIVE fixtures (false ends, wrong ranks, ...)
+
+
+# ------------------------------------------------------------------ floating-point environment ------------
+
+_X86_GLIBC = __import__("platform").machine() in ("x86_64", "AMD64") and __import__("sys").platform == "linux"
+needs_mxcsr = pytest.mark.skipif(not _X86_GLIBC, reason="sets the x86-64 MXCSR through glibc's fesetenv")
+
+MXCSR_HELPER = '''
+import ctypes
+_libm = ctypes.CDLL("libm.so.6")
+def _env():
+    buf = ctypes.create_string_buffer(64)
+    assert _libm.fegetenv(buf) == 0
+    return buf
+def mxcsr():
+    return int.from_bytes(_env().raw[28:32], "little")  # glibc x86-64 fenv_t: MXCSR at byte 28
+def set_mxcsr(value):
+    raw = bytearray(_env().raw)
+    raw[28:32] = value.to_bytes(4, "little")
+    assert _libm.fesetenv(ctypes.create_string_buffer(bytes(raw), 64)) == 0
+FTZ_DAZ = 0x8040
+'''
+
+
+@needs_mxcsr
+def test_flush_to_zero_and_denormals_are_zero_stop_every_kernel():
+    from softrank_cert import exact_kernel
+    from softrank_cert.errors import FloatingPointEnvironmentError
+
+    scope: dict = {}
+    exec(MXCSR_HELPER, scope)
+    op = Operator("probabilities", {"A": np.array([[0.0]])})
+    U, W = np.array([[1e-310]]), np.array([[1e300]])  # B = 1e-10: the witness is false at eps 1e-20
+    eps = "0.00000000000000000001"
+    for mode in (0x8000, 0x0040, 0x8040):  # FTZ, DAZ, both (-ffast-math)
+        saved = scope["mxcsr"]()
+        scope["set_mxcsr"](saved | mode)
+        try:
+            ok = fpenv.ieee_preconditions_hold()
+            subnormal_seen = fpenv.has_subnormals(U)
+            with pytest.raises(FloatingPointEnvironmentError):
+                verify_upper(op, eps, 1, U, W, engine="float64")
+            with pytest.raises(FloatingPointEnvironmentError):
+                verify_upper(op, eps, 1, U, W, engine="arb")
+            with pytest.raises(FloatingPointEnvironmentError):
+                exact_kernel.verify_upper(op, eps, 1, U, W)
+        finally:
+            scope["set_mxcsr"](saved)
+        assert not ok and subnormal_seen, hex(mode)
+    assert fpenv.ieee_preconditions_hold()
+    assert verify_upper(op, eps, 1, U, W).status is Status.REJECTED
+
+
+@needs_mxcsr
+def test_denormals_are_zero_in_blas_worker_threads_cannot_fake_a_lower_certificate(tmp_path):
+    """A2 allows any underflow mode in BLAS threads: subnormal BLAS operands are removed first."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "daz_workers.py"
+    script.write_text(MXCSR_HELPER + '''
+saved = mxcsr()
+set_mxcsr(saved | FTZ_DAZ)  # OpenBLAS starts its worker threads with FTZ and DAZ set
+import numpy as np
+np.ones((500, 500)) @ np.ones((500, 500))
+set_mxcsr(saved)  # the calling thread is IEEE again: the run-time check passes
+from softrank_cert.kernel import Operator, verify_lower
+n = 2048
+A = np.zeros((n, n))
+A[0, n - 2], A[0, n - 1] = 1.0, 2.0**-537
+A[1, n - 2], A[1, n - 1] = 2.0**-537, 2.0**-1074  # A = u v^T: rank 1, so r_eps(A) = 1 for every eps
+X = np.zeros((2, n)); X[0, 0] = 1.0; X[1, 1] = 2.0**1000
+Y = np.zeros((n, 2)); Y[n - 2, 0] = 1.0; Y[n - 1, 1] = 1.0
+v = verify_lower(Operator("probabilities", {"A": A}), "0." + "0" * 469 + "1", 2, X, Y, engine="float64")
+print(v.status.name)
+''')
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() != "VERIFIED"  # the false claim r_eps(A) >= 2 must never be proved
+
+
+def test_ball_made_free_of_subnormals_contains_the_original_ball():
+    mid = np.array([[5e-324, -3e-320, 1.0, 0.0], [2.0**-1022, -1e-310, 7.0, -0.0]])
+    rad = np.array([[0.0, 1e-315, 0.0, 2e-323], [0.0, 0.0, 1e-300, 0.0]])
+    new_mid, new_rad = fb._normal_mid_rad(mid, rad)
+    assert not fpenv.has_subnormals(new_mid) and not fpenv.has_subnormals(new_rad)
+    for m, r, m2, r2 in zip(mid.ravel(), rad.ravel(), new_mid.ravel(), new_rad.ravel()):
+        assert abs(Fraction(float(m)) - Fraction(float(m2))) + Fraction(float(r)) <= Fraction(float(r2))
+    new_mid, new_rad = fb._normal_mid_rad(mid, None)
+    assert new_rad is not None and not fpenv.has_subnormals(new_rad)
+    assert fpenv.subnormal_mask(np.array([5e-324, -5e-324, 2.0**-1022, 0.0, -0.0, np.inf, np.nan])).tolist() == \
+        [True, True, False, False, False, False, False]
+
+
+def test_products_with_non_finite_results_get_infinite_radii():
+    q = np.array([[-1e200, -1e200, 1e200]])
+    k = np.array([[1e108, 1e108, 1e108]])
+    c, r = fb.product_bound(q, k.T)
+    assert not np.isfinite(c).all() and np.isinf(r).all()
+    c, r = fb.product_enclosure(q, None, k.T, None)
+    assert np.isinf(r).all()
+    op = Operator("qk", {"Q": q, "K": k})
+    assert fast.softmax_bounds(op) is None  # declines; Arb decides

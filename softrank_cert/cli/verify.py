@@ -29,7 +29,8 @@ exit codes:
   1  some claim REJECTED (a witness or certificate that is provably false)
   2  invalid input (unreadable, schema, hash mismatch, bad/untrusted/missing signature, sizes)
   3  nothing rejected, but some claim INCONCLUSIVE at the maximum precision
-  4  internal inconsistency (a verified lower end above a verified upper end): a bug
+  4  internal inconsistency (a verified lower end above a verified upper end: a bug), or a
+     process without IEEE arithmetic (flush-to-zero / denormals-are-zero): nothing decided
 When files disagree the most severe code wins: 4, then 2, then 1, then 3.
 """
 #: Order in which per-file exit codes dominate the overall one.

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import InvalidInputError, SizeLimitError
 from ..kernel import Operator, parse_tolerance
+from ..kernel.fpenv import require_ieee_environment  # the process check, no Arb
 from ..kernel.verdict import _KERNEL_SEAL, Status, Verdict  # second trusted kernel: may seal verdicts
 from .arith import dyadic, round_interval, shift_floor
 from .enclosure import IntervalMatrix, enclose, int_matrix
@@ -53,6 +54,7 @@ def precision_schedule(max_prec: int) -> list[int]:
 
 
 def check_limits(op: Operator) -> None:
+    require_ieee_environment()  # Fraction(float) reads subnormals as 0 under denormals-are-zero
     """Refuse operators beyond the exact kernel's limits (before any arithmetic)."""
     if not isinstance(op, Operator):
         raise InvalidInputError("exact kernel: expected a softrank_cert.kernel.Operator")

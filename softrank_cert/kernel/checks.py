@@ -18,11 +18,12 @@ from fractions import Fraction
 from typing import Callable
 
 import numpy as np
-from flint import arb, arb_mat
+from flint import arb
 
 from ..errors import InvalidInputError
 from . import fast
 from .enclosure import _ball_max, enclosure, row_abs_sums, row_norm_max
+from .fpenv import require_ieee_environment
 from .exact import arb_lower_fraction, arb_upper_fraction, float64_matrix_to_arb, fraction_to_arb, parse_tolerance
 from .operator import Operator, check_shape
 from .precision import DEFAULT_MAX_PREC, precision_schedule, working_precision
@@ -70,7 +71,10 @@ def _decide_float64_first(side: str, rank: int, eps: str, method: str, max_prec:
     """The float64 path decides if it can (engine auto/float64); otherwise the Arb balls do
     (engine auto/arb), or the verdict is INCONCLUSIVE (engine float64)."""
     if engine != "arb":
-        decision, margin, value, reason = float64_attempt()
+        try:
+            decision, margin, value, reason = float64_attempt()
+        except MemoryError:  # the float64 path needs ~20 m x N temporaries: let Arb decide
+            decision, margin, value, reason = None, None, None, "float64 path out of memory"
         if decision is not None or engine == "float64":
             status = {True: Status.VERIFIED, False: Status.REJECTED, None: Status.INCONCLUSIVE}[decision]
             return Verdict(
@@ -117,6 +121,7 @@ def verify_upper(op: Operator, eps: str, r: int, U: np.ndarray, W: np.ndarray, *
     eps_q = parse_tolerance(eps)
     precision_schedule(max_prec)  # validate eagerly, also when no ball arithmetic is needed
     _check_engine(engine)
+    require_ieee_environment()  # proofs/float64-bounds.md A1; exact-inputs.md (arb(float) is exact)
     m, n = op.shape
     r = _check_rank("r", r, max(m, n))
     if r == 0:
@@ -146,6 +151,7 @@ def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *
     eps_q = parse_tolerance(eps)
     precision_schedule(max_prec)  # validate eagerly, also when no ball arithmetic is needed
     _check_engine(engine)
+    require_ieee_environment()  # proofs/float64-bounds.md A1; exact-inputs.md (arb(float) is exact)
     m, n = op.shape
     k = _check_rank("k", k, op.p)
     if k == 0:
@@ -176,6 +182,7 @@ def verify_trivial_upper(op: Operator, eps: str, r: int, *, max_prec: int = DEFA
     eps_q = parse_tolerance(eps)
     precision_schedule(max_prec)  # validate eagerly, also when no ball arithmetic is needed
     _check_engine(engine)
+    require_ieee_environment()  # proofs/float64-bounds.md A1; exact-inputs.md (arb(float) is exact)
     r = _check_rank("r", r, op.p)
     if r == op.p:
         return _exact_verdict(Status.VERIFIED, "upper", r, eps, "identity", "B = A has rank <= p = min(m, N)")
@@ -200,6 +207,7 @@ def verify_trivial_lower(op: Operator, eps: str, k: int, *, max_prec: int = DEFA
     eps_q = parse_tolerance(eps)
     precision_schedule(max_prec)  # validate eagerly, also when no ball arithmetic is needed
     _check_engine(engine)
+    require_ieee_environment()  # proofs/float64-bounds.md A1; exact-inputs.md (arb(float) is exact)
     k = _check_rank("k", k, op.p)
     if k == 0:
         return _exact_verdict(Status.VERIFIED, "lower", 0, eps, "trivial", "every rank is >= 0")

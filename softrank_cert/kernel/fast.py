@@ -22,8 +22,9 @@ from flint import arb, arb_mat
 from .enclosure import row_norm_max
 from .exact import arb_lower_fraction, arb_upper_fraction, fraction_to_arb
 from .float64_bounds import (EXP_MAX, EXP_MIN, EXP_TINY_UP, down, down_nonneg, exp_bounds, fraction_down,
-                             fraction_up, has_subnormals, ieee_preconditions_hold, product_bound,
-                             product_enclosure, row_sums_lower, row_sums_upper, up, up_nonneg)
+                             fraction_up, product_bound, product_enclosure, row_sums_lower, row_sums_upper,
+                             up, up_nonneg)
+from .fpenv import has_subnormals, ieee_preconditions_hold
 from .operator import Operator
 from .precision import working_precision
 
@@ -74,17 +75,23 @@ def _shifted_score_bounds(op: Operator, allowed: np.ndarray) -> tuple[np.ndarray
 def softmax_bounds(op: Operator) -> tuple[np.ndarray, np.ndarray] | None:
     """(lo, hi) doubles with ``lo <= A_ij <= hi`` entrywise (Theorem F5), or None when the
     float64 bounds do not apply (subnormal inputs, overflow, a score far above its shift).
-    Cached on the operator like the Arb enclosures."""
+    Cached on the operator like the Arb enclosures, read-only; computed only in an IEEE thread."""
     cache = op._cache
     if _CACHE_KEY not in cache:
-        cache[_CACHE_KEY] = _softmax_bounds(op)
+        if not ieee_preconditions_hold():
+            return None
+        bounds = _softmax_bounds(op)
+        if bounds is not None:
+            for array in bounds:
+                array.setflags(write=False)
+        cache[_CACHE_KEY] = bounds
     return cache[_CACHE_KEY]
 
 
 def _softmax_bounds(op: Operator) -> tuple[np.ndarray, np.ndarray] | None:
     if op.kind == "probabilities":
         a = op.arrays["A"]
-        return a, a  # exact
+        return a, a  # exact (the same read-only array twice)
     allowed = op.allowed()
     x = _shifted_score_bounds(op, allowed)
     if x is None:
@@ -163,8 +170,11 @@ def lower_attempt(op: Operator, eps: Fraction, X: np.ndarray, Y: np.ndarray) -> 
         return None, None, None, reason
     a_lo, a_hi = bounds
     with np.errstate(all="ignore"):
-        a_mid = 0.5 * (a_lo + a_hi)  # any double: the radius below covers the whole [lo, hi]
-        a_rad = np.maximum(up(a_hi - a_mid), up(a_mid - a_lo))
+        if a_lo is a_hi:  # probabilities: A is exact
+            a_mid, a_rad = a_lo, None
+        else:
+            a_mid = 0.5 * (a_lo + a_hi)  # any double: the radius below covers the whole [lo, hi]
+            a_rad = np.maximum(up(a_hi - a_mid), up(a_mid - a_lo))
         xa, xa_rad = product_enclosure(X, None, a_mid, a_rad)
         core, core_rad = product_enclosure(xa, xa_rad, Y, None)  # |X A Y - core| <= core_rad
         abs_x, abs_y = np.abs(X), np.abs(Y)

@@ -25,14 +25,13 @@ import numpy as np
 from flint import arb
 
 from ..errors import InternalInvariantError
+from .fpenv import SMALLEST_NORMAL, has_subnormals, subnormal_mask
 from .precision import working_precision
 
 #: Unit roundoff for faithful rounding (any IEEE rounding mode); round-to-nearest has 2**-53.
 UNIT = Fraction(1, 2**52)
 #: Absolute error allowance per term of a BLAS product or numpy sum (underflow, FTZ, DAZ).
 ETA = Fraction(1, 2**1019)
-#: Smallest positive normal double; nonzero inputs below it are refused (DAZ would zero them).
-SMALLEST_NORMAL = 2.0**-1022
 #: Relative error proved for :func:`exp_bounds`' approximation (Lemma F3 proves < 2**-47).
 EXP_REL = 2.0**-44
 #: exp is evaluated on [EXP_MIN, EXP_MAX]; below EXP_MIN the bound [0, EXP_TINY_UP] is used.
@@ -56,13 +55,15 @@ def down(x):
 def up_nonneg(x: np.ndarray) -> np.ndarray:
     """``up`` for arrays whose doubles are >= 0 (+0.0 or more): the next double is the bit
     pattern plus one (``x + 0.0`` turns a -0.0 into +0.0 first).  Non-finite stays non-finite."""
-    return ((x + 0.0).view(np.int64) + 1).view(np.float64)
+    with np.errstate(invalid="ignore"):
+        return ((x + 0.0).view(np.int64) + 1).view(np.float64)
 
 
 def down_nonneg(x: np.ndarray) -> np.ndarray:
     """A double <= max(v, 0) for the exact v of the faithfully rounded operation that gave the
     array ``x >= 0``: the previous double (bit pattern minus one), and 0 stays 0."""
-    return np.maximum((x + 0.0).view(np.int64) - 1, 0).view(np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.maximum((x + 0.0).view(np.int64) - 1, 0).view(np.float64)
 
 
 _MAX_DOUBLE = Fraction(float(np.finfo(np.float64).max))
@@ -96,43 +97,43 @@ def _sum_constants(n: int) -> tuple[float, float, float, float]:
     return fraction_up(g), fraction_up(1 / (1 - g)), fraction_up(1 + g), fraction_up(n * ETA)
 
 
-def ieee_preconditions_hold() -> bool:
-    """Runtime check, in this thread, of what Lemmas F1 and F3 assume of numpy's elementwise
-    arithmetic: round to nearest (ties to even), gradual underflow (no flush-to-zero, no
-    denormals-are-zero) and a working ``nextafter``.  Checked before every float64 decision:
-    a library loaded later may switch the floating-point mode."""
-    tiny = np.array([SMALLEST_NORMAL, 2.0**-1074])
-    halved, doubled = tiny * 0.5, tiny * 2.0
-    one = np.array([1.0, 1.0, -1.0])
-    nearest = one + np.array([2.0**-53, 3 * 2.0**-54, -3 * 2.0**-54])
-    return bool(halved[0] == 2.0**-1023 and doubled[1] == 2.0**-1073
-                and nearest[0] == 1.0 and nearest[1] == 1.0 + 2.0**-52 and nearest[2] == -1.0 - 2.0**-52
-                and np.nextafter(1.0, np.inf) == 1.0 + 2.0**-52 and np.nextafter(0.0, np.inf) == 2.0**-1074)
+def _normal_mid_rad(mid: np.ndarray, rad: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """The same ball (or a larger one) with no subnormal entry: a subnormal midpoint becomes 0
+    with ``2**-1022`` added to its radius, a subnormal radius becomes ``2**-1022``."""
+    tiny_mid = subnormal_mask(mid)
+    if tiny_mid.any():
+        mid = np.where(tiny_mid, 0.0, mid)
+        extra = np.where(tiny_mid, SMALLEST_NORMAL, 0.0)
+        rad = extra if rad is None else up_nonneg(rad + extra)
+    return mid, None if rad is None else _normal_upper(rad)
 
 
-def has_subnormals(array: np.ndarray) -> bool:
-    """True if a nonzero entry is below the smallest normal double (the bounds refuse those)."""
-    magnitude = np.abs(array)
-    return bool(((magnitude < SMALLEST_NORMAL) & (magnitude != 0)).any())
+def _normal_upper(x: np.ndarray) -> np.ndarray:
+    """A non-negative array with every subnormal entry raised to ``2**-1022`` (still an upper bound)."""
+    return np.where(subnormal_mask(x), SMALLEST_NORMAL, x)
 
 
 def product_enclosure(a_mid: np.ndarray, a_rad: np.ndarray | None,
                       b_mid: np.ndarray, b_rad: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """(C, R) with ``|A B - C| <= R`` entrywise for every exact A in ``a_mid +/- a_rad`` and B in
-    ``b_mid +/- b_rad`` (``None`` = radius 0).  ``C = a_mid @ b_mid`` by BLAS (Lemma F4)."""
+    ``b_mid +/- b_rad`` (``None`` = radius 0).  ``C = a_mid @ b_mid`` by BLAS (Lemma F4); every
+    BLAS operand is first made free of subnormals (a larger ball), and R is +inf wherever C is
+    not finite."""
     n = a_mid.shape[1]
     g, inv_one_minus_g, _, _ = _sum_constants(n)
+    (a_mid, a_rad), (b_mid, b_rad) = _normal_mid_rad(a_mid, a_rad), _normal_mid_rad(b_mid, b_rad)
     c = a_mid @ b_mid
     abs_b = np.abs(b_mid)
-    v1 = up(g * abs_b) if b_rad is None else up(up(g * abs_b) + b_rad)  # >= gamma_n |Bm| + Br
-    total = np.abs(a_mid) @ v1  # within gamma_n (+ n ETA) of its exact value
+    v1 = up_nonneg(g * abs_b) if b_rad is None else up_nonneg(up_nonneg(g * abs_b) + b_rad)  # >= gamma_n |Bm| + Br
+    total = np.abs(a_mid) @ _normal_upper(v1)  # within gamma_n (+ n ETA) of its exact value
     terms = 1
     if a_rad is not None:
-        v2 = abs_b if b_rad is None else up(abs_b + b_rad)  # >= |Bm| + Br
-        total = up(total + a_rad @ v2)
+        v2 = abs_b if b_rad is None else up_nonneg(abs_b + b_rad)  # >= |Bm| + Br
+        total = up_nonneg(total + a_rad @ _normal_upper(v2))
         terms = 2
     slack = fraction_up((terms + 1) * n * ETA)
-    return c, up(up(total + slack) * inv_one_minus_g)
+    radius = up_nonneg(up_nonneg(total + slack) * inv_one_minus_g)
+    return c, np.where(np.isfinite(c), radius, np.inf)
 
 
 def product_bound(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -140,9 +141,13 @@ def product_bound(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     cheap rank-one radius ``R_ij = gamma_n ||a_i||_1 max_t |b_tj| + n ETA`` (Lemma F4')."""
     n = a.shape[1]
     g, _, _, n_eta = _sum_constants(n)
+    if has_subnormals(a) or has_subnormals(b):
+        raise InternalInvariantError("product_bound needs operands without subnormals")
     row_l1 = up_nonneg(row_sums_upper(np.abs(a)) * g)  # >= gamma_n ||a_i||_1
     col_max = np.abs(b).max(axis=0)  # exact
-    return a @ b, up_nonneg(up_nonneg(np.multiply.outer(row_l1, col_max)) + n_eta)
+    c = a @ b
+    radius = up_nonneg(up_nonneg(np.multiply.outer(row_l1, col_max)) + n_eta)
+    return c, np.where(np.isfinite(c), radius, np.inf)
 
 
 def row_sums_upper(x: np.ndarray) -> np.ndarray:
@@ -171,7 +176,9 @@ def _exp_tables() -> tuple[np.ndarray, np.ndarray]:
             for d, v in zip(doubles, values):
                 if not abs(arb(d) - v) <= bound * arb(d):
                     raise InternalInvariantError("exp table entry not certified to 2**-52")
-            tables.append(np.array(doubles))
+            table = np.array(doubles)
+            table.setflags(write=False)
+            tables.append(table)
     return tables[0], tables[1]
 
 
