@@ -2,7 +2,8 @@
 
 The MiniLM panel (all 72 heads at one width) x 3 tolerances with a fixed per-operator
 ``--budget-seconds``; wall time of the whole command (process start, pool start-up, solving,
-verification, writing) is timed ``--repeats`` times per job count, and the median is reported.
+verification, writing) is timed ``--repeats`` times per job count, and the median is reported;
+then ``softrank-verify`` re-checks all the campaign's certificates once per kernel (auto, arb).
 With a time budget the ends found may depend on machine speed; the figures are about time.
 
     python benchmarks/bench_campaign.py --width 32 --budget 3 --repeats 1 \\
@@ -59,6 +60,14 @@ def main() -> None:
                 runs.setdefault(jobs, []).append(round(seconds, 2))
                 print(f"jobs {jobs}: {seconds:.1f} s", flush=True)
         operators = sum(1 for _ in (work / "certs-1").rglob("*.json")) if (work / "certs-1").exists() else None
+        verify = {}
+        certs = next((work / f"certs-{j}" for j in (1, 2) if (work / f"certs-{j}").exists()), None)
+        for kernel in ("auto", "arb") if certs is not None else ():
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "softrank_cert.cli.verify", str(certs), "--kernel", kernel, "--json"],
+                           check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+            verify[kernel] = round(time.perf_counter() - start, 2)
+            print(f"softrank-verify --kernel {kernel} on the campaign's certificates: {verify[kernel]:.1f} s", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     median = {jobs: statistics.median(times) for jobs, times in runs.items()}
@@ -69,6 +78,7 @@ def main() -> None:
            "wall_seconds": {str(j): t for j, t in runs.items()},
            "median_seconds": {str(j): round(t, 2) for j, t in median.items()},
            "speedup": {str(j): round(base / t, 3) for j, t in median.items()} if base else None,
+           "verify_all_certificates_seconds": verify,
            "load_average_before": [round(x, 2) for x in load_before],
            "load_average_after": [round(x, 2) for x in os.getloadavg()],
            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "processor": platform.processor(),

@@ -39,7 +39,7 @@ no JSON row at all, bad key file); 4 a checker bug (verified lower above verifie
 def add_audit(sub: Any) -> None:
     p = sub.add_parser("audit", help="audit a published bracket table (confirm, tighten or refute each row)",
                        description="Verify supplied certificates, or reproduce and try to refute each published "
-                                   "bracket end with the solvers; every audited end is VERIFIED by the Arb kernel.",
+                                   "bracket end with the solvers; every audited end is VERIFIED by the trusted kernel.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("table", metavar="BRACKETS.jsonl")
     p.add_argument("--operators", required=True, metavar="PANEL.npz", help="the panel the rows' operator names refer to")
@@ -107,7 +107,7 @@ def _note(row: dict[str, Any]) -> str:
 def render(report: dict[str, Any], out: Path, plot: str | None) -> None:
     from rich.table import Table
 
-    table = Table(title="softrank audit (audited ends VERIFIED by the Arb kernel)")
+    table = Table(title="softrank audit (audited ends VERIFIED by the trusted kernel)")
     for column in ("line", "operator", "eps", "published", "audited", "status", "evidence"):
         table.add_column(column, justify="right" if column in ("line", "eps") else "left")
     for row in report["rows"]:

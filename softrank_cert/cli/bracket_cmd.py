@@ -29,7 +29,7 @@ examples:
   softrank bracket panel.npz --all --eps 0.25 --out certs/ --scheduler tcp://10.0.0.5:8786
 
 With --all, --out is a folder: operator NAME goes to certs/NAME.json (the '/' in panel names
-become sub-folders). Every end written was VERIFIED by the Arb kernel first; check any of them
+become sub-folders). Every end written was VERIFIED by the trusted kernel first; check any of them
 again with softrank-verify. --jobs N runs N operators at a time in worker processes and
 --scheduler runs them on a Dask cluster; the certificates do not depend on either (without
 --budget-seconds: with a time budget, a faster machine may find tighter ends).
@@ -38,7 +38,7 @@ again with softrank-verify. --jobs N runs N operators at a time in worker proces
 
 def add_bracket(sub: Any) -> None:
     p = sub.add_parser("bracket", help="bracket r_eps(A) with verified ends and write certificates",
-                       description="Run the float64 solvers on an operator, keep the tightest ends the Arb kernel "
+                       description="Run the float64 solvers on an operator, keep the tightest ends the trusted kernel "
                                    "verifies at each tolerance, and write a (signed) certificate.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("operator_file", metavar="OPERATOR.npz")
@@ -152,7 +152,7 @@ def run_bracket(args: Any) -> int:
 
 
 def _render(summary: list[dict[str, Any]]) -> None:
-    table = Table(title="softrank bracket (every end VERIFIED by the Arb kernel)")
+    table = Table(title="softrank bracket (every end VERIFIED by the trusted kernel)")
     for column in ("operator", "p", "eps", "lower", "upper", "resolved", "s"):
         table.add_column(column, justify="left" if column == "operator" else "right")
     for entry in summary:

@@ -28,7 +28,7 @@ examples:
   softrank budgets panel.npz --budgets 16 --eps 0.1 --json
   softrank budgets panel.npz --budgets 8,16,32 --eps 0.25 --scheduler tcp://10.0.0.5:8786
 
-Each operator's r_eps(A) is bracketed with ends VERIFIED by the Arb kernel, then a cheap pass
+Each operator's r_eps(A) is bracketed with ends VERIFIED by the trusted kernel, then a cheap pass
 aims at the budgets (a witness at rank b, a pooled certificate at k = b + 1; only VERIFIED
 ones count). A budget b is feasible when the verified upper end is <= b (some rank-b matrix is
 within eps), impossible when the verified lower end is > b (none is), unresolved otherwise.
@@ -155,7 +155,7 @@ COLUMNS = ("document", "width", "budget", "heads", "feasible", "impossible", "un
 def render(report: dict[str, Any]) -> None:
     from rich.table import Table
 
-    table = Table(title=f"softrank budgets at eps {report['eps']} (every end VERIFIED by the Arb kernel)")
+    table = Table(title=f"softrank budgets at eps {report['eps']} (every end VERIFIED by the trusted kernel)")
     for column in COLUMNS:
         table.add_column(column, justify="left" if column == "document" else "right")
     previous = None
@@ -174,7 +174,7 @@ def markdown_table(report: dict[str, Any]) -> str:
     def esc(text: str) -> str:
         return text.replace("|", "\\|")
 
-    lines = [f"Rank budgets at eps {report['eps']}: heads per class (every end VERIFIED by the Arb kernel; "
+    lines = [f"Rank budgets at eps {report['eps']}: heads per class (every end VERIFIED by the trusted kernel; "
              "feasible = verified upper end <= budget, impossible = verified lower end > budget).", "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" if c == "document" else "---:" for c in COLUMNS) + "|"]
     lines += ["| " + " | ".join(esc(cell) for cell in row) + " |" for row in _rows(report)]

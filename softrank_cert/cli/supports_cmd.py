@@ -117,7 +117,7 @@ def _fmt(x: float | None) -> str:
 
 def _render(doc: dict[str, Any]) -> None:
     table = Table(title=f"softrank supports: {doc['support']} d={doc['dim']}, eps {doc['eps']}, p {doc['n']} "
-                        "(every end VERIFIED by the Arb kernel)")
+                        "(every end VERIFIED by the trusted kernel)")
     for column in ("kappa", "1+kappa/eps^2", "lower", "upper", "s"):
         table.add_column(column, justify="right")
     eps = float(parse_tolerance(doc["eps"]))
