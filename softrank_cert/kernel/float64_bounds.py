@@ -122,17 +122,18 @@ def product_enclosure(a_mid: np.ndarray, a_rad: np.ndarray | None,
     n = a_mid.shape[1]
     g, inv_one_minus_g, _, _ = _sum_constants(n)
     (a_mid, a_rad), (b_mid, b_rad) = _normal_mid_rad(a_mid, a_rad), _normal_mid_rad(b_mid, b_rad)
-    c = a_mid @ b_mid
-    abs_b = np.abs(b_mid)
-    v1 = up_nonneg(g * abs_b) if b_rad is None else up_nonneg(up_nonneg(g * abs_b) + b_rad)  # >= gamma_n |Bm| + Br
-    total = np.abs(a_mid) @ _normal_upper(v1)  # within gamma_n (+ n ETA) of its exact value
-    terms = 1
-    if a_rad is not None:
-        v2 = abs_b if b_rad is None else up_nonneg(abs_b + b_rad)  # >= |Bm| + Br
-        total = up_nonneg(total + a_rad @ _normal_upper(v2))
-        terms = 2
-    slack = fraction_up((terms + 1) * n * ETA)
-    radius = up_nonneg(up_nonneg(total + slack) * inv_one_minus_g)
+    with np.errstate(all="ignore"):  # overflow shows as a non-finite C or radius, handled below
+        c = a_mid @ b_mid
+        abs_b = np.abs(b_mid)
+        v1 = up_nonneg(g * abs_b) if b_rad is None else up_nonneg(up_nonneg(g * abs_b) + b_rad)  # >= gamma_n |Bm| + Br
+        total = np.abs(a_mid) @ _normal_upper(v1)  # within gamma_n (+ n ETA) of its exact value
+        terms = 1
+        if a_rad is not None:
+            v2 = abs_b if b_rad is None else up_nonneg(abs_b + b_rad)  # >= |Bm| + Br
+            total = up_nonneg(total + a_rad @ _normal_upper(v2))
+            terms = 2
+        slack = fraction_up((terms + 1) * n * ETA)
+        radius = up_nonneg(up_nonneg(total + slack) * inv_one_minus_g)
     return c, np.where(np.isfinite(c), radius, np.inf)
 
 
@@ -143,10 +144,11 @@ def product_bound(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     g, _, _, n_eta = _sum_constants(n)
     if has_subnormals(a) or has_subnormals(b):
         raise InternalInvariantError("product_bound needs operands without subnormals")
-    row_l1 = up_nonneg(row_sums_upper(np.abs(a)) * g)  # >= gamma_n ||a_i||_1
-    col_max = np.abs(b).max(axis=0)  # exact
-    c = a @ b
-    radius = up_nonneg(up_nonneg(np.multiply.outer(row_l1, col_max)) + n_eta)
+    with np.errstate(all="ignore"):  # overflow shows as a non-finite C or radius
+        row_l1 = up_nonneg(row_sums_upper(np.abs(a)) * g)  # >= gamma_n ||a_i||_1
+        col_max = np.abs(b).max(axis=0)  # exact
+        c = a @ b
+        radius = up_nonneg(up_nonneg(np.multiply.outer(row_l1, col_max)) + n_eta)
     return c, np.where(np.isfinite(c), radius, np.inf)
 
 
