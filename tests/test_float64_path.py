@@ -141,7 +141,8 @@ def test_f3_exp_bounds_contain_mpmath_exp_and_are_narrow():
 
 
 def test_f3_tables_are_certified_by_arb():
-    e_table, f_table = fb._exp_tables()
+    e_table, f_table, taylor = fb._exp_tables()
+    assert [Fraction(c) for c in taylor[:3]] == [1, 1, Fraction(1, 2)]
     with working_precision(200):
         for a, d in zip(range(-700, 2, 37), e_table[::37]):
             assert abs(arb(float(d)) - arb(a).exp()) <= arb(2) ** -52 * arb(float(d))
@@ -383,9 +384,10 @@ def test_flush_to_zero_and_denormals_are_zero_stop_every_kernel():
     op = Operator("probabilities", {"A": np.array([[0.0]])})
     U, W = np.array([[1e-310]]), np.array([[1e300]])  # B = 1e-10: the witness is false at eps 1e-20
     eps = "0.00000000000000000001"
-    for mode in (0x8000, 0x0040, 0x8040):  # FTZ, DAZ, both (-ffast-math)
+    # FTZ, DAZ, both (-ffast-math), round down, round up, round toward zero
+    for mode in (0x8000, 0x0040, 0x8040, 0x2000, 0x4000, 0x6000):
         saved = scope["mxcsr"]()
-        scope["set_mxcsr"](saved | mode)
+        scope["set_mxcsr"]((saved & ~0x6000) | mode)
         try:
             ok = fpenv.ieee_preconditions_hold()
             subnormal_seen = fpenv.has_subnormals(U)
@@ -452,3 +454,45 @@ def test_products_with_non_finite_results_get_infinite_radii():
     assert np.isinf(r).all()
     op = Operator("qk", {"Q": q, "K": k})
     assert fast.softmax_bounds(op) is None  # declines; Arb decides
+
+
+@needs_mxcsr
+def test_a_geometry_call_under_daz_cannot_poison_the_operator_cache():
+    """Review finding: a kernel entry point without the environment check filled op._cache with
+    a wrong enclosure that a later IEEE check reused.  Every conversion point now checks."""
+    from softrank_cert.errors import FloatingPointEnvironmentError
+    from softrank_cert.kernel import geometry_bounds
+
+    scope: dict = {}
+    exec(MXCSR_HELPER, scope)
+    op = Operator("qk", {"Q": np.array([[5e-324]]), "K": np.array([[1e300], [0.0]])}, beta="0.000000000000000036")
+    saved = scope["mxcsr"]()
+    scope["set_mxcsr"](saved | 0x0040)
+    try:
+        with pytest.raises(FloatingPointEnvironmentError):
+            geometry_bounds.interaction_bounds(op, np.zeros((1, 2)))
+        with pytest.raises(FloatingPointEnvironmentError):
+            enclosure(op, 128)
+    finally:
+        scope["set_mxcsr"](saved)
+    assert not any(isinstance(key, int) for key in op._cache)  # nothing was cached
+    delta = 1.0013e-25
+    U, W = np.array([[1.0, 1.0]]), np.array([[0.5, delta], [0.5, -delta]])
+    assert verify_upper(op, "0." + "0" * 29 + "1", 2, U, W).status is Status.REJECTED
+
+
+def test_a_global_numpy_raise_setting_does_not_break_the_float64_path():
+    op = Operator("qk", {"Q": np.eye(4), "K": np.eye(4)})
+    a = softmax_float(op)
+    U, s, Vt = np.linalg.svd(a)
+    W = np.ascontiguousarray(Vt.T * s)
+    with np.errstate(all="raise"):
+        v = verify_upper(op, "0.5", 4, U, W)
+    assert v.status is Status.VERIFIED and v.engine == "float64"
+
+
+def test_power_of_two_constants_come_from_bit_patterns():
+    assert fpenv.pow2(-1074) == 5e-324 and fpenv.pow2(-1022) == fpenv.SMALLEST_NORMAL
+    assert fpenv.pow2(0) == 1.0 and fpenv.pow2(1023) == 8.98846567431158e307
+    with pytest.raises(ValueError):
+        fpenv.pow2(-1075)

@@ -54,8 +54,8 @@ def precision_schedule(max_prec: int) -> list[int]:
 
 
 def check_limits(op: Operator) -> None:
-    require_ieee_environment()  # Fraction(float) reads subnormals as 0 under denormals-are-zero
     """Refuse operators beyond the exact kernel's limits (before any arithmetic)."""
+    require_ieee_environment()  # Fraction(float) reads subnormals as 0 under denormals-are-zero
     if not isinstance(op, Operator):
         raise InvalidInputError("exact kernel: expected a softrank_cert.kernel.Operator")
     m, n = op.shape

@@ -72,7 +72,8 @@ def _decide_float64_first(side: str, rank: int, eps: str, method: str, max_prec:
     (engine auto/arb), or the verdict is INCONCLUSIVE (engine float64)."""
     if engine != "arb":
         try:
-            decision, margin, value, reason = float64_attempt()
+            with np.errstate(all="ignore"):  # a global np.seterr(all="raise") must not interrupt the bounds
+                decision, margin, value, reason = float64_attempt()
         except MemoryError:  # the float64 path needs ~20 m x N temporaries: let Arb decide
             decision, margin, value, reason = None, None, None, "float64 path out of memory"
         if decision is not None or engine == "float64":

@@ -24,6 +24,7 @@ import numpy as np
 from flint import arb, arb_mat
 
 from .exact import float64_matrix_to_arb, fraction_to_arb
+from .fpenv import require_ieee_environment
 from .operator import Operator
 
 
@@ -138,6 +139,7 @@ def row_norm_max(matrix: arb_mat) -> arb:
 
 def enclosure(op: Operator, prec: int) -> Enclosure:
     """The cached :class:`Enclosure` of ``op`` at ``prec`` bits (caller sets the precision)."""
+    require_ieee_environment()  # never build (and cache) an enclosure in a non-IEEE thread
     cache = op._cache
     if prec not in cache:
         cache[prec] = Enclosure(op)

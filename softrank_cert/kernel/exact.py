@@ -24,6 +24,7 @@ import numpy as np
 from flint import arb, arb_mat, fmpq
 
 from ..errors import InvalidOperatorError, InvalidToleranceError
+from .fpenv import require_ieee_environment
 
 #: Longest decimal string accepted (an exact double needs at most ~770 significant digits).
 MAX_DECIMAL_CHARS = 1100
@@ -70,6 +71,7 @@ def parse_decimal(text: object, what: str) -> Fraction:
 
 def float_to_decimal_string(x: float) -> str:
     """The exact decimal expansion of a finite double (every double has a finite one)."""
+    require_ieee_environment()  # Fraction(float) reads subnormals as 0 under denormals-are-zero
     value = Fraction(x)  # exact
     if value.denominator == 1:
         return str(value.numerator)
@@ -92,6 +94,7 @@ def float64_matrix_to_arb(array: np.ndarray) -> arb_mat:
         raise InvalidOperatorError("internal: expected a 2-D float64 array")
     if not np.isfinite(array).all():
         raise InvalidOperatorError("array contains NaN or Inf")
+    require_ieee_environment()  # arb(float) reads subnormals wrongly under denormals-are-zero
     rows, cols = array.shape
     if rows == 0 or cols == 0:
         raise InvalidOperatorError("array has an empty dimension")

@@ -25,21 +25,20 @@ import numpy as np
 from flint import arb
 
 from ..errors import InternalInvariantError
-from .fpenv import SMALLEST_NORMAL, has_subnormals, subnormal_mask
+from .fpenv import SMALLEST_NORMAL, has_subnormals, pow2, subnormal_mask
 from .precision import working_precision
 
 #: Unit roundoff for faithful rounding (any IEEE rounding mode); round-to-nearest has 2**-53.
 UNIT = Fraction(1, 2**52)
 #: Absolute error allowance per term of a BLAS product or numpy sum (underflow, FTZ, DAZ).
-ETA = Fraction(1, 2**1019)
+ETA = Fraction(1, 2**1016)
 #: Relative error proved for :func:`exp_bounds`' approximation (Lemma F3 proves < 2**-47).
-EXP_REL = 2.0**-44
+EXP_REL = pow2(-44)
 #: exp is evaluated on [EXP_MIN, EXP_MAX]; below EXP_MIN the bound [0, EXP_TINY_UP] is used.
 EXP_MIN, EXP_MAX = -700.0, 1.0
 #: A double >= exp(-700) (700 / ln 2 > 1009, so e**-700 < 2**-1009 < 2**-1000).
-EXP_TINY_UP = 2.0**-1000
+EXP_TINY_UP = pow2(-1000)
 _TAYLOR_DEGREE = 7
-_TAYLOR = [float(Fraction(1, factorial(k))) for k in range(_TAYLOR_DEGREE + 1)]  # correctly rounded
 
 
 def up(x):
@@ -166,9 +165,12 @@ def row_sums_lower(x: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=1)
-def _exp_tables() -> tuple[np.ndarray, np.ndarray]:
+def _exp_tables() -> tuple[np.ndarray, np.ndarray, list[float]]:
     """Doubles ``E[a + 700] ~ e**a`` (a = -700..1) and ``F[b] ~ e**(b/64)`` (b = 0..63), each
-    certified by Arb at 128 bits to have relative error <= 2**-52 (else an internal error)."""
+    certified by Arb at 128 bits to have relative error <= 2**-52 (else an internal error), and
+    the Taylor coefficients ``fl(1/k!)`` (correctly rounded by ``Fraction.__float__``).  Built
+    on first use, which is inside a check whose environment probe has passed."""
+    taylor = [float(Fraction(1, factorial(k))) for k in range(_TAYLOR_DEGREE + 1)]
     bound = arb(2) ** -52
     tables = []
     with working_precision(128):
@@ -181,7 +183,7 @@ def _exp_tables() -> tuple[np.ndarray, np.ndarray]:
             table = np.array(doubles)
             table.setflags(write=False)
             tables.append(table)
-    return tables[0], tables[1]
+    return tables[0], tables[1], taylor
 
 
 def exp_bounds(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -189,13 +191,13 @@ def exp_bounds(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (Lemma F3)."""
     if y.size and not (EXP_MIN <= y.min() and y.max() <= EXP_MAX):
         raise InternalInvariantError("exp_bounds argument outside [-700, 1]")
-    e_table, f_table = _exp_tables()
+    e_table, f_table, taylor = _exp_tables()
     n = np.rint(y * 64.0)  # exact integer-valued, |y*64 - n| <= 1/2
     t = y - n / 64.0  # exact (Sterbenz), |t| <= 1/128
     a = np.floor(n / 64.0)
     b = (n - 64.0 * a).astype(np.intp)  # 0..63, exact
-    poly = np.full_like(t, _TAYLOR[_TAYLOR_DEGREE])
-    for coefficient in reversed(_TAYLOR[:_TAYLOR_DEGREE]):  # Horner
+    poly = np.full_like(t, taylor[_TAYLOR_DEGREE])
+    for coefficient in reversed(taylor[:_TAYLOR_DEGREE]):  # Horner
         poly = poly * t + coefficient
     value = (e_table[a.astype(np.intp) + 700] * f_table[b]) * poly
     return down(value * (1.0 - EXP_REL)), up(value * (1.0 + EXP_REL))

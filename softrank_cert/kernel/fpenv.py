@@ -9,12 +9,27 @@ check of both kernels and refuses to decide anything in such a process.
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 from ..errors import FloatingPointEnvironmentError
 
+
+def pow2(exponent: int) -> float:
+    """The double ``2**exponent`` (-1074 <= exponent <= 1023) built from its bit pattern.
+
+    Not ``2.0 ** exponent``: Python folds that at compile time with the C library's ``pow``
+    in whatever floating-point mode the compiling process had, and a ``.pyc`` written under
+    flush-to-zero or a directed rounding mode would keep a wrong constant for good."""
+    if not -1074 <= exponent <= 1023:
+        raise ValueError(f"2**{exponent} is not a finite nonzero double")
+    bits = (exponent + 1023) << 52 if exponent >= -1022 else 1 << (exponent + 1074)
+    return struct.unpack("<d", struct.pack("<Q", bits))[0]
+
+
 #: Smallest positive normal double; nonzero inputs below it are refused (DAZ would zero them).
-SMALLEST_NORMAL = 2.0**-1022
+SMALLEST_NORMAL = pow2(-1022)
 
 
 def ieee_preconditions_hold() -> bool:
@@ -24,15 +39,17 @@ def ieee_preconditions_hold() -> bool:
     only (under denormals-are-zero a comparison with a subnormal constant would compare 0 with
     0); any failure, including a subnormal constant that could not even be formed, is False.
     Checked before every decision: a library loaded later may switch the floating-point mode."""
-    tiny = np.array([SMALLEST_NORMAL, 2.0**-1074])
-    halved = tiny[:1] * 0.5  # 2**-1023: 0 under flush-to-zero
-    lifted = np.concatenate([halved, tiny[1:]]) * 2.0**100  # 0 under denormals-are-zero
-    one = np.array([1.0, 1.0, -1.0])
-    nearest = one + np.array([2.0**-53, 3 * 2.0**-54, -3 * 2.0**-54])
-    return bool(lifted[0] == 2.0**-923 and lifted[1] == 2.0**-974
-                and nearest[0] == 1.0 and nearest[1] == 1.0 + 2.0**-52 and nearest[2] == -1.0 - 2.0**-52
-                and np.nextafter(1.0, np.inf) == 1.0 + 2.0**-52
-                and float(np.nextafter(0.0, np.inf)) * 2.0**1000 == 2.0**-74)
+    with np.errstate(all="ignore"):  # the probes underflow on purpose; np.seterr must not interfere
+        tiny = np.array([SMALLEST_NORMAL, pow2(-1074)])
+        halved = tiny[:1] * 0.5  # 2**-1023: 0 under flush-to-zero
+        lifted = np.concatenate([halved, tiny[1:]]) * pow2(100)  # 0 under denormals-are-zero
+        one = np.array([1.0, 1.0, -1.0])
+        nearest = one + np.array([pow2(-53), 3 * pow2(-54), -3 * pow2(-54)])
+        one_up = 1.0 + pow2(-52)  # 3 * 2**-54 and 1 + 2**-52 are exact in every rounding mode
+        return bool(lifted[0] == pow2(-923) and lifted[1] == pow2(-974)
+                    and nearest[0] == 1.0 and nearest[1] == one_up and nearest[2] == -one_up
+                    and np.nextafter(1.0, np.inf) == one_up
+                    and float(np.nextafter(0.0, np.inf)) * pow2(1000) == pow2(-74))
 
 
 def require_ieee_environment() -> None:

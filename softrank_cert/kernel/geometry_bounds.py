@@ -33,6 +33,7 @@ from flint import arb, arb_mat
 
 from ..errors import InvalidInputError, InvalidOperatorError
 from .enclosure import enclosure
+from .fpenv import require_ieee_environment
 from .exact import arb_lower_fraction, arb_upper_fraction, float64_matrix_to_arb, fraction_to_arb, parse_tolerance
 from .operator import Operator, check_shape
 from .precision import working_precision
@@ -120,6 +121,7 @@ def _product_rows(X: np.ndarray, Y: np.ndarray) -> list[list[arb]]:
 
 def interaction_bounds(op: Operator, C_estimate: np.ndarray) -> tuple[Bound, Bound]:
     """``(max_ij |C_ij|, max_ij |C_ij - C_estimate_ij|)``: size of C and the error of a float64 C."""
+    require_ieee_environment()  # arb(float) reads subnormals wrongly under denormals-are-zero
     require_common_support(op)
     m, n = op.shape
     C_estimate = _factor("C estimate", C_estimate, m, n)
@@ -138,6 +140,7 @@ def interaction_bounds(op: Operator, C_estimate: np.ndarray) -> tuple[Bound, Bou
 def residual_bounds(op: Operator, X: np.ndarray, Y: np.ndarray) -> tuple[Bound, Bound]:
     """``(tau, tau_tanh)`` for ``T = X Y^T``: ``tau = ||A - A_T||`` enclosed, and the enclosure of
     ``max_i 2 tanh(delta_i / 4)``, ``delta_i = max_j R_ij - min_j R_ij``, ``R = C - T`` (Lemma G2)."""
+    require_ieee_environment()  # arb(float) reads subnormals wrongly under denormals-are-zero
     require_common_support(op)
     m, n = op.shape
     X = _factor("X", X, m, None)
@@ -179,6 +182,7 @@ def _max_row_norm(M: np.ndarray) -> arb:
 def factorization_radius(X: np.ndarray, Y: np.ndarray) -> Bound:
     """Enclosure of ``max_i ||x_i||_2 * max_j ||y_j||_2``; its ``hi`` is an upper bound of
     ``kappa(X Y^T)`` (the factorization is one of those the minimum runs over)."""
+    require_ieee_environment()  # arb(float) reads subnormals wrongly under denormals-are-zero
     X = _factor("X", X)
     Y = _factor("Y", Y, None, X.shape[1])
     (ball,) = _retry(lambda prec: (_max_row_norm(X) * _max_row_norm(Y),))
@@ -190,6 +194,7 @@ def kappa_lower_bound(X: np.ndarray, Y: np.ndarray, u: np.ndarray, v: np.ndarray
     """Enclosure of ``max( <T, D_u W D_v> / (||u|| ||v|| w), max_ij |T_ij| )`` with ``T = X Y^T``,
     ``W = WL WR^T`` and ``w = sqrt(||WL^T WL||_inf ||WR^T WR||_inf) >= ||W||_op``.  Its ``lo`` is a
     lower bound of ``kappa(T)`` (Lemma G3).  u (m), v (N) are float64 weights (not all zero)."""
+    require_ieee_environment()  # arb(float) reads subnormals wrongly under denormals-are-zero
     X = _factor("X", X)
     m, r = X.shape
     Y = _factor("Y", Y, None, r)
@@ -257,6 +262,7 @@ def phi_bound(kappa: Bound, tau: Bound, eps: str, r: int) -> Bound:
 
 def native_gamma(op: Operator) -> Bound:
     """Enclosure of ``Gamma = beta * max_i ||q_i||_2 * max_j ||k_j||_2`` (``qk`` operators only)."""
+    require_ieee_environment()  # arb(float) reads subnormals wrongly under denormals-are-zero
     if op.kind != "qk":
         raise InvalidOperatorError("native Gamma needs Q and K (a 'qk' operator)")
 
