@@ -34,7 +34,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from softrank_cert.budgets import NO_WIDTH, parse_budgets  # noqa: E402
-from softrank_cert.cli.budgets_cmd import markdown_table, plot_budgets, study, write_text_atomic  # noqa: E402
+from softrank_cert.cli.budgets_cmd import markdown_table, plot_budgets, study  # noqa: E402
+from softrank_cert.cli.common import write_text_atomic  # noqa: E402
 from softrank_cert.cli.common import int_list  # noqa: E402
 from softrank_cert.cli.keys import write_json_atomic  # noqa: E402
 from softrank_cert.models import build_panel, write_panel  # noqa: E402

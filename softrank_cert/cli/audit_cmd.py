@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +11,7 @@ from .. import __version__
 from ..errors import InvalidInputError
 from ..parallel import resolve_jobs
 from .bracket_cmd import add_parallel_options
-from .common import progress_bar, safe_text, stdout_console
+from .common import progress_bar, safe_text, save_figure_atomic, stdout_console
 from .keys import sign_certificate, write_json_atomic
 
 EPILOG = """\
@@ -159,14 +157,4 @@ def plot_ratios(rows: list[Any], path: Path) -> None:
     ax.set_title("softrank audit: bracket ratios")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".png", dir=path.parent)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=120, format=(path.suffix.lstrip(".") or "png"))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    finally:
-        plt.close(fig)
+    save_figure_atomic(fig, path)

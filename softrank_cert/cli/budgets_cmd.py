@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 import time
 from contextlib import closing
 from pathlib import Path
@@ -17,7 +15,7 @@ from ..kernel import parse_tolerance
 from ..operators_npz import NamedOperator, load_operators
 from ..parallel import pack_operator, resolve_jobs, run_ordered
 from .bracket_cmd import add_parallel_options
-from .common import progress_bar, safe_text, stdout_console
+from .common import progress_bar, safe_text, save_figure_atomic, stdout_console, write_text_atomic
 from .keys import write_json_atomic
 
 EPILOG = """\
@@ -181,19 +179,6 @@ def markdown_table(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` via a temporary file and rename: never a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def plot_budgets(report: dict[str, Any], path: Path) -> None:
     """One panel per document: fraction of heads against block width (log2 axis); per budget a
     colour, solid = feasible, dashed = impossible, dotted = unresolved.  Written atomically."""
@@ -242,14 +227,4 @@ def plot_budgets(report: dict[str, Any], path: Path) -> None:
     fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
     fig.suptitle(f"softrank budgets: fraction of heads per rank budget b at eps = {report['eps']}", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1 - 1.6 / fig.get_figwidth(), 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".png", dir=path.parent)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=120, format=path.suffix.lower().lstrip(".") or "png")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    finally:
-        plt.close(fig)
+    save_figure_atomic(fig, path)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable, NoReturn
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, NoReturn
 
 from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, SoftrankError
 
@@ -112,3 +114,36 @@ def safe_text(text: str) -> str:
 
     shown = "".join(ch if unicodedata.category(ch)[0] != "C" else ascii(ch)[1:-1] for ch in text)
     return escape(shown)
+
+
+def replace_atomically(path: Path, write: Callable[[str], None], suffix: str = ".tmp") -> None:
+    """Create ``path`` by ``write(temporary_path)`` in the same folder, then a rename: a reader
+    never sees a partial file, and a failure leaves no temporary file behind."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write UTF-8 ``text`` to ``path`` atomically (see :func:`replace_atomically`)."""
+    replace_atomically(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def save_figure_atomic(fig: Any, path: Path) -> None:
+    """Save a matplotlib figure atomically in the format its suffix names (PNG by default), then
+    close it."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    image_format = path.suffix.lower().lstrip(".") or "png"
+    try:
+        replace_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120, format=image_format), path.suffix or ".png")
+    finally:
+        plt.close(fig)

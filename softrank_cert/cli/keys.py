@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +12,7 @@ from ..certio.signing import (
     generate_private_key,
 )
 from ..errors import InvalidInputError
-from .common import canonical_dump
+from .common import canonical_dump, write_text_atomic
 
 
 def add_keygen(sub: Any) -> None:
@@ -69,13 +67,4 @@ def run_sign(args: Any) -> int:
 
 def write_json_atomic(path: Path, document: dict[str, Any]) -> None:
     """Write JSON to ``path`` via a temporary file and rename: never a partial file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(canonical_dump(document))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(Path(path), canonical_dump(document))

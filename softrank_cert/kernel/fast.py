@@ -116,12 +116,18 @@ def _interval(lo: float, hi: float) -> Interval:
     return Fraction(lo), Fraction(hi)  # exact: a double is a dyadic rational
 
 
+def _bounds_if_applicable(op: Operator, *factors: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The softmax bounds, or None when the float64 path does not apply (a non-IEEE thread, a
+    subnormal factor entry, or bounds that :func:`softmax_bounds` declines)."""
+    if not ieee_preconditions_hold() or any(has_subnormals(f) for f in factors):
+        return None
+    return softmax_bounds(op)
+
+
 def upper_attempt(op: Operator, eps: Fraction, U: np.ndarray, W: np.ndarray) -> FastAttempt:
     """Decide ``||A - U W^T|| <= eps`` from float64 bounds (Theorem F6)."""
     reason = "max-row-l1 error of U W^T against A (float64 bounds)"
-    if not ieee_preconditions_hold() or has_subnormals(U) or has_subnormals(W):
-        return None, None, None, reason
-    bounds = softmax_bounds(op)
+    bounds = _bounds_if_applicable(op, U, W)
     if bounds is None:
         return None, None, None, reason
     a_lo, a_hi = bounds
@@ -163,9 +169,7 @@ def lower_attempt(op: Operator, eps: Fraction, X: np.ndarray, Y: np.ndarray) -> 
     """Decide ``eps ||X|| ||Y|| ||(X A Y)^{-1}|| < 1`` with ``X A Y`` enclosed in float64 and
     the k x k inverse in Arb (Theorem F7)."""
     reason = "eps * ||X|| * ||Y|| * ||(XAY)^-1|| against 1 (float64 bounds, Arb inverse)"
-    if not ieee_preconditions_hold() or has_subnormals(X) or has_subnormals(Y):
-        return None, None, None, reason
-    bounds = softmax_bounds(op)
+    bounds = _bounds_if_applicable(op, X, Y)
     if bounds is None:
         return None, None, None, reason
     a_lo, a_hi = bounds

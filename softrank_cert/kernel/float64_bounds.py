@@ -25,6 +25,7 @@ import numpy as np
 from flint import arb
 
 from ..errors import InternalInvariantError
+from .exact import arb_upper_fraction
 from .fpenv import SMALLEST_NORMAL, has_subnormals, pow2, subnormal_mask
 from .precision import working_precision
 
@@ -176,7 +177,9 @@ def _exp_tables() -> tuple[np.ndarray, np.ndarray, list[float]]:
     with working_precision(128):
         for points in ([arb(a) for a in range(-700, 2)], [arb(b) / 64 for b in range(64)]):
             values = [p.exp() for p in points]
-            doubles = [float(v.mid()) for v in values]  # nearest double: checked just below
+            # A double near each value: the exact midpoint as a Fraction, correctly rounded by
+            # Fraction.__float__ (any double would do: its error is certified just below).
+            doubles = [float(arb_upper_fraction(v.mid())) for v in values]
             for d, v in zip(doubles, values):
                 if not abs(arb(d) - v) <= bound * arb(d):
                     raise InternalInvariantError("exp table entry not certified to 2**-52")
