@@ -1,14 +1,20 @@
 """Benchmark of the bracket solvers: kernel-verified brackets on a panel of operators.
 
-Usage::
+Usage (what produced the committed results: default budgets; the two runs side by side, one core each)::
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_solvers.py --panel minilm --width 128 [--every 3]
-    OMP_NUM_THREADS=1 python benchmarks/bench_solvers.py --panel synthetic --count 12
+    python benchmarks/bench_solvers.py --docs apache2 --width 128 --jobs 1 --name minilm_w128_all \
+        --before benchmarks/results/solvers_minilm_w128_before.json
+    python benchmarks/bench_solvers.py --docs apache2,mpl2 --width 512 --every 12 --offset 0,6 --jobs 1 \
+        --name minilm_w512_twelve --before benchmarks/results/solvers_minilm_w512_before.json
+    python benchmarks/bench_solvers.py --panel synthetic --count 12        # no model needed
+    python benchmarks/bench_solvers.py --smoke                             # CI-sized
 
-Per tolerance it reports the median upper/lower ratio, the resolved fraction, the median
-seconds per operator (all tolerances together) and the median rank ratio of the truncated
-SVD to the best verified witness; it writes everything, per operator too, to
-``benchmarks/results/solvers_<name>.json``.
+Per tolerance it reports the median upper/lower ratio, the resolved share, the median and
+maximum seconds per operator (all tolerances together, with the budget each had), which
+construction / method produced each end, and the median rank ratio of the truncated SVD to the
+best verified witness.  ``--before`` adds a before/after table against an earlier results file
+(same operators only).  Everything, per operator too, goes to
+``benchmarks/results/solvers_<name>.{json,md}``.  Each worker runs single-threaded BLAS.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import json
 import os
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -29,11 +36,11 @@ from softrank_cert.solvers.profiles import tsvd_errors
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def minilm_panel(width: int) -> list[tuple[str, Operator]]:
-    """All 72 MiniLM-L6 heads on the first ``width`` tokens of examples/data/apache2.txt."""
+def minilm_panel(width: int, doc: str = "apache2") -> list[tuple[str, Operator]]:
+    """All 72 MiniLM-L6 heads on the first ``width`` tokens of examples/data/DOC.txt."""
     from softrank_cert.models import build_panel, operator_names
 
-    arrays = build_panel("minilm", ROOT / "examples" / "data" / "apache2.txt", [width])
+    arrays = build_panel("minilm", ROOT / "examples" / "data" / f"{doc}.txt", [width])
     return [(n, Operator("qk", {"Q": arrays[f"{n}/Q"], "K": arrays[f"{n}/K"]})) for n in operator_names(arrays)]
 
 
@@ -54,49 +61,145 @@ def tsvd_rank(errors: np.ndarray, eps: float, p: int) -> int:
     return next((r for r in range(len(errors)) if errors[r] <= eps), p)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--panel", choices=("minilm", "synthetic"), default="minilm")
-    parser.add_argument("--width", type=int, default=128)
-    parser.add_argument("--count", type=int, default=12, help="synthetic operators")
-    parser.add_argument("--every", type=int, default=1, help="take every n-th operator")
-    parser.add_argument("--eps", default="0.1,0.25,0.5")
-    parser.add_argument("--budget", type=float, default=18.0, help="seconds per operator")
-    parser.add_argument("--name", default=None, help="results file suffix")
-    args = parser.parse_args()
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    eps_list = args.eps.split(",")
-    ops = minilm_panel(args.width) if args.panel == "minilm" else synthetic_panel(args.count, args.width)
-    ops = ops[:: args.every]
-    rows = []
-    for name, op in ops:
-        start = time.perf_counter()
-        brackets = bracket_operator(op, eps_list, budget_seconds=args.budget)
-        seconds = time.perf_counter() - start
-        errors = tsvd_errors(Dense.of(op).A, Dense.of(op).svd)
-        rows.append({
-            "operator": name, "seconds": seconds,
-            "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r, "method": b.lower.method,
-                          "construction": b.upper.construction,
-                          "tsvd_rank": tsvd_rank(errors, float(b.eps), op.p)} for b in brackets],
-        })
-        print(name, f"{seconds:.1f}s", [(b.lower.k, b.upper.r) for b in brackets], flush=True)
-    summary = {}
+def solve(task: tuple[str, dict, list[str], float | None]) -> dict:
+    """Bracket one (packed) operator in a worker process and describe the result."""
+    from softrank_cert.parallel import unpack_operator
+    from softrank_cert.solvers.bracket import default_budget_seconds
+
+    name, spec, eps_list, budget = task
+    op = unpack_operator(spec)
+    budget = default_budget_seconds(*op.shape) if budget is None else budget
+    start = time.perf_counter()
+    brackets = bracket_operator(op, eps_list, budget_seconds=budget)
+    seconds = time.perf_counter() - start
+    d = Dense.of(op)
+    errors = tsvd_errors(d.A, d.svd)
+    return {
+        "operator": name, "seconds": seconds, "budget_seconds": budget,
+        "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r, "method": b.lower.method,
+                      "construction": b.upper.construction,
+                      "tsvd_rank": tsvd_rank(errors, float(b.eps), op.p)} for b in brackets],
+    }
+
+
+def summarise(rows: list[dict], eps_list: list[str]) -> dict:
+    summary: dict = {}
     for i, eps in enumerate(eps_list):
         per = [r["brackets"][i] for r in rows]
         summary[eps] = {
             "median_ratio": statistics.median(b["upper"] / max(b["lower"], 1) for b in per),
             "resolved_fraction": sum(b["lower"] == b["upper"] for b in per) / len(per),
+            "median_lower": statistics.median(b["lower"] for b in per),
+            "median_upper": statistics.median(b["upper"] for b in per),
             "median_tsvd_over_best_upper": statistics.median(b["tsvd_rank"] / max(b["upper"], 1) for b in per),
             "lower_methods": {m: sum(b["method"] == m for b in per) for m in sorted({b["method"] for b in per})},
             "upper_constructions": {c: sum(b["construction"] == c for b in per)
                                     for c in sorted({b["construction"] for b in per})},
         }
-    summary["median_seconds_per_operator"] = statistics.median(r["seconds"] for r in rows)
-    name = args.name or f"{args.panel}_w{args.width}"
-    out = ROOT / "benchmarks" / "results" / f"solvers_{name}.json"
-    out.write_text(json.dumps({"args": vars(args), "summary": summary, "operators": rows}, indent=1))
-    print(json.dumps(summary, indent=1))
+    seconds = [r["seconds"] for r in rows]
+    summary["median_seconds_per_operator"] = statistics.median(seconds)
+    summary["max_seconds_per_operator"] = max(seconds)
+    summary["max_seconds_over_budget"] = max(r["seconds"] / r["budget_seconds"] for r in rows)
+    summary["operators"] = len(rows)
+    return summary
+
+
+def before_after(rows: list[dict], before_path: Path, eps_list: list[str]) -> dict:
+    """Per eps: median ratio / resolved share / median seconds of an earlier run against this
+    one, on the operators both contain."""
+    old = {r["operator"]: r for r in json.loads(before_path.read_text())["operators"]}
+    both = [r for r in rows if r["operator"] in old]
+    if not both:
+        return {}
+    out: dict = {"file": str(before_path.relative_to(ROOT)), "operators": len(both)}
+    before, after = summarise([old[r["operator"]] | {"budget_seconds": old[r["operator"]].get("budget_seconds", 1)}
+                               for r in both], eps_list), summarise(both, eps_list)
+    for eps in eps_list:
+        out[eps] = {key: [before[eps][key], after[eps][key]]
+                    for key in ("median_ratio", "resolved_fraction", "median_lower", "median_upper")}
+    out["median_seconds_per_operator"] = [before["median_seconds_per_operator"], after["median_seconds_per_operator"]]
+    return out
+
+
+def markdown(report: dict) -> str:
+    s, eps_list = report["summary"], report["args"]["eps"].split(",")
+    lines = [f"# Bracket solvers: {report['name']}", "",
+             f"{s['operators']} operators; default budget per operator (all tolerances together) unless "
+             f"`--budget` was given; median {s['median_seconds_per_operator']:.1f} s, max "
+             f"{s['max_seconds_per_operator']:.1f} s, max seconds / budget {s['max_seconds_over_budget']:.2f}.", "",
+             "| eps | median upper/lower | resolved | median lower | median upper | tsvd / best upper | lower ends by | upper ends by |",
+             "|---|---|---|---|---|---|---|---|"]
+    for eps in eps_list:
+        e = s[eps]
+        fmt = lambda counts: ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))  # noqa: E731
+        lines.append(f"| {eps} | {e['median_ratio']:.2f} | {100 * e['resolved_fraction']:.1f}% | {e['median_lower']:g} | "
+                     f"{e['median_upper']:g} | {e['median_tsvd_over_best_upper']:.2f} | {fmt(e['lower_methods'])} | "
+                     f"{fmt(e['upper_constructions'])} |")
+    ba = report.get("before_after")
+    if ba:
+        lines += ["", f"Before ({ba['file']}) / after, on the {ba['operators']} operators both ran:", "",
+                  "| eps | median upper/lower | resolved | median lower | median upper |", "|---|---|---|---|---|"]
+        for eps in eps_list:
+            b = ba[eps]
+            lines.append(f"| {eps} | {b['median_ratio'][0]:.2f} -> {b['median_ratio'][1]:.2f} | "
+                         f"{100 * b['resolved_fraction'][0]:.1f}% -> {100 * b['resolved_fraction'][1]:.1f}% | "
+                         f"{b['median_lower'][0]:g} -> {b['median_lower'][1]:g} | {b['median_upper'][0]:g} -> {b['median_upper'][1]:g} |")
+        sec = ba["median_seconds_per_operator"]
+        lines.append(f"| seconds per operator (median) | {sec[0]:.1f} -> {sec[1]:.1f} | | | |")
+    return "\n".join(lines) + "\n"
+
+
+def _single_thread() -> None:
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--panel", choices=("minilm", "synthetic"), default="minilm")
+    parser.add_argument("--docs", default="apache2", help="comma list of examples/data documents (minilm)")
+    parser.add_argument("--width", type=int, default=128)
+    parser.add_argument("--count", type=int, default=12, help="synthetic operators")
+    parser.add_argument("--every", type=int, default=1, help="take every n-th operator")
+    parser.add_argument("--offset", default="0", help="first operator taken, per document (comma list)")
+    parser.add_argument("--eps", default="0.1,0.25,0.5")
+    parser.add_argument("--budget", type=float, default=None, help="seconds per operator (default: the driver's)")
+    parser.add_argument("--jobs", type=int, default=1, help="operators at a time (worker processes)")
+    parser.add_argument("--before", type=Path, default=None, help="earlier results file for a before/after table")
+    parser.add_argument("--smoke", action="store_true", help="CI-sized: 2 synthetic 48-wide operators, 2 s each")
+    parser.add_argument("--name", default=None, help="results file suffix")
+    parser.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "results")
+    args = parser.parse_args()
+    _single_thread()
+    if args.smoke:
+        args.panel, args.count, args.width, args.budget = "synthetic", 2, 48, 2.0
+    eps_list = args.eps.split(",")
+    ops: list[tuple[str, Operator]] = []
+    if args.panel == "minilm":
+        offsets = [int(o) for o in args.offset.split(",")]
+        for i, doc in enumerate(args.docs.split(",")):
+            ops += minilm_panel(args.width, doc)[offsets[min(i, len(offsets) - 1)]:: args.every]
+    else:
+        ops = synthetic_panel(args.count, args.width)[:: args.every]
+    from softrank_cert.parallel import pack_operator
+
+    tasks = [(name, pack_operator(op), eps_list, args.budget) for name, op in ops]
+    rows: list[dict] = []
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for row in pool.map(solve, tasks):
+            rows.append(row)
+            print(row["operator"], f"{row['seconds']:.1f}s / {row['budget_seconds']:.0f}s",
+                  [(b["lower"], b["upper"]) for b in row["brackets"]], flush=True)
+    name = args.name or ("smoke" if args.smoke else f"{args.panel}_w{args.width}")
+    report = {"name": name, "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+              "wall_seconds": time.perf_counter() - start, "summary": summarise(rows, eps_list), "operators": rows}
+    if args.before is not None:
+        report["before_after"] = before_after(rows, args.before.resolve(), eps_list)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / f"solvers_{name}.json").write_text(json.dumps(report, indent=1))
+    (args.out_dir / f"solvers_{name}.md").write_text(markdown(report))
+    print(markdown(report))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,18 @@
 """softrank-cert: certified approximation ranks of softmax attention.
 
+Python API (see README "Python API"; names load on first use)::
+
+    import softrank_cert as sc
+    op = sc.load_operator("panel.npz", name="minilm/apache2/w32/L0H3")
+    result = sc.bracket(op, ["0.1", "0.25"])      # kernel-verified ends per tolerance
+    result.save("cert.json")                      # a certificate; sc.verify("cert.json") re-checks it
+    prof = sc.profile(op)                         # both certified curves of r_eps(A)
+
+* :class:`Operator` (constructors ``Operator.from_qk``, ``.from_scores``, ``.from_probabilities``),
+  :func:`load_operator`, :func:`load_panel`;
+* :func:`bracket` -> :class:`BracketResult`; :func:`profile` -> :class:`Profile`;
+  :func:`verify` -> :class:`VerifyReport`.
+
 Layout (the trust boundary is the folder layout):
 
 * ``softrank_cert.kernel``  -- TRUSTED. Exact input parsing, Arb enclosures, the verify
@@ -8,7 +21,34 @@ Layout (the trust boundary is the folder layout):
 * ``softrank_cert.certio``  -- certificate format (JSON Schema, arrays, eddsa-jcs-2022 proofs).
 * ``softrank_cert.solvers`` -- UNTRUSTED float64 proposers of bracket ends.
 * ``softrank_cert.models``  -- UNTRUSTED loaders of real checkpoints.
-* ``softrank_cert.cli``     -- front ends (``softrank``, ``softrank-verify``).
+* ``softrank_cert.api``, ``softrank_cert.rank_profile`` -- the Python API (front end).
+* ``softrank_cert.cli``     -- front ends (``softrank``, ``softrank-verify``), callers of the API.
 """
 
 __version__ = "0.1.0"
+
+#: Public names and the module that defines each (imported on first use, so that
+#: ``import softrank_cert`` stays as cheap as before for the command-line tools).
+_API = {
+    "Operator": "kernel", "Status": "kernel", "Verdict": "kernel",
+    "load_operator": "api", "load_panel": "api", "operator_id": "api", "bracket": "api", "verify": "api",
+    "profile": "api", "operator_provenance": "api", "BracketResult": "api", "VerifyReport": "api",
+    "Profile": "rank_profile", "LowerStep": "rank_profile", "UpperStep": "rank_profile",
+    "SoftrankError": "errors", "InvalidInputError": "errors",
+}
+
+__all__ = ["__version__", *sorted(_API)]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_API[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_API))

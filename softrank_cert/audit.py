@@ -19,7 +19,7 @@ Each row ends with one status:
 
 Soundness: every end this module reports is the ``rank`` of a kernel :class:`Verdict` with
 status VERIFIED -- from the supplied certificate (re-checked by
-:func:`~softrank_cert.verification.verify_certificate_file`) or from
+:func:`~softrank_cert.verification.verify_certificate_bytes`) or from
 :func:`~softrank_cert.solvers.bracket.bracket_operator`.  A REJECTED lower certificate never
 refutes a published lower end (proofs/lower-certificate.md): only a verified witness does.
 Rows with a certificate are judged by that certificate alone (never replaced by a
@@ -29,8 +29,6 @@ reproduction); the others are reproduced, one solver run per operator for all it
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -39,14 +37,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .certio.certificate import (MAX_CERTIFICATE_BYTES, Bracket as CertBracket, Certificate, LowerEnd as CertLower,
-                                 UpperEnd as CertUpper, certificate_document, decode_certificate, read_json_file)
+                                 UpperEnd as CertUpper, certificate_document)
 from .certio.signing import utc_now_rfc3339
 from .errors import InvalidInputError, SoftrankError
 from .kernel import Operator, Status, Verdict, parse_tolerance
 from .numfmt import format_down, format_up
 from .operators_npz import load_operators, operator_names
-from .parallel import pack_operator, run_ordered, unpack_operator
-from .verification import verify_certificate_file
+from .parallel import pack_operator, run_tasks, unpack_operator
+from .verification import verify_certificate_bytes
 
 STATUSES = ("confirmed", "tightened", "reproduced", "refuted", "invalid-certificate", "unresolved", "error")
 #: Refuse bracket tables larger than this (bytes) before reading them.
@@ -95,6 +93,12 @@ class RowResult:
     evidence: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
 
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> "RowResult":
+        """The inverse of :meth:`to_json` (a resumed audit keeps finished operators this way)."""
+        return cls(int(doc["line"]), doc["operator"], doc["eps"], doc["status"], doc["published_lower"],
+                   doc["published_upper"], doc["lower"], doc["upper"], dict(doc["evidence"]), doc.get("error"))
+
     def to_json(self) -> dict[str, Any]:
         doc = {"line": self.line, "operator": self.operator, "eps": self.eps, "status": self.status,
                "lower": self.lower, "upper": self.upper, "published_lower": self.published_lower,
@@ -112,6 +116,7 @@ class AuditResult:
     evidence_files: dict[Path, dict[str, Any]]
     seconds: float
     operators: int
+    failed: list[dict[str, Any]] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- reading the table
@@ -265,7 +270,7 @@ class CheckedCertificate:
 
 
 def check_certificate(path: Path, *, trusted_keys: frozenset[str] | None = None) -> CheckedCertificate:
-    """Read the file once, re-check that copy with ``verify_certificate_file``, decode the same bytes."""
+    """Read the file once and re-check those bytes (decoded once, in memory)."""
     raw = read_certificate_bytes(path)
     if isinstance(raw, str):
         return CheckedCertificate(None, error=raw)
@@ -284,17 +289,12 @@ def read_certificate_bytes(path: Path) -> bytes | str:
 
 def check_certificate_bytes(raw: bytes, shown_path: str, *,
                             trusted_keys: frozenset[str] | None = None) -> CheckedCertificate:
-    """Re-check a certificate given as bytes (written to a private temporary file for the checker)."""
-    fd, tmp = tempfile.mkstemp(suffix=".json")
+    """Re-check a certificate given as bytes (in memory: no temporary file), decoding them once."""
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(raw)
-        report = verify_certificate_file(tmp, trusted_keys=trusted_keys)
-        certificate = decode_certificate(read_json_file(tmp))
+        report = verify_certificate_bytes(raw, source=shown_path, trusted_keys=trusted_keys)
     except InvalidInputError as exc:
-        return CheckedCertificate(None, error=str(exc).replace(tmp, shown_path))
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+        return CheckedCertificate(None, error=str(exc))
+    certificate = report.certificate
     bad = [v for v in report.verdicts if v.status is Status.REJECTED]
     if bad:
         return CheckedCertificate(certificate, report.verdicts, report.signer,
@@ -400,13 +400,22 @@ def audit_operator(name: str, spec: dict[str, Any], rows: list[PublishedRow], ce
 def audit_table(table: str | Path, panel: str | Path, *, evidence_dir: Path, budget_seconds: float | None = None,
                 trusted_keys: frozenset[str] | None = None,
                 progress: Callable[[str, int, int], None] | None = None,
-                jobs: int = 1, scheduler: str | None = None) -> AuditResult:
+                jobs: int = 1, scheduler: str | None = None, max_memory: int | None = None,
+                manifest: Path | None = None, resume: bool = False) -> AuditResult:
     """Audit every row of ``table`` against the operators of ``panel`` (see the module docstring).
 
     Raises InvalidInputError only when the table or the panel is unusable; row problems become
     ``error`` / ``invalid-certificate`` rows.  ``progress(what, done, total)`` after each operator.
     ``jobs`` worker processes or a Dask ``scheduler`` address audit several operators at a time
     (one task per operator, see :mod:`softrank_cert.parallel`); the report does not depend on them.
+    An operator whose task fails (after a retry when its worker died) or is refused for memory
+    (``max_memory``) gets ``error`` rows with the reason and is listed in ``AuditResult.failed``.
+
+    ``manifest``: a campaign manifest (:mod:`softrank_cert.campaign`, e.g. ``REPORT-campaign.json``)
+    rewritten after every operator with its row results; its evidence certificates are staged in
+    the folder of the same name without ``.json``.  ``resume`` keeps a previous manifest's results
+    for operators whose task is unchanged (same exact operator, rows, supplied certificates' bytes,
+    budget and trusted keys) and whose staged evidence, if any, still verifies.
     """
     start = time.perf_counter()
     table = Path(table)
@@ -422,7 +431,9 @@ def audit_table(table: str | Path, panel: str | Path, *, evidence_dir: Path, bud
             results[item.line] = RowResult(item.line, item.operator, item.eps, "error", item.lower, item.upper, error=message)
         else:
             groups.setdefault(item.operator, []).append(item)
-    names, tasks = [], []
+    from .memory import operator_task_bytes
+
+    names, tasks, memory = [], [], []
     for name, rows in sorted(groups.items()):
         try:
             named = load_operators(panel, [name])[0]
@@ -433,6 +444,7 @@ def audit_table(table: str | Path, panel: str | Path, *, evidence_dir: Path, bud
         raw = {row.certificate: read_certificate_bytes(table.parent / row.certificate)
                for row in rows if row.certificate is not None}
         names.append(name)
+        memory.append(operator_task_bytes(named.operator))
         tasks.append((name, pack_operator(named.operator), rows, raw, str(table.parent), evidence_name(evidence_dir, name),
                       budget_seconds, trusted_keys, named.provenance))
     finished = [0]
@@ -443,13 +455,147 @@ def audit_table(table: str | Path, panel: str | Path, *, evidence_dir: Path, bud
             progress(names[i], finished[0], len(groups))
 
     evidence_files: dict[Path, dict[str, Any]] = {}
-    with closing(run_ordered(audit_operator, tasks, jobs=jobs, scheduler=scheduler, done=done)) as outcomes:
-        for rows_out, evidence in outcomes:
+    failed: list[dict[str, Any]] = []
+    campaign = None
+    if manifest is not None:
+        campaign = _AuditCampaign(Path(manifest), resume, table, panel, budget_seconds, trusted_keys, max_memory, jobs,
+                                  scheduler, names, tasks, memory)
+        for i, (rows_out, evidence) in campaign.kept.items():
             results.update((r.line, r) for r in rows_out)
             if evidence is not None:
                 evidence_files[evidence[0]] = evidence[1]
+            done(i)
+    todo = [i for i in range(len(tasks)) if campaign is None or i not in campaign.kept]
+    try:
+        with closing(run_tasks(audit_operator, [tasks[i] for i in todo], jobs=jobs, scheduler=scheduler,
+                               done=lambda j: done(todo[j]), memory=[memory[i] for i in todo],
+                               max_memory=max_memory)) as outcomes:
+            for outcome in outcomes:
+                i = todo[outcome.index]
+                name, rows = names[i], tasks[i][2]
+                if not outcome.ok:  # the operator's task failed (after a retry if its worker died): its rows are errors
+                    status = "refused" if outcome.refused else "failed"
+                    failed.append({"operator": name, "status": status, "reason": outcome.failure,
+                                   "attempts": outcome.attempts})
+                    for row in rows:
+                        results[row.line] = RowResult(row.line, name, row.eps, "error", row.lower, row.upper,
+                                                      error=f"operator task {status}: {outcome.failure}")
+                    if campaign is not None:
+                        campaign.failed(name, status, outcome)
+                    continue
+                rows_out, evidence = outcome.value
+                results.update((r.line, r) for r in rows_out)
+                if evidence is not None:
+                    evidence_files[evidence[0]] = evidence[1]
+                if campaign is not None:
+                    campaign.record(name, rows_out, evidence, outcome)
+    except KeyboardInterrupt:
+        if campaign is not None:
+            campaign.stop("interrupted")
+        raise
+    if campaign is not None:
+        campaign.manifest.finish("incomplete" if failed else "complete")
+        campaign.manifest.save()
     ordered = [results[line] for line in sorted(results)]
-    return AuditResult(ordered, evidence_files, time.perf_counter() - start, len(groups))
+    return AuditResult(ordered, evidence_files, time.perf_counter() - start, len(groups), failed)
+
+
+# --------------------------------------------------------------------------- resumable audits
+
+def _task_sha256(task: tuple) -> str:
+    """SHA-256 of everything an operator's audit depends on: the exact operator, its rows, the
+    supplied certificates' bytes, the evidence path, the budget, the trusted keys, the provenance."""
+    import hashlib
+
+    from .campaign import budget_json, operator_sha256
+
+    name, spec, rows, raw, _table_dir, evidence_path, budget_seconds, trusted_keys, provenance = task
+    digest = hashlib.sha256(operator_sha256(unpack_operator(spec)).encode())
+    digest.update(json.dumps([name, [[r.line, r.operator, r.eps, r.lower, r.upper, r.certificate] for r in rows],
+                              Path(evidence_path).as_posix(), budget_json(budget_seconds), sorted(trusted_keys or []),
+                              provenance], sort_keys=True, default=str).encode())
+    for path in sorted(raw):
+        item = raw[path]
+        digest.update(b"\0" + path.encode() + b"\0" + (item if isinstance(item, bytes) else item.encode()))
+    return digest.hexdigest()
+
+
+class _AuditCampaign:
+    """The manifest of a resumable audit and the evidence certificates staged beside it."""
+
+    def __init__(self, path: Path, resume: bool, table: Path, panel: str | Path, budget_seconds: float | None,
+                 trusted_keys: frozenset[str] | None, max_memory: int | None, jobs: int, scheduler: str | None,
+                 names: list[str], tasks: list[tuple], memory: list[int]) -> None:
+        from .campaign import Manifest, budget_json, file_sha256
+
+        self.staging = path.with_name(path.name[: -len(".json")] if path.name.endswith(".json") else path.name + ".d")
+        parameters = {"panel": {"path": str(panel), "sha256": file_sha256(panel), "operators": len(names)},
+                      "brackets": {"path": str(table), "sha256": file_sha256(table)}, "tolerances": None,
+                      "budget_seconds": budget_json(budget_seconds), "max_memory": max_memory, "jobs": jobs,
+                      "scheduler": scheduler, "signer": None, "trusted_keys": sorted(trusted_keys or []) or None}
+        previous = Manifest.read(path) if resume else None
+        keys = [_task_sha256(task) for task in tasks]
+        self.manifest = Manifest.start(path, "audit", parameters,
+                                       [(name, {"task_sha256": key, "output": None, "estimated_bytes": need})
+                                        for name, key, need in zip(names, keys, memory)], resume=resume)
+        self.kept: dict[int, tuple[list[RowResult], tuple[Path, dict[str, Any]] | None]] = {}
+        old = (previous or {}).get("operators", {}) if (previous or {}).get("command") == "audit" else {}
+        for i, (name, key, task) in enumerate(zip(names, keys, tasks)):
+            entry = old.get(name)
+            if not isinstance(entry, dict) or entry.get("status") != "done" or entry.get("task_sha256") != key:
+                continue
+            kept = self._reuse(entry.get("result"), task)
+            if kept is None:
+                continue
+            self.kept[i] = kept
+            self.manifest.update(name, status="done", resumed=True, seconds=entry.get("seconds"),
+                                 attempts=entry.get("attempts", 0), finished=entry.get("finished"),
+                                 result=entry["result"])
+            self.manifest.run["skipped"] += 1
+        self.manifest.save()
+
+    def _reuse(self, result: Any, task: tuple) -> tuple[list[RowResult], tuple[Path, dict[str, Any]] | None] | None:
+        """The recorded rows (and staged evidence, re-verified by the kernel), or None to recompute."""
+        try:
+            rows = [RowResult.from_json(doc) for doc in result["rows"]]
+            evidence_rel = result["evidence"]
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+        if evidence_rel is None:
+            return rows, None
+        staged = self.staging / evidence_rel
+        raw = read_certificate_bytes(staged)
+        if isinstance(raw, str):
+            return None
+        checked = check_certificate_bytes(raw, str(staged))
+        if checked.error is not None or any(v.status is not Status.VERIFIED for v in checked.verdicts) or \
+                operator_mismatch(unpack_operator(task[1]), checked.certificate.operator) is not None:
+            return None
+        return rows, (Path(evidence_rel), json.loads(raw))
+
+    def record(self, name: str, rows: list[RowResult], evidence: tuple[Path, dict[str, Any]] | None, outcome: Any) -> None:
+        from .cli.common import canonical_dump, write_text_atomic
+
+        rel = None
+        if evidence is not None:
+            rel = Path(evidence[0]).as_posix()
+            write_text_atomic(self.staging / rel, canonical_dump(evidence[1]))
+        self.manifest.update(name, status="done", seconds=round(outcome.seconds, 3), attempts=outcome.attempts,
+                             reason=None, resumed=False, result={"rows": [r.to_json() for r in rows], "evidence": rel})
+        self.manifest.run["computed"] += 1
+        self.manifest.save()
+
+    def failed(self, name: str, status: str, outcome: Any) -> None:
+        self.manifest.update(name, status=status, reason=outcome.failure, attempts=outcome.attempts)
+        self.manifest.run["failed"] += 1
+        self.manifest.save()
+
+    def stop(self, state: str) -> None:
+        self.manifest.finish(state)
+        try:
+            self.manifest.save()
+        except SoftrankError:
+            pass
 
 
 def summary(result: AuditResult) -> dict[str, Any]:

@@ -89,6 +89,13 @@ class OperatorBudgets:
     sharpened: list[str] = field(default_factory=list)  # ends found by the budget-targeted pass
     seconds: float = 0.0  # wall time (not deterministic; everything else is without a time budget)
 
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> "OperatorBudgets":
+        """The inverse of :meth:`to_json` (a campaign manifest keeps finished operators this way)."""
+        return cls(doc["operator"], doc["document"], doc["width"], doc["layer"], doc["head"], int(doc["p"]), doc["eps"],
+                   int(doc["lower"]), int(doc["upper"]), doc["lower_method"], doc["upper_construction"],
+                   {int(b): c for b, c in doc["classes"].items()}, list(doc["sharpened"]), float(doc["seconds"]))
+
     def to_json(self) -> dict[str, Any]:
         return {"operator": self.name, "document": self.document, "width": self.width, "layer": self.layer,
                 "head": self.head, "p": self.p, "eps": self.eps, "lower": self.lower, "upper": self.upper,
@@ -101,8 +108,8 @@ def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], 
             seconds: float | None = None) -> tuple[tuple[int, str], tuple[int, str], list[str]]:
     """Try to settle the budgets ``b`` with ``lower <= b < upper`` (ends given as ``(rank, method)``).
 
-    Witnesses from the largest such budget down: the rank-``b`` truncated SVD, then the l1
-    polish; a VERIFIED one proves ``r_eps <= b`` (every budget ``>= b`` feasible).  Certificates
+    Witnesses from the largest such budget down: the rank-``b`` truncated SVD, then the
+    smoothed-minimax witness; a VERIFIED one proves ``r_eps <= b`` (every budget ``>= b`` feasible).  Certificates
     from the smallest budget up: ``pooled`` at ``k = b + 1 <= POOLED_MAX_K``; a VERIFIED one proves
     ``r_eps >= b + 1`` (every budget ``<= b`` impossible).  Each direction stops at its first
     failure (errors fall with rank and thresholds with k, usually: a guess that only costs
@@ -119,12 +126,12 @@ def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], 
         return lower, upper, []
     value = float(parse_tolerance(eps))
     prof = Profiles(Dense.of(op))
-    prof.deadline = None if seconds is None else time.perf_counter() + seconds  # search time, not set-up
+    prof.deadline = None if seconds is None or seconds == float("inf") else time.perf_counter() + seconds
     notes: list[str] = []
     for b in sorted((b for b in budgets if k <= b < r), reverse=True):
         verified = False
         tried: list[object] = []
-        for construction in ("tsvd", "l1_polish"):
+        for construction in ("tsvd", "smooth"):
             w = prof.witness(construction, b)
             if w is None or w.error > value * (1 + 1e-12) or any(w is t for t in tried):
                 continue
@@ -157,9 +164,11 @@ def study_operator(spec: dict[str, Any], name: str, document: str, eps: str, bud
     """
     from .geometry.supports import stdout_to_stderr
     from .parallel import unpack_operator
-    from .solvers.bracket import bracket_operator
+    from .solvers.bracket import bracket_operator, default_budget_seconds
 
     op = unpack_operator(spec)
+    if budget_seconds is None:
+        budget_seconds = default_budget_seconds(*op.shape)
     start = time.perf_counter()
     with stdout_to_stderr():  # solver banners must not spoil --json output
         (b,) = bracket_operator(op, [eps], budget_seconds=budget_seconds)

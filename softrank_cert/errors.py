@@ -13,6 +13,12 @@ EXIT_INVALID_INPUT = 2
 EXIT_INCONCLUSIVE = 3
 #: A verified lower end above a verified upper end, or any other broken invariant: a bug.
 EXIT_INTERNAL = 4
+#: A valid certificate beyond the limits of the chosen checker (``--kernel exact``, or an Arb
+#: check larger than ``--max-memory``): not checked.
+EXIT_NOT_CHECKED = 5
+#: A campaign ran to its end but some operators failed (after a retry) or were refused for
+#: memory: each is recorded in the campaign manifest with its one-line reason.
+EXIT_SOME_FAILED = 6
 
 
 class SoftrankError(Exception):
@@ -54,6 +60,14 @@ class SignatureError(InvalidInputError):
 
 class KeyFileError(InvalidInputError):
     """A key file is unreadable or malformed."""
+
+
+class KernelLimitError(SoftrankError):
+    """A valid certificate that the chosen checker cannot take (the exact-rational kernel checks
+    at most m*N = 4096 entries, d = 1024, k = 32, r = 64): nothing was decided, nothing is wrong
+    with the input, another kernel (``--kernel auto`` or ``arb``) can check it (exit 5)."""
+
+    exit_code = EXIT_NOT_CHECKED
 
 
 class FloatingPointEnvironmentError(SoftrankError):

@@ -11,6 +11,7 @@ string of that double.
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,12 @@ from .kernel import MAX_ENTRIES, Operator, float_to_decimal_string
 
 OPERATOR_LEAVES = {"Q", "K", "S", "A", "beta", "causal"}
 PROVENANCE_KEY = "__provenance__"
+
+
+def natural_key(name: str) -> tuple[list[str | int], str]:
+    """Sort key that orders digit runs by value: ``L0H2`` before ``L0H10``, ``w64`` before ``w128``."""
+    parts: list[str | int] = [int(part) if i % 2 else part for i, part in enumerate(re.split(r"(\d+)", name, flags=re.ASCII))]
+    return parts, name
 
 
 @dataclass(frozen=True)
@@ -62,11 +69,12 @@ def _group(headers: dict[str, Any], stem: str) -> dict[str, dict[str, str]]:
 
 def operator_names(path: str | Path) -> list[str]:
     path = Path(path)
-    return sorted(_group(_headers(path), path.stem))
+    return sorted(_group(_headers(path), path.stem), key=natural_key)
 
 
 def load_operators(path: str | Path, names: list[str] | None = None) -> list[NamedOperator]:
-    """Load the named operators (all when ``names`` is None), in sorted name order."""
+    """Load the named operators (all when ``names`` is None, in natural name order: ``L0H2``
+    before ``L0H10``; else in the order given)."""
     path = Path(path)
     if not path.is_file():
         raise InvalidInputError(f"{path}: no such file")
@@ -74,10 +82,11 @@ def load_operators(path: str | Path, names: list[str] | None = None) -> list[Nam
     groups = _group(headers, path.stem)
     if not groups:
         raise InvalidInputError(f"{path}: holds no operator (expected Q and K, S, or A arrays)")
-    wanted = sorted(groups) if names is None else names
+    wanted = sorted(groups, key=natural_key) if names is None else names
     for name in wanted:
         if name not in groups:
-            raise InvalidInputError(f"{path}: no operator named {name!r} (it holds {len(groups)}: e.g. {sorted(groups)[0]!r})")
+            raise InvalidInputError(f"{path}: no operator named {name!r} (it holds {len(groups)}: e.g. "
+                                    f"{min(groups, key=natural_key)!r})")
     for name in wanted:
         for leaf, key in groups[name].items():
             shape, dtype = headers[key]
@@ -112,6 +121,22 @@ def _build(name: str, leaves: dict[str, str], data: Any) -> Operator:
             raise InvalidOperatorError(f"{name}/causal must be a boolean scalar")
         causal = bool(value)
     try:
-        return Operator(kind=kind, arrays=arrays, beta=beta, mask="causal" if causal else "none")
+        operator = Operator(kind=kind, arrays=arrays, beta=beta, mask="causal" if causal else "none")
     except InvalidOperatorError as exc:
         raise InvalidOperatorError(f"{name}: {exc}") from None
+    if kind == "probabilities":
+        check_probabilities(name, operator.arrays["A"])
+    return operator
+
+
+def check_probabilities(name: str, A: np.ndarray) -> None:
+    """A probabilities operator is an attention matrix: every entry ``A_ij >= 0``.
+
+    (The kernel's checks are sound for any real matrix, but the solvers and the theory assume
+    probabilities; an ``A`` with a negative entry is an input mistake, refused with exit 2.)
+    """
+    negative = np.argwhere(A < 0)
+    if len(negative):
+        i, j = (int(v) for v in negative[0])
+        raise InvalidOperatorError(f"{name}/A has {len(negative)} negative entr{'y' if len(negative) == 1 else 'ies'} "
+                                   f"(e.g. A[{i}, {j}] = {float(A[i, j])!r}): a probabilities operator needs A >= 0")

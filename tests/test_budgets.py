@@ -202,7 +202,8 @@ def test_cli_table_output(capsys):
 
 
 def test_jobs_give_identical_results(tmp_path, synthetic):
-    base = ["budgets", str(PANEL), str(synthetic), "--budgets", "4,8,16", "--eps", "0.25", "--json"]
+    base = ["budgets", str(PANEL), str(synthetic), "--budgets", "4,8,16", "--eps", "0.25", "--json",
+            "--budget-seconds", "inf"]
     one, two = softrank(*base, "--jobs", "1"), softrank(*base, "--jobs", "2")
     assert one.returncode == 0 and two.returncode == 0, (one.stderr, two.stderr)
     assert deterministic(json.loads(one.stdout)) == deterministic(json.loads(two.stdout))

@@ -27,7 +27,7 @@ from mpmath import mp, mpf
 
 import softrank_cert.exact_kernel as ek
 import softrank_cert.kernel as ak
-from softrank_cert.errors import InvalidInputError, SizeLimitError
+from softrank_cert.errors import InvalidInputError, KernelLimitError, SizeLimitError
 from softrank_cert.exact_kernel.arith import (
     _taylor_terms, exp_interval, inv_sqrt_bounds, ln2_bounds, round_fraction, scaled_ints,
 )
@@ -192,7 +192,7 @@ def test_both_kernels_agree_on_shipped_examples():
             continue
         try:
             exact = check_claims(cert, kernel="exact")
-        except SizeLimitError:
+        except KernelLimitError:
             continue  # beyond the exact kernel's limits
         arb = check_claims(cert, kernel="arb")
         assert [v.status for v in arb] == [v.status for v in exact], path.name
@@ -328,7 +328,7 @@ def test_cli_kernel_exact(tmp_path, valid_document):
     bop = Operator("scores", {"S": np.zeros((70, 70))})
     write_json_atomic(big, certificate_document("t/big", bop, [Bracket("0.5", LowerEnd(1, "trivial"), UpperEnd(70, "identity"))],
                                                 created="2026-01-02T03:04:05Z"))
-    res = run_verify(big, "--kernel", "exact")
-    assert res.returncode == 2 and "exact kernel limit" in res.stderr and "Traceback" not in res.stderr
+    res = run_verify(big, "--kernel", "exact")  # valid, but beyond the exact kernel: not checked (exit 5)
+    assert res.returncode == 5 and "exact kernel limit" in res.stderr and "Traceback" not in res.stderr
     assert run_verify(big).returncode == 0  # the Arb kernel has no such limit
     assert run_verify(good, "--kernel", "bogus").returncode == 2

@@ -111,7 +111,9 @@ def parse_json_strict(raw: bytes) -> Any:
     except UnicodeEncodeError:
         raise CertificateFormatError("a JSON string contains a lone surrogate escape (not Unicode text)") from None
     except json.JSONDecodeError as exc:
-        raise CertificateFormatError(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        # some messages end in "at" ("Unterminated string starting at"): the position completes them
+        joiner = " " if exc.msg.endswith(" at") else " at "
+        raise CertificateFormatError(f"not valid JSON: {exc.msg}{joiner}line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise CertificateFormatError("JSON nesting is too deep") from None
     except ValueError as exc:  # e.g. integers with too many digits
@@ -136,7 +138,15 @@ def read_json_file(path: str | Path) -> Any:
     path = Path(path)
     try:
         with path.open("rb") as handle:  # read at most the limit + 1 byte (also for devices and pipes)
-            raw = handle.read(MAX_CERTIFICATE_BYTES + 1)
+            chunks, size = [], 0  # in pieces: read(limit) would reserve 1 GiB of address space up front
+            while size <= MAX_CERTIFICATE_BYTES:
+                chunk = handle.read(min(MAX_CERTIFICATE_BYTES + 1 - size, 16 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            raw = b"".join(chunks)
+            del chunks
         if len(raw) > MAX_CERTIFICATE_BYTES:
             raise CertificateFormatError(f"{path}: more than {MAX_CERTIFICATE_BYTES} bytes, the certificate size limit")
     except OSError as exc:

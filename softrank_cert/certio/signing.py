@@ -287,9 +287,16 @@ def _parse_json(text: str, path: str | os.PathLike[str]) -> Any:
 
 def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
     """Load a private key file written by :func:`write_key_file`, checking its public key."""
-    record = _parse_json(_read_text(path), path)
+    text = _read_text(path)
+    if text.lstrip().startswith(DID_KEY_PREFIX):
+        raise KeyFileError(f"key file {path} lists did:key public keys: signing needs the private key file "
+                           "written by softrank keygen (not its .pub or a trusted-keys list)")
+    record = _parse_json(text, path)
     if not isinstance(record, dict):
         raise KeyFileError(f"key file {path} is not a JSON object")
+    if "privateKeyMultibase" not in record and ("publicKeyMultibase" in record or "did" in record):
+        raise KeyFileError(f"key file {path} is a public key: signing needs the private key file written by "
+                           "softrank keygen (KEYFILE, not KEYFILE.pub)")
     try:
         private_key = private_key_from_multibase(record.get("privateKeyMultibase"))
     except KeyFileError as exc:

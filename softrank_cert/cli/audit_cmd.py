@@ -10,9 +10,12 @@ from typing import Any
 from .. import __version__
 from ..errors import InvalidInputError
 from ..parallel import resolve_jobs
-from .bracket_cmd import add_parallel_options
-from .common import progress_bar, safe_text, save_figure_atomic, stdout_console
-from .keys import sign_certificate, write_json_atomic
+from .bracket_cmd import add_campaign_options, add_parallel_options, campaign_memory
+from .common import (
+    PLOT_SUFFIXES, OperatorProgress, OutputFiles, budget_help, check_distinct_outputs, check_output_file, name_table,
+    safe_text, save_figure_atomic, stdout_console,
+)
+from .keys import sign_certificate
 
 EPILOG = """\
 examples:
@@ -20,6 +23,7 @@ examples:
       --operators certificates/published/minilm-apache2-w32.npz --out audit.json --plot audit.png
   softrank audit table.jsonl --operators panel.npz --out report.json --budget-seconds 30 --key issuer.key
   softrank audit table.jsonl --operators panel.npz --out report.json --jobs 4
+  softrank audit table.jsonl --operators panel.npz --out report.json --jobs 4 --resume
   softrank audit table.jsonl --operators panel.npz --out report.json --scheduler tcp://10.0.0.5:8786
 
 Rows look like {"operator": "NAME", "eps": "0.25", "lower": 5, "upper": 26} with an optional
@@ -28,9 +32,20 @@ refuted, invalid-certificate, unresolved, error (see softrank_cert/audit.py). Re
 tightening ends are written as certificates to REPORT-evidence/ (signed with --key); check
 them with softrank-verify.
 
+With --resume the audit is a resumable campaign: REPORT-campaign.json records each audited
+operator (rewritten atomically after every one; evidence certificates are staged in
+REPORT-campaign/), and a later run with --resume keeps the results of operators whose inputs
+are unchanged (and whose staged evidence still verifies) and audits the rest. Pass --resume
+from the first run of a long audit.
+A worker that dies costs its operator one retry; an operator whose task fails again (or that
+--max-memory refuses) gets 'error' rows with the reason, and the audit goes on.
+
 exit codes: 0 the audit ran (also when rows are refuted, invalid or in error: read the
-report's statuses); 2 an input file is unusable (missing or unreadable table or panel,
-no JSON row at all, bad key file); 4 a checker bug (verified lower above verified upper).
+report's statuses); 6 it ran, but some operator's task failed or was refused (listed under
+"failed" in the report); 2 an input file is unusable (missing or unreadable table or panel,
+no JSON row at all, bad key file) or an output path is (a folder, not writable, a --plot
+that is not .png/.pdf/.svg: checked before any work; a failed run writes nothing);
+4 a checker bug (verified lower above verified upper).
 """
 
 
@@ -42,11 +57,13 @@ def add_audit(sub: Any) -> None:
     p.add_argument("table", metavar="BRACKETS.jsonl")
     p.add_argument("--operators", required=True, metavar="PANEL.npz", help="the panel the rows' operator names refer to")
     p.add_argument("--out", required=True, metavar="REPORT.json")
-    p.add_argument("--budget-seconds", type=float, metavar="S", help="solver time per operator (reproduction)")
-    p.add_argument("--plot", metavar="RATIOS.png", help="plot published vs audited upper/lower ratios")
+    p.add_argument("--budget-seconds", type=float, metavar="S",
+                   help=budget_help("solver time per operator reproduced (rows without a certificate)"))
+    p.add_argument("--plot", metavar="RATIOS.png", help="plot published vs audited upper/lower ratios (.png, .pdf or .svg)")
     p.add_argument("--key", metavar="KEYFILE", help="sign the evidence certificates with this key")
     p.add_argument("--trusted-keys", metavar="FILE", help="supplied certificates must be signed by one of these did:keys")
     add_parallel_options(p)
+    add_campaign_options(p)
     p.add_argument("--json", action="store_true", help="print the report JSON instead of the table")
     p.set_defaults(run=run_audit)
 
@@ -60,32 +77,57 @@ def run_audit(args: Any) -> int:
     if args.key:
         load_private_key(args.key)  # fail before any work
     trusted = load_trusted_keys(args.trusted_keys) if args.trusted_keys else None
-    table, panel, out = Path(args.table), Path(args.operators), Path(args.out)
+    table, panel = Path(args.table), Path(args.operators)
     if not table.is_file():
         raise InvalidInputError(f"{table}: no such file")
     if not panel.is_file():
         raise InvalidInputError(f"{panel}: no such file")
+    out = check_output_file(args.out, "--out")
+    plot = check_output_file(args.plot, "--plot", suffixes=PLOT_SUFFIXES) if args.plot else None
     evidence_rel = Path(out.stem + "-evidence")
-    with progress_bar(not args.json) as bar:
-        task = bar.add_task("auditing", total=None)
+    if (out.parent / evidence_rel).exists() and not (out.parent / evidence_rel).is_dir():
+        raise InvalidInputError(f"--out {args.out}: the evidence folder {out.parent / evidence_rel} is a file")
+    manifest = out.with_name(out.stem + "-campaign.json") if args.resume else None
+    if manifest is not None:
+        check_output_file(manifest, "--out")
+        if manifest.with_suffix("").exists() and not manifest.with_suffix("").is_dir():
+            raise InvalidInputError(f"--out {args.out}: the campaign folder {manifest.with_suffix('')} is a file")
+    check_distinct_outputs({"--out": out, "--plot": plot, "the campaign manifest": manifest},
+                           {"bracket table": table, "panel": panel})
+    if manifest is not None:
+        from ..parallel import check_scheduler
+
+        check_scheduler(args.scheduler)  # before the manifest is written
+    with OperatorProgress("softrank audit", None, bar=not args.json) as bar:
+        def progress(name: str, done: int, total: int) -> None:
+            bar.total = total
+            bar.advance(name)
+            bar.finished(name, "audited")
+
         result = audit_table(table, panel, evidence_dir=evidence_rel, budget_seconds=args.budget_seconds,
                              trusted_keys=trusted, jobs=resolve_jobs(args.jobs), scheduler=args.scheduler,
-                             progress=lambda name, done, total: bar.update(task, description=safe_text(name), completed=done,
-                                                                           total=total))
-    for rel, document in result.evidence_files.items():
-        write_json_atomic(out.parent / rel, sign_certificate(document, args.key) if args.key else document)
+                             progress=progress, max_memory=campaign_memory(args), manifest=manifest,
+                             resume=args.resume)
     report = {"format": "softrank-audit-report", "version": 1, "brackets": str(table), "panel": str(panel),
               "evidence_dir": evidence_rel.as_posix() if result.evidence_files else None, "signed_evidence": bool(args.key),
               "generator": {"name": "softrank-cert", "version": __version__, "created": utc_now_rfc3339()},
-              "rows": [row.to_json() for row in result.rows], "summary": summary(result)}
-    write_json_atomic(out, report)
-    if args.plot:
-        plot_ratios(result.rows, Path(args.plot))
+              "rows": [row.to_json() for row in result.rows], "summary": summary(result), "failed": result.failed}
+    with OutputFiles() as outputs:  # all or nothing: a failed run leaves no partial report
+        for rel, document in result.evidence_files.items():
+            outputs.stage_json(out.parent / rel, sign_certificate(document, args.key) if args.key else document)
+        outputs.stage_json(out, report)
+        if plot:
+            outputs.stage_figure(ratio_figure(result.rows), plot)
     if args.json:
         print(json.dumps(report, indent=1))
     else:
         render(report, out, args.plot)
-    return 0
+        if result.failed:
+            print(f"{len(result.failed)} operator(s) failed or were refused (their rows are 'error'): "
+                  + ", ".join(entry["operator"] for entry in result.failed[:5]) + (", ..." if len(result.failed) > 5 else ""))
+    from ..errors import EXIT_SOME_FAILED
+
+    return EXIT_SOME_FAILED if result.failed else 0
 
 
 STYLE = {"confirmed": "green", "tightened": "cyan", "reproduced": "yellow", "refuted": "bold red",
@@ -103,16 +145,14 @@ def _note(row: dict[str, Any]) -> str:
 
 
 def render(report: dict[str, Any], out: Path, plot: str | None) -> None:
-    from rich.table import Table
-
-    table = Table(title="softrank audit (audited ends VERIFIED by the trusted kernel)")
-    for column in ("line", "operator", "eps", "published", "audited", "status", "evidence"):
-        table.add_column(column, justify="right" if column in ("line", "eps") else "left")
+    table, shown = name_table("softrank audit (audited ends VERIFIED by the trusted kernel)",
+                              [str(row["operator"] or "") for row in report["rows"]],
+                              ["line", "operator", "eps", "published", "audited", "status", "evidence"], right=("line", "eps"))
     for row in report["rows"]:
         published = (f"[{row['published_lower']}, {row['published_upper']}]"
                      if row["published_lower"] is not None else "")
         audited = f"[{'-' if row['lower'] is None else row['lower']}, {'-' if row['upper'] is None else row['upper']}]"
-        table.add_row(str(row["line"]), safe_text(str(row["operator"] or "")), safe_text(str(row["eps"] or "")),
+        table.add_row(str(row["line"]), shown(str(row["operator"] or "")), safe_text(str(row["eps"] or "")),
                       safe_text(published), safe_text(audited) if row["status"] not in ("error", "invalid-certificate") else "",
                       f"[{STYLE[row['status']]}]{row['status']}[/]", safe_text(_note(row)))
     console = stdout_console()
@@ -126,6 +166,11 @@ def render(report: dict[str, Any], out: Path, plot: str | None) -> None:
 
 def plot_ratios(rows: list[Any], path: Path) -> None:
     """Scatter of published vs audited ``upper / max(lower, 1)`` (log-log), written atomically."""
+    save_figure_atomic(ratio_figure(rows), path)
+
+
+def ratio_figure(rows: list[Any]) -> Any:
+    """The matplotlib figure of :func:`plot_ratios`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -157,4 +202,4 @@ def plot_ratios(rows: list[Any], path: Path) -> None:
     ax.set_title("softrank audit: bracket ratios")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    save_figure_atomic(fig, path)
+    return fig

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
+import os
+import sys
 from contextlib import closing
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from rich.table import Table
-
-from ..certio.certificate import Bracket, LowerEnd, UpperEnd, certificate_document
-from ..certio.signing import load_private_key, utc_now_rfc3339
-from ..errors import InvalidInputError
-from ..kernel import parse_tolerance
+from ..certio.certificate import Bracket, LowerEnd, UpperEnd
+from ..certio.signing import load_private_key
+from ..errors import InvalidInputError, SoftrankError
 from ..operators_npz import NamedOperator, load_operators, operator_names
-from ..parallel import pack_operator, resolve_jobs, run_ordered
-from .common import progress_bar, safe_text, stdout_console
-from .keys import sign_certificate, write_json_atomic
+from ..parallel import check_scheduler, pack_operator, resolve_jobs, run_tasks
+from .common import (OperatorProgress, brackets_summary, budget_help, check_output_file, check_output_folder,
+                     name_table, plain_text, stdout_console)
+from .keys import write_json_atomic
 
 EPILOG = """\
 examples:
@@ -28,11 +27,26 @@ examples:
   softrank bracket panel.npz --all --eps 0.25 --out certs/ --jobs 4
   softrank bracket panel.npz --all --eps 0.25 --out certs/ --scheduler tcp://10.0.0.5:8786
 
-With --all, --out is a folder: operator NAME goes to certs/NAME.json (the '/' in panel names
-become sub-folders). Every end written was VERIFIED by the trusted kernel first; check any of them
-again with softrank-verify. --jobs N runs N operators at a time in worker processes and
---scheduler runs them on a Dask cluster; the certificates do not depend on either (without
---budget-seconds: with a time budget, a faster machine may find tighter ends).
+With --all (or several --operator, or an --out that ends in '/' or names a folder), --out is
+a folder: operator NAME goes to certs/NAME.json (the '/' in panel names become sub-folders).
+Every output path is checked before any work. Every end written was VERIFIED by the trusted
+kernel first; check any of them again with softrank-verify. --jobs N runs N operators at a
+time in worker processes and --scheduler runs them on a Dask cluster; the certificates do not
+depend on either (with --budget-seconds inf: with a time budget, a faster machine may find
+tighter ends).
+
+Campaigns (--out a folder): certs/softrank-campaign.json records the parameters and each
+operator's status and seconds, rewritten atomically after every operator. --resume keeps
+every certificate that exists, verifies, is about the panel's operator bit for bit and has
+exactly the requested tolerances (signed by --key when given), and computes the rest. A worker
+that dies costs its task one retry; a task that fails again is recorded as failed and the
+campaign goes on. --max-memory (default 75% of this machine) refuses a task whose estimated
+peak does not fit and starts tasks only while they fit together.
+
+exit codes: 0 every certificate written (or kept); 2 invalid input, or an output that cannot
+be written (full disk: one line, the manifest and every finished certificate stay intact);
+4 a checker bug; 6 the campaign finished but some operators failed or were refused (see the
+manifest); 130 interrupted (resume with --resume).
 """
 
 
@@ -48,10 +62,41 @@ def add_bracket(sub: Any) -> None:
     which.add_argument("--operator", action="append", metavar="NAME", help="operator of a panel (repeatable)")
     which.add_argument("--all", action="store_true", help="every operator of the panel (--out is a folder)")
     p.add_argument("--key", metavar="KEYFILE", help="sign the certificates with this key (softrank keygen)")
-    p.add_argument("--budget-seconds", type=float, metavar="S", help="solver time per operator (best verified ends so far are kept)")
+    p.add_argument("--budget-seconds", type=float, metavar="S",
+                   help=budget_help("solver time per operator, all tolerances together"))
     add_parallel_options(p)
+    add_campaign_options(p)
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
     p.set_defaults(run=run_bracket)
+
+
+def add_campaign_options(p: Any, *, resume: bool = True) -> None:
+    """``--resume`` and ``--max-memory`` (bracket, budgets)."""
+    if resume:
+        p.add_argument("--resume", action="store_true",
+                       help="keep the results of an earlier run of the same campaign that still check, compute the rest "
+                            "(bracket: the certificates in --out; budgets, audit: the campaign manifest beside --out, "
+                            "written by runs with --resume)")
+    p.add_argument("--max-memory", metavar="SIZE",
+                   help="memory the tasks running at one time may use, e.g. 12G or 800M (K/M/G = 1024^1/2/3 bytes; "
+                        "default 75%% of this machine): a task estimated larger is refused, tasks that do not fit "
+                        "together wait")
+
+
+def campaign_memory(args: Any) -> int | None:
+    """``--max-memory`` in bytes (default :func:`~softrank_cert.memory.default_max_memory`, a
+    safe share of this machine; within the address-space limit that every worker inherits).
+    On a Dask cluster: as given, else None (the scheduler's smallest worker memory limit)."""
+    from ..memory import WORKER_BASE_BYTES, address_space_headroom, default_max_memory, parse_size
+
+    given = parse_size(args.max_memory) if getattr(args, "max_memory", None) else None
+    if getattr(args, "scheduler", None):
+        return given
+    limit = given if given is not None else default_max_memory()
+    headroom = address_space_headroom()
+    if headroom is not None:
+        limit = min(limit, int(0.9 * headroom) + WORKER_BASE_BYTES)
+    return limit
 
 
 def add_parallel_options(p: Any) -> None:
@@ -64,12 +109,16 @@ def add_parallel_options(p: Any) -> None:
 
 
 def parse_eps_list(text: str) -> list[str]:
-    items = [part.strip() for part in text.split(",")]
-    for item in items:
-        parse_tolerance(item)
-    if len(set(items)) != len(items):
-        raise InvalidInputError(f"--eps lists a tolerance twice: {text}")
-    return sorted(items, key=parse_tolerance)
+    """``--eps`` as exact decimal strings sorted by value (repeats and non-decimals refused, exit 2)."""
+    from ..api import parse_eps
+    from ..errors import InvalidToleranceError
+
+    try:
+        return parse_eps(text)
+    except InvalidToleranceError as exc:
+        if "listed twice" in str(exc):
+            raise InvalidInputError(f"--eps lists a tolerance twice: {text}") from None
+        raise
 
 
 def certificate_path(out: Path, name: str) -> Path:
@@ -78,6 +127,33 @@ def certificate_path(out: Path, name: str) -> Path:
     if not parts or any(part in ("", ".", "..") or part.startswith("/") for part in parts):
         raise InvalidInputError(f"operator name {name!r} cannot be used as a file name")
     return out.joinpath(*parts[:-1], parts[-1] + ".json")
+
+
+def output_targets(text: str, names: list[str], *, several: bool = False) -> tuple[Path, list[Path]]:
+    """``--out`` and the certificate file of each operator, checked before any work (exit 2).
+
+    ``--out`` is a folder when it ends in ``/``, names an existing folder, or there are several
+    operators (``--all``): operator NAME then goes to ``FOLDER/NAME.json``.  Otherwise it is
+    the certificate file itself.
+    """
+    out = Path(text)
+    probed: set[Path] = set()
+    if several or len(names) > 1 or text.endswith(("/", os.sep)) or out.is_dir():
+        if out.suffix == ".json" and not out.is_dir() and not text.endswith(("/", os.sep)):
+            raise InvalidInputError(f"--out {text}: with several operators --out must be a folder, not a .json file")
+        check_output_folder(text, "--out", probed=probed)
+        targets = [certificate_path(out, name) for name in names]
+        for target in targets:
+            check_output_file(target, "--out", probed=probed)
+        return out, targets
+    return out, [check_output_file(text, "--out", probed=probed)]
+
+
+def verify_hint(out: Path, targets: list[Path]) -> str:
+    """A command to paste: ``softrank-verify FOLDER`` for several certificates, else the file."""
+    import shlex
+
+    return "softrank-verify " + shlex.quote(str(out if len(targets) != 1 else targets[0]))
 
 
 def _select(args: Any) -> list[NamedOperator]:
@@ -90,76 +166,202 @@ def _select(args: Any) -> list[NamedOperator]:
     return load_operators(path)
 
 
-def bracket_task(spec: dict[str, Any], eps_list: list[str], budget_seconds: float | None) -> tuple[list[Bracket], float]:
-    """One operator's verified brackets (plain certificate ends) and solver seconds; runs in a worker."""
+def bracket_task(spec: dict[str, Any], eps_list: list[str], budget_seconds: float | None,
+                 progress: Any = None) -> tuple[list[Bracket], float]:
+    """One operator's verified brackets (plain certificate ends) and solver seconds; runs in a
+    worker (``progress``: the driver's stage callback, only when it runs in this process)."""
+    from ..api import bracket
     from ..parallel import unpack_operator
-    from ..solvers.bracket import bracket_operator
 
-    start = time.perf_counter()
-    brackets = bracket_operator(unpack_operator(spec), eps_list, budget_seconds=budget_seconds)
+    result = bracket(unpack_operator(spec), eps_list, budget_seconds=budget_seconds, progress=progress)
     return [Bracket(b.eps, LowerEnd(b.lower.k, b.lower.method, b.lower.X, b.lower.Y),
-                    UpperEnd(b.upper.r, b.upper.construction, b.upper.U, b.upper.W)) for b in brackets], \
-        time.perf_counter() - start
+                    UpperEnd(b.upper.r, b.upper.construction, b.upper.U, b.upper.W)) for b in result.brackets], \
+        result.seconds
 
 
-def bracket_document(name: str, op: Any, brackets: list[Any], provenance: dict[str, Any] | None) -> dict[str, Any]:
-    """Unsigned certificate of verified brackets (the driver's, see ``solvers.bracket``, or plain
-    :class:`~softrank_cert.certio.certificate.Bracket` values: the same field names)."""
-    return certificate_document(
-        name, op,
-        [Bracket(b.eps, LowerEnd(b.lower.k, b.lower.method, b.lower.X, b.lower.Y),
-                 UpperEnd(b.upper.r, b.upper.construction, b.upper.U, b.upper.W)) for b in brackets],
-        created=utc_now_rfc3339(), provenance=provenance or None)
+def bracket_document(name: str, op: Any, brackets: list[Any], provenance: dict[str, Any] | None,
+                     key: Any = None) -> dict[str, Any]:
+    """Certificate of verified brackets (the driver's, see ``solvers.bracket``, or plain
+    :class:`~softrank_cert.certio.certificate.Bracket` values: the same field names), signed
+    with ``key`` when one is given."""
+    from ..api import certificate_for
+
+    return certificate_for(name, op, brackets, provenance, key)
+
+
+def _entry(item: NamedOperator, target: Path, brackets: list[Any], seconds: float | None, signed: bool,
+           resumed: bool = False) -> dict[str, Any]:
+    entry = {"operator": item.name, "certificate": str(target),
+             "seconds": None if seconds is None else round(seconds, 3), "p": item.operator.p, "signed": signed,
+             "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r,
+                           "lower_method": b.lower.method, "upper_construction": b.upper.construction}
+                          for b in brackets]}
+    if resumed:
+        entry["resumed"] = True
+    return entry
 
 
 def run_bracket(args: Any) -> int:
+    from ..errors import EXIT_SOME_FAILED
+
     eps_list = parse_eps_list(args.eps)
     if args.budget_seconds is not None and not args.budget_seconds > 0:
         raise InvalidInputError("--budget-seconds must be > 0")
-    if args.key:
-        load_private_key(args.key)  # fail before any work
+    key = load_private_key(args.key) if args.key else None  # fail before any work
     operators = _select(args)
-    out = Path(args.out)
-    if args.all or len(operators) > 1:
-        if out.suffix == ".json":
-            raise InvalidInputError("with several operators --out must be a folder, not a .json file")
-        targets = [certificate_path(out, item.name) for item in operators]
-    else:
-        targets = [out]
+    out, targets = output_targets(args.out, [item.name for item in operators], several=bool(args.all))
+    campaign = len(targets) != 1 or out != targets[0]  # --out is a folder
+    if args.resume and not campaign:
+        raise InvalidInputError("--resume needs a campaign folder: --out DIR/ (with --all or several --operator)")
+    max_memory = campaign_memory(args)
     jobs = resolve_jobs(args.jobs)
-    tasks = [(pack_operator(item.operator), eps_list, args.budget_seconds) for item in operators]
-    summary: list[dict[str, Any]] = []
-    with progress_bar(not args.json) as bar:
-        task = bar.add_task("bracketing", total=len(operators))
-        results = run_ordered(bracket_task, tasks, jobs=jobs, scheduler=args.scheduler,
-                              done=lambda i: bar.update(task, advance=1, description=safe_text(operators[i].name)))
-        with closing(results):
-            for item, target, (brackets, seconds) in zip(operators, targets, results):
-                document = bracket_document(item.name, item.operator, brackets, item.provenance)
-                if args.key:
-                    document = sign_certificate(document, args.key)
-                write_json_atomic(target, document)
-                summary.append({"operator": item.name, "certificate": str(target), "seconds": round(seconds, 3),
-                                "p": item.operator.p, "signed": bool(args.key),
-                                "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r,
-                                              "lower_method": b.lower.method, "upper_construction": b.upper.construction}
-                                             for b in brackets]})
+    if not campaign:
+        return _run_single(args, operators[0], targets[0], eps_list, key, jobs, max_memory)
+    check_scheduler(args.scheduler)  # before the manifest is written
+    manifest, kept = _start_campaign(args, out, operators, targets, eps_list, key, jobs, max_memory)
+    todo = [i for i in range(len(operators)) if i not in kept]
+    in_process = not args.scheduler and (jobs <= 1 or len(todo) <= 1)  # as run_tasks runs them
+    entries: dict[int, dict[str, Any]] = {i: entry for i, entry in kept.items()}
+    failed: list[dict[str, Any]] = []
+    from ..memory import operator_task_bytes
+
+    try:
+        with OperatorProgress("softrank bracket", len(operators), bar=not args.json) as bar:
+            for i in kept:
+                bar.advance(operators[i].name)
+                bar.finished(operators[i].name, "kept (resumed: verified certificate)")
+            tasks = [(pack_operator(operators[i].operator), eps_list, args.budget_seconds,
+                      bar.stage_callback(operators[i].name) if in_process else None) for i in todo]
+            memory = [operator_task_bytes(operators[i].operator) for i in todo]
+            results = run_tasks(bracket_task, tasks, jobs=jobs, scheduler=args.scheduler, memory=memory,
+                                max_memory=max_memory, done=lambda j: bar.advance(operators[todo[j]].name))
+            with closing(results):
+                for outcome in results:
+                    i = todo[outcome.index]
+                    item, target = operators[i], targets[i]
+                    if not outcome.ok:
+                        status = "refused" if outcome.refused else "failed"
+                        manifest.update(item.name, status=status, reason=outcome.failure, attempts=outcome.attempts,
+                                        seconds=round(outcome.seconds, 3))
+                        manifest.run["failed"] += 1
+                        manifest.save()
+                        failed.append({"operator": item.name, "status": status, "reason": outcome.failure,
+                                       "attempts": outcome.attempts})
+                        bar.finished(item.name, f"{status.upper()}: {outcome.failure}")
+                        if bar.tty:  # the bar shows no lines
+                            print(f"softrank bracket: {plain_text(item.name)}: {status}: {outcome.failure}",
+                                  file=sys.stderr)
+                        continue
+                    brackets, seconds = outcome.value
+                    write_json_atomic(target, bracket_document(item.name, item.operator, brackets, item.provenance, key))
+                    manifest.update(item.name, status="done", seconds=round(seconds, 3), attempts=outcome.attempts,
+                                    reason=None, resumed=False)
+                    manifest.run["computed"] += 1
+                    manifest.save()
+                    bar.finished(item.name, brackets_summary(brackets, seconds))
+                    entries[i] = _entry(item, target, brackets, seconds, bool(key))
+    except KeyboardInterrupt:
+        manifest.finish("interrupted")
+        _save_quietly(manifest)
+        raise
+    manifest.finish("incomplete" if failed else "complete")
+    manifest.save()
+    summary = [entries[i] for i in sorted(entries)]
+    if args.json:
+        print(json.dumps({"operators": summary, "failed": failed,
+                          "campaign": {"manifest": str(manifest.path), "computed": manifest.run["computed"],
+                                       "kept": len(kept), "failed": len(failed)}}, indent=2))
+    else:
+        _render(summary)
+        kept_text = f" (kept {len(kept)} from an earlier run)" if kept else ""
+        print(f"wrote {manifest.run['computed']} certificate(s){kept_text}; check them with: {verify_hint(out, targets)}")
+        if failed:
+            print(f"{len(failed)} operator(s) failed or were refused (see {manifest.path}): "
+                  + ", ".join(entry["operator"] for entry in failed[:5]) + (", ..." if len(failed) > 5 else ""))
+    return EXIT_SOME_FAILED if failed else 0
+
+
+def _save_quietly(manifest: Any) -> None:
+    try:
+        manifest.save()
+    except SoftrankError:
+        pass
+
+
+def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str], key: Any, jobs: int,
+                max_memory: int | None) -> int:
+    """One operator to one certificate file (no manifest): a failure is the command's error."""
+    from ..memory import operator_task_bytes
+
+    in_process = not args.scheduler
+    with OperatorProgress("softrank bracket", 1, bar=not args.json) as bar:
+        task = (pack_operator(item.operator), eps_list, args.budget_seconds,
+                bar.stage_callback(item.name) if in_process else None)
+        with closing(run_tasks(bracket_task, [task], jobs=jobs, scheduler=args.scheduler,
+                               memory=[operator_task_bytes(item.operator)], max_memory=max_memory,
+                               done=lambda i: bar.advance(item.name))) as results:
+            (outcome,) = list(results)
+        brackets, seconds = outcome.unwrap()
+        write_json_atomic(target, bracket_document(item.name, item.operator, brackets, item.provenance, key))
+        bar.finished(item.name, brackets_summary(brackets, seconds))
+    summary = [_entry(item, target, brackets, seconds, bool(key))]
     if args.json:
         print(json.dumps({"operators": summary}, indent=2))
     else:
         _render(summary)
+        print(f"wrote 1 certificate; check it with: {verify_hint(target, [target])}")
     return 0
 
 
+def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], targets: list[Path], eps_list: list[str],
+                    key: Any, jobs: int, max_memory: int | None) -> tuple[Any, dict[int, dict[str, Any]]]:
+    """The campaign's manifest (written before any work) and, with --resume, the certificates
+    kept (index -> summary entry), each re-verified by the kernel."""
+    from ..campaign import MANIFEST_NAME, Manifest, budget_json, file_sha256, operator_sha256, reusable_certificate
+    from ..certio.signing import did_key
+    from ..memory import operator_task_bytes
+
+    manifest_path = out / MANIFEST_NAME
+    check_output_file(manifest_path, "--out")
+    signer = did_key(key.public_key()) if key is not None else None
+    previous = Manifest.read(manifest_path) if args.resume else None
+    parameters = {"panel": {"path": str(args.operator_file), "sha256": file_sha256(args.operator_file),
+                            "operators": len(operators)},
+                  "tolerances": eps_list, "budget_seconds": budget_json(args.budget_seconds), "max_memory": max_memory,
+                  "jobs": jobs, "scheduler": args.scheduler, "signer": signer}
+    entries = [(item.name, {"operator_sha256": operator_sha256(item.operator),
+                            "output": target.relative_to(out).as_posix(),
+                            "estimated_bytes": operator_task_bytes(item.operator)})
+               for item, target in zip(operators, targets)]
+    manifest = Manifest.start(manifest_path, "bracket", parameters, entries, resume=bool(args.resume))
+    kept: dict[int, dict[str, Any]] = {}
+    if args.resume:
+        old = (previous or {}).get("operators", {})
+        for i, (item, target) in enumerate(zip(operators, targets)):
+            certificate, why = reusable_certificate(target, item.name, item.operator, eps_list, signer)
+            if certificate is None:
+                if why != "no certificate":
+                    manifest.update(item.name, reason=f"recomputed: {why}")
+                continue
+            before = old.get(item.name, {}) if isinstance(old.get(item.name), dict) else {}
+            seconds = before.get("seconds") if isinstance(before.get("seconds"), (int, float)) else None
+            manifest.update(item.name, status="done", resumed=True, seconds=seconds,
+                            attempts=before.get("attempts", 0) if isinstance(before.get("attempts"), int) else 0,
+                            finished=before.get("finished"))
+            manifest.run["skipped"] += 1
+            kept[i] = _entry(item, target, list(certificate.brackets), seconds, bool(key), resumed=True)
+    manifest.save()
+    return manifest, kept
+
+
 def _render(summary: list[dict[str, Any]]) -> None:
-    table = Table(title="softrank bracket (every end VERIFIED by the trusted kernel)")
-    for column in ("operator", "p", "eps", "lower", "upper", "resolved", "s"):
-        table.add_column(column, justify="left" if column == "operator" else "right")
+    table, shown = name_table("softrank bracket (every end VERIFIED by the trusted kernel)",
+                              [entry["operator"] for entry in summary],
+                              ["operator", "p", "eps", "lower", "upper", "resolved", "s"],
+                              right=("p", "eps", "lower", "upper", "resolved", "s"))
     for entry in summary:
         for b in entry["brackets"]:
-            table.add_row(safe_text(entry["operator"]), str(entry["p"]), b["eps"], f"{b['lower']} ({b['lower_method']})",
+            table.add_row(shown(entry["operator"]), str(entry["p"]), b["eps"], f"{b['lower']} ({b['lower_method']})",
                           f"{b['upper']} ({b['upper_construction']})", "yes" if b["lower"] == b["upper"] else "",
-                          f"{entry['seconds']:.1f}")
+                          "" if entry['seconds'] is None else f"{entry['seconds']:.1f}")
     stdout_console().print(table)
-    print(f"wrote {len(summary)} certificate(s); check them with: softrank-verify "
-          + " ".join(e["certificate"] for e in summary[:3]) + (" ..." if len(summary) > 3 else ""))

@@ -13,10 +13,12 @@ from .. import __version__
 from ..errors import InvalidInputError
 from ..kernel import parse_tolerance
 from ..operators_npz import NamedOperator, load_operators
-from ..parallel import pack_operator, resolve_jobs, run_ordered
-from .bracket_cmd import add_parallel_options
-from .common import progress_bar, safe_text, save_figure_atomic, stdout_console, write_text_atomic
-from .keys import write_json_atomic
+from ..parallel import pack_operator, resolve_jobs, run_tasks
+from .bracket_cmd import add_campaign_options, add_parallel_options, campaign_memory
+from .common import (
+    PLOT_SUFFIXES, OperatorProgress, OutputFiles, budget_help, check_distinct_outputs, check_output_file, safe_text,
+    save_figure_atomic, stdout_console,
+)
 
 EPILOG = """\
 examples:
@@ -35,8 +37,17 @@ minilm/apache2/w128/L3H7 (no w<N> segment: width group "-"; document = the panel
 Without --budget-seconds the searches run to the end; with it, each operator gets S seconds
 of bracket search and at most S more for the targeted pass (a faster machine may resolve more).
 
+With --resume (and --out R.json) the study is a resumable campaign: R-campaign.json records each
+finished operator (rewritten atomically after every one), and a later run with --resume keeps
+the results recorded there for operators with the same exact inputs, --eps, --budgets and
+--budget-seconds, and computes the rest. Pass --resume from the first run of a long study. A worker that dies costs its task
+one retry; a task that fails again (or is refused by --max-memory) is left out and listed.
+
 exit codes: 0 the study ran; 2 invalid input (bad --budgets or --eps, unreadable panel,
-an operator name in two panels); 4 a checker bug (verified lower above verified upper).
+an operator name in two panels, an unusable --out/--table/--plot: checked before any work;
+a failed run writes no report) or an output that cannot be written (a full disk);
+4 a checker bug (verified lower above verified upper); 6 the study ran but some operators
+failed or were refused (listed under "failed"); 130 interrupted (resume with --resume).
 """
 
 
@@ -50,11 +61,13 @@ def add_budgets(sub: Any) -> None:
     p.add_argument("--budgets", required=True, metavar="B1,B2,...", help="rank budgets, e.g. 8,16,32")
     p.add_argument("--eps", required=True, metavar="E", help="one exact decimal tolerance, e.g. 0.25")
     p.add_argument("--budget-seconds", type=float, metavar="S",
-                   help="bracket search time per operator (and at most as much again for the budget pass)")
+                   help=budget_help("bracket search time per operator, and at most as much again for the budget pass"))
     add_parallel_options(p)
+    add_campaign_options(p)
     p.add_argument("--json", action="store_true", help="print the report JSON instead of the table")
-    p.add_argument("--out", metavar="RESULTS.json", help="write the report JSON here")
-    p.add_argument("--plot", metavar="BUDGETS.png", help="plot the fractions against block width")
+    p.add_argument("--out", metavar="RESULTS.json", help="write the report JSON here (with --resume also the campaign "
+                                                         "manifest RESULTS-campaign.json beside it)")
+    p.add_argument("--plot", metavar="BUDGETS.png", help="plot the fractions against block width (.png, .pdf or .svg)")
     p.add_argument("--table", metavar="BUDGETS.md", help="write the table as Markdown")
     p.set_defaults(run=run_budgets)
 
@@ -73,20 +86,43 @@ def _load(paths: list[str]) -> list[tuple[NamedOperator, str]]:
 
 
 def study(panels: list[str], eps: str, budgets: list[int], budget_seconds: float | None, *, jobs: int = 1,
-          scheduler: str | None = None, show_progress: bool = True) -> dict[str, Any]:
-    """Run the study on the panels and return the report (see :mod:`softrank_cert.budgets`)."""
-    from ..budgets import study_operator, summarize
+          scheduler: str | None = None, show_progress: bool = True, manifest: Path | None = None,
+          resume: bool = False, max_memory: int | None = None) -> dict[str, Any]:
+    """Run the study on the panels and return the report (see :mod:`softrank_cert.budgets`).
+
+    ``manifest``: a campaign manifest (:mod:`softrank_cert.campaign`) rewritten after every
+    operator, with each finished operator's result; ``resume`` keeps the results of a previous
+    manifest at that path for operators with the same exact inputs, tolerance, budgets and time
+    budget.  Operators whose task fails (after a retry when its worker died) or is refused for
+    memory (``max_memory``) are left out of the groups and listed under ``"failed"``.
+    """
+    from ..budgets import OperatorBudgets, summarize
     from ..certio.signing import utc_now_rfc3339
 
     operators = _load(panels)
     tasks = [(pack_operator(item.operator), item.name, stem, eps, budgets, budget_seconds) for item, stem in operators]
     start = time.perf_counter()
-    with progress_bar(show_progress) as bar:
-        task = bar.add_task("budgets", total=len(tasks))
-        with closing(run_ordered(study_operator, tasks, jobs=jobs, scheduler=scheduler,
-                                 done=lambda i: bar.update(task, advance=1,
-                                                           description=safe_text(operators[i][0].name)))) as results:
-            items = list(results)
+    results: dict[int, OperatorBudgets] = {}
+    campaign = _budgets_campaign(manifest, resume, operators, panels, eps, budgets, budget_seconds, jobs, scheduler,
+                                 max_memory) if manifest is not None else None
+    if campaign is not None:
+        results.update(campaign.kept)
+    todo = [i for i in range(len(tasks)) if i not in results]
+    failed: list[dict[str, Any]] = []
+    try:
+        _run_study(operators, tasks, todo, results, failed, campaign, eps, jobs, scheduler, show_progress, max_memory)
+    except KeyboardInterrupt:
+        if campaign is not None:
+            campaign.manifest.finish("interrupted")
+            try:
+                campaign.manifest.save()
+            except InvalidInputError:
+                pass
+        raise
+    if campaign is not None:
+        campaign.manifest.finish("incomplete" if failed else "complete")
+        campaign.manifest.save()
+    items = [results[i] for i in sorted(results)]
     return {"format": "softrank-budgets-report", "version": 1, "eps": eps, "budgets": budgets,
             "panels": [str(p) for p in panels], "budget_seconds": budget_seconds,
             "classes": {"feasible": "verified upper end <= budget (r_eps <= b proved)",
@@ -94,10 +130,93 @@ def study(panels: list[str], eps: str, budgets: list[int], budget_seconds: float
                         "unresolved": "neither end proves anything about the budget"},
             "generator": {"name": "softrank-cert", "version": __version__, "created": utc_now_rfc3339()},
             "seconds": round(time.perf_counter() - start, 3),
-            "groups": summarize(items, budgets), "operators": [item.to_json() for item in items]}
+            "groups": summarize(items, budgets), "operators": [item.to_json() for item in items],
+            "failed": failed}
 
 
-PLOT_FORMATS = (".png", ".pdf", ".svg")
+def _run_study(operators: list[tuple[NamedOperator, str]], tasks: list[tuple], todo: list[int], results: dict[int, Any],
+               failed: list[dict[str, Any]], campaign: Any, eps: str, jobs: int, scheduler: str | None,
+               show_progress: bool, max_memory: int | None) -> None:
+    from ..budgets import study_operator
+    from ..memory import operator_task_bytes
+
+    with OperatorProgress("softrank budgets", len(tasks), bar=show_progress, lines=show_progress) as bar:
+        for i in sorted(results):
+            bar.advance(operators[i][0].name)
+            bar.finished(operators[i][0].name, "kept (resumed)")
+        with closing(run_tasks(study_operator, [tasks[i] for i in todo], jobs=jobs, scheduler=scheduler,
+                               memory=[operator_task_bytes(operators[i][0].operator) for i in todo],
+                               max_memory=max_memory, done=lambda j: bar.advance(operators[todo[j]][0].name))) as outcomes:
+            for outcome in outcomes:
+                i = todo[outcome.index]
+                name = operators[i][0].name
+                if not outcome.ok:
+                    status = "refused" if outcome.refused else "failed"
+                    failed.append({"operator": name, "status": status, "reason": outcome.failure,
+                                   "attempts": outcome.attempts})
+                    if campaign is not None:
+                        campaign.manifest.update(name, status=status, reason=outcome.failure, attempts=outcome.attempts)
+                        campaign.manifest.run["failed"] += 1
+                        campaign.manifest.save()
+                    bar.finished(name, f"{status.upper()}: {outcome.failure}")
+                    continue
+                item = outcome.value
+                results[i] = item
+                if campaign is not None:
+                    campaign.manifest.update(name, status="done", seconds=round(item.seconds, 3),
+                                             attempts=outcome.attempts, result=item.to_json(), resumed=False)
+                    campaign.manifest.run["computed"] += 1
+                    campaign.manifest.save()
+                classes = ", ".join(f"{b} {cls}" for b, cls in item.classes.items())
+                bar.finished(item.name, f"eps {eps} [{item.lower}, {item.upper}]: budget {classes} "
+                                        f"in {item.seconds:.1f} s")
+
+
+class _BudgetsCampaign:
+    def __init__(self, manifest: Any, kept: dict[int, Any]) -> None:
+        self.manifest, self.kept = manifest, kept
+
+
+def _budgets_campaign(path: Path, resume: bool, operators: list[tuple[NamedOperator, str]], panels: list[str], eps: str,
+                      budgets: list[int], budget_seconds: float | None, jobs: int, scheduler: str | None,
+                      max_memory: int | None) -> _BudgetsCampaign:
+    """The manifest of a budgets study and, with ``resume``, the results it keeps (index -> result)."""
+    from ..budgets import OperatorBudgets
+    from ..campaign import Manifest, budget_json, file_sha256, operator_sha256
+    from ..memory import operator_task_bytes
+
+    parameters = {"panel": [{"path": str(p), "sha256": file_sha256(p)} for p in panels],
+                  "tolerances": [eps], "budgets": budgets, "budget_seconds": budget_json(budget_seconds),
+                  "max_memory": max_memory, "jobs": jobs, "scheduler": scheduler, "signer": None}
+    previous = Manifest.read(path) if resume else None
+    digests = [operator_sha256(item.operator) for item, _stem in operators]
+    manifest = Manifest.start(path, "budgets", parameters,
+                              [(item.name, {"operator_sha256": digest, "output": None,
+                                            "estimated_bytes": operator_task_bytes(item.operator)})
+                               for (item, _stem), digest in zip(operators, digests)], resume=resume)
+    kept: dict[int, Any] = {}
+    same = previous is not None and previous.get("command") == "budgets" and all(
+        previous.get(key) == parameters[key] for key in ("tolerances", "budgets", "budget_seconds"))
+    if same:
+        for i, ((item, _stem), digest) in enumerate(zip(operators, digests)):
+            entry = previous["operators"].get(item.name)
+            if not isinstance(entry, dict) or entry.get("status") != "done" or entry.get("operator_sha256") != digest:
+                continue
+            try:
+                result = OperatorBudgets.from_json(entry["result"])
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue
+            if result.name != item.name or result.eps != eps or sorted(result.classes) != sorted(budgets):
+                continue
+            kept[i] = result
+            manifest.update(item.name, status="done", resumed=True, seconds=entry.get("seconds"),
+                            attempts=entry.get("attempts", 0), finished=entry.get("finished"), result=entry["result"])
+            manifest.run["skipped"] += 1
+    manifest.save()
+    return _BudgetsCampaign(manifest, kept)
+
+
+PLOT_FORMATS = PLOT_SUFFIXES
 
 
 def run_budgets(args: Any) -> int:
@@ -107,20 +226,33 @@ def run_budgets(args: Any) -> int:
     parse_tolerance(args.eps)
     if args.budget_seconds is not None and not args.budget_seconds > 0:
         raise InvalidInputError("--budget-seconds must be > 0")
-    if args.plot and Path(args.plot).suffix.lower() not in PLOT_FORMATS:
-        raise InvalidInputError(f"--plot must end in {', '.join(PLOT_FORMATS)}, got {args.plot!r}")
+    out = check_output_file(args.out, "--out") if args.out else None
+    table = check_output_file(args.table, "--table") if args.table else None
+    plot = check_output_file(args.plot, "--plot", suffixes=PLOT_FORMATS) if args.plot else None
     jobs = resolve_jobs(args.jobs)
     for path in args.panels:
         if not Path(path).is_file():
             raise InvalidInputError(f"{path}: no such file")
+    check_distinct_outputs({"--out": out, "--table": table, "--plot": plot}, {f"panel {path}": Path(path) for path in args.panels})
+    if args.resume and out is None:
+        raise InvalidInputError("--resume needs --out RESULTS.json (the campaign manifest lives beside it)")
+    manifest = out.with_name(out.stem + "-campaign.json") if args.resume else None
+    if manifest is not None:
+        from ..parallel import check_scheduler
+
+        check_scheduler(args.scheduler)  # before the manifest is written
+        check_output_file(manifest, "--out")
+        check_distinct_outputs({"--out": out, "--table": table, "--plot": plot, "the campaign manifest": manifest})
     report = study(args.panels, args.eps, budgets, args.budget_seconds, jobs=jobs, scheduler=args.scheduler,
-                   show_progress=not args.json)
-    if args.out:
-        write_json_atomic(Path(args.out), report)
-    if args.table:
-        write_text_atomic(Path(args.table), markdown_table(report))
-    if args.plot:
-        plot_budgets(report, Path(args.plot))
+                   show_progress=not args.json, manifest=manifest, resume=args.resume,
+                   max_memory=campaign_memory(args))
+    with OutputFiles() as outputs:  # all or nothing: a failed run leaves no partial report
+        if out:
+            outputs.stage_json(out, report)
+        if table:
+            outputs.stage_text(table, markdown_table(report))
+        if plot:
+            outputs.stage_figure(budgets_figure(report), plot)
     if args.json:
         print(json.dumps(report, indent=1))
     else:
@@ -129,7 +261,13 @@ def run_budgets(args: Any) -> int:
                    if path]
         if written:
             print("; ".join(written))
-    return 0
+        if report["failed"]:
+            print(f"{len(report['failed'])} operator(s) failed or were refused and are not counted: "
+                  + ", ".join(entry["operator"] for entry in report["failed"][:5])
+                  + (", ..." if len(report["failed"]) > 5 else ""))
+    from ..errors import EXIT_SOME_FAILED
+
+    return EXIT_SOME_FAILED if report["failed"] else 0
 
 
 def _cell(entry: dict[str, Any], cls: str) -> str:
@@ -182,6 +320,11 @@ def markdown_table(report: dict[str, Any]) -> str:
 def plot_budgets(report: dict[str, Any], path: Path) -> None:
     """One panel per document: fraction of heads against block width (log2 axis); per budget a
     colour, solid = feasible, dashed = impossible, dotted = unresolved.  Written atomically."""
+    save_figure_atomic(budgets_figure(report), path)
+
+
+def budgets_figure(report: dict[str, Any]) -> Any:
+    """The matplotlib figure of :func:`plot_budgets`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -227,4 +370,4 @@ def plot_budgets(report: dict[str, Any], path: Path) -> None:
     fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
     fig.suptitle(f"softrank budgets: fraction of heads per rank budget b at eps = {report['eps']}", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1 - 1.6 / fig.get_figwidth(), 1))
-    save_figure_atomic(fig, path)
+    return fig

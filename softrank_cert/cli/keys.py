@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
-from ..certio.certificate import check_schema, read_json_file
+from ..certio.certificate import FORMAT_NAME, MAX_CERTIFICATE_BYTES, decode_certificate, read_json_file
 from ..certio.signing import (
     did_key, load_private_key, sign_document, utc_now_rfc3339, verification_method_for, write_key_file,
     generate_private_key,
 )
-from ..errors import InvalidInputError
-from .common import canonical_dump, write_text_atomic
+from ..errors import CertificateFormatError, InvalidInputError
+from .common import canonical_dump, check_output_file, write_text_atomic
 
 
 def add_keygen(sub: Any) -> None:
@@ -26,6 +27,9 @@ def add_keygen(sub: Any) -> None:
 
 
 def run_keygen(args: Any) -> int:
+    out = check_output_file(args.out, "--out")
+    if str(out.parent) and not out.parent.exists():  # e.g. ~/.softrank/issuer.key: a private folder
+        out.parent.mkdir(parents=True, mode=0o700)
     path = write_key_file(args.out, generate_private_key())
     key = load_private_key(path)
     print(f"private key: {path} (mode 0600)")
@@ -37,7 +41,8 @@ def run_keygen(args: Any) -> int:
 def add_sign(sub: Any) -> None:
     p = sub.add_parser("sign", help="sign (or re-sign) a certificate with eddsa-jcs-2022",
                        description="Add an eddsa-jcs-2022 Data Integrity proof to a certificate "
-                                   "(any existing proof is replaced). The file is rewritten atomically.",
+                                   "(any existing proof is replaced). The certificate is decoded first (schema, "
+                                   "array hashes, operator): anything else is refused. The file is rewritten atomically.",
                        epilog="example:\n  softrank sign cert.json --key issuer.key",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("certificate", metavar="CERT.json")
@@ -53,13 +58,51 @@ def sign_certificate(document: dict[str, Any], key_path: str | Path) -> dict[str
                          verification_method=verification_method_for(key.public_key()))
 
 
-def run_sign(args: Any) -> int:
-    document = read_json_file(args.certificate)
+def _what_document(raw: bytes) -> str | None:
+    """What a JSON file that is not a certificate holds (for the refusal), or None when it says it
+    is a certificate or is not JSON at all (then the strict reader's reason is the one to give)."""
+    try:
+        document = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
     if not isinstance(document, dict):
-        raise InvalidInputError(f"{args.certificate}: not a certificate object")
-    check_schema(document)
+        kinds = {list: "list", str: "string", bool: "boolean", int: "number", float: "number", type(None): "null"}
+        return f"a JSON {kinds.get(type(document), 'value')}"
+    kind = document.get("format")
+    if kind == FORMAT_NAME:
+        return None
+    if "privateKeyMultibase" in document or "publicKeyMultibase" in document:
+        return "a key file"
+    return f"a {kind!r} document" if isinstance(kind, str) else f'a JSON object without "format": "{FORMAT_NAME}"'
+
+
+def read_certificate_to_sign(path: str | Path) -> dict[str, Any]:
+    """The certificate at ``path``, fully decoded (schema, array hashes, operator, ends) before it
+    is signed: a signature must never vouch for a file that softrank-verify refuses.  Anything else
+    is refused with one line (exit 2) saying what the file is."""
+    try:
+        document = read_json_file(path)
+    except CertificateFormatError as exc:
+        with open(path, "rb") as handle:  # read_json_file just read it (at most the size limit)
+            what = _what_document(handle.read(MAX_CERTIFICATE_BYTES))
+        if what is not None:
+            raise InvalidInputError(f"{path} is not a softrank certificate ({what}); softrank sign signs certificates only") from None
+        raise type(exc)(f"{path}: refusing to sign an invalid certificate: {exc}") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT_NAME:
+        what = _what_document(json.dumps(document).encode())
+        raise InvalidInputError(f"{path} is not a softrank certificate ({what}); softrank sign signs certificates only")
+    try:
+        decode_certificate(document)
+    except InvalidInputError as exc:
+        raise type(exc)(f"{path}: refusing to sign an invalid certificate: {exc}") from None
+    return document
+
+
+def run_sign(args: Any) -> int:
+    out = check_output_file(args.out or args.certificate, "--out" if args.out else "CERT.json")
+    load_private_key(args.key)  # fail before reading the certificate
+    document = read_certificate_to_sign(args.certificate)
     signed = sign_certificate(document, args.key)
-    out = Path(args.out or args.certificate)
     write_json_atomic(out, signed)
     print(f"signed {out} as {signed['proof']['verificationMethod'].split('#')[0]}")
     return 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import __version__
-from . import audit_cmd, bracket_cmd, budgets_cmd, geometry_cmd, keys, panel_cmd, supports_cmd
+from . import analyze_cmd, audit_cmd, bracket_cmd, budgets_cmd, geometry_cmd, keys, panel_cmd, profile_cmd, supports_cmd
 from .common import make_parser, run_main
 
 EPILOG = """\
@@ -11,11 +11,13 @@ subcommand examples:
   softrank keygen --out issuer.key
   softrank sign cert.json --key issuer.key
   softrank bracket op.npz --eps 0.1,0.25,0.5 --out cert.json --key issuer.key
+  softrank profile op.npz --plot profile.png --eps 0.25 --out cert.json
   softrank geometry op.npz --rank 4 --eps 0.25 --json
   softrank supports sphere --dim 2 --eps 0.25 --plot sphere.png
   softrank panel --model minilm --text examples/data/apache2.txt --widths 64,128 --out panel.npz
   softrank audit brackets.jsonl --operators panel.npz --out report.json --plot ratios.png
   softrank budgets panel.npz --budgets 8,16,32 --eps 0.25 --plot budgets.png --table budgets.md
+  softrank analyze certs/ --operators panel.npz --out analysis.json --plot analysis.png --table analysis.md
 Check any certificate with: softrank-verify cert.json
 """
 
@@ -26,7 +28,7 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in (keys.add_keygen, keys.add_sign, bracket_cmd.add_bracket, panel_cmd.add_panel,
                      geometry_cmd.add_geometry, supports_cmd.add_supports, audit_cmd.add_audit,
-                     budgets_cmd.add_budgets):
+                     budgets_cmd.add_budgets, profile_cmd.add_profile, analyze_cmd.add_analyze):
         register(sub)
     return parser
 

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from .common import int_list, progress_bar
+from .common import check_output_file, int_list, progress_bar
 
 EPILOG = """\
 examples:
@@ -37,8 +37,14 @@ def add_panel(sub: Any) -> None:
 
 
 def run_panel(args: Any) -> int:
+    from pathlib import Path
+
+    from ..errors import InvalidInputError
     from ..models import build_panel, operator_names, write_panel
 
+    out = check_output_file(args.out, "--out", suffixes=(".npz",))  # before the forward passes
+    if not (out.parent if str(out.parent) else Path(".")).is_dir():
+        raise InvalidInputError(f"--out {args.out}: output folder does not exist: {out.parent}")
     with progress_bar(not args.json) as bar:
         task = bar.add_task("forward passes", total=None)
         arrays = build_panel(args.model, args.text, args.widths, layers=args.layers, heads=args.heads,

@@ -14,7 +14,7 @@ from ..errors import InvalidInputError
 from ..kernel import parse_tolerance
 from ..parallel import resolve_jobs, run_ordered
 from .bracket_cmd import add_parallel_options
-from .common import progress_bar, stdout_console
+from .common import PLOT_SUFFIXES, OutputFiles, check_output_file, progress_bar, stdout_console
 
 EPILOG = """\
 examples:
@@ -56,7 +56,7 @@ def add_supports(sub: Any) -> None:
     p.add_argument("--geometry-ranks", default="", metavar="R1,R2", help="also report tau, Phi and lower/Phi for these ranks")
     add_parallel_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--plot", metavar="OUT.png", help="write a log-log plot")
+    p.add_argument("--plot", metavar="OUT.png", help="write a log-log plot (.png, .pdf or .svg)")
     p.set_defaults(run=run_supports)
 
 
@@ -88,6 +88,7 @@ def run_supports(args: Any) -> int:
         ranks = [int(x) for x in args.geometry_ranks.split(",") if x.strip()]
     except ValueError:
         raise InvalidInputError("--geometry-ranks expects comma-separated integers") from None
+    plot = check_output_file(args.plot, "--plot", suffixes=PLOT_SUFFIXES) if args.plot else None
     jobs = resolve_jobs(args.jobs)
     with progress_bar(not args.json) as bar:
         task = bar.add_task(f"{args.support} d={args.dim}", total=len(args.kappas))
@@ -101,8 +102,9 @@ def run_supports(args: Any) -> int:
                                      done=lambda i: bar.update(task, advance=1))) as results:
                 points = list(results)
     doc = sweep_document(args.support, args.dim, args.eps, args.n, points)
-    if args.plot:
-        plot_sweeps([doc], args.plot)
+    if plot:
+        with OutputFiles() as outputs:
+            outputs.stage(plot, lambda tmp: plot_sweeps([doc], tmp), plot.suffix)
         doc["plot"] = args.plot
     if args.json:
         print(json.dumps(doc, indent=2))

@@ -7,14 +7,20 @@ import sys
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
+from .. import __version__
 from ..certio.signing import load_trusted_keys
-from ..errors import InvalidInputError, EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_INVALID_INPUT, EXIT_REJECTED, EXIT_VERIFIED, SoftrankError
+from ..errors import (
+    EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_INVALID_INPUT, EXIT_NOT_CHECKED, EXIT_REJECTED, EXIT_VERIFIED,
+    FloatingPointEnvironmentError, InvalidInputError, KernelLimitError, SoftrankError,
+)
 from ..kernel import DEFAULT_MAX_PREC, Status, Verdict
+from ..kernel.precision import precision_schedule
 from ..numfmt import format_down, format_up
-from ..verification import KERNELS, CertificateReport, verify_certificate_file
-from .common import expand_json_paths, make_parser, progress_bar, run_main, safe_text, stdout_console
+from ..api import VerifyReport, verify
+from ..memory import parse_size
+from ..verification import KERNELS
+from .common import expand_json_paths, make_parser, name_table, progress_bar, run_main, safe_text, stdout_console
 
 EPILOG = """\
 examples:
@@ -23,6 +29,7 @@ examples:
   softrank-verify cert.json --json --max-prec 1024
   softrank-verify cert.json --kernel exact     # re-check with the independent exact-rational kernel
   softrank-verify cert.json --kernel arb       # Arb balls only (slower; same verdicts)
+  softrank-verify big.json --max-memory 3G     # the Arb fallback may use at most 3 GiB
 
 exit codes:
   0  every claim VERIFIED
@@ -31,10 +38,14 @@ exit codes:
   3  nothing rejected, but some claim INCONCLUSIVE at the maximum precision
   4  internal inconsistency (a verified lower end above a verified upper end: a bug), or a
      process without IEEE arithmetic (flush-to-zero / denormals-are-zero): nothing decided
-When files disagree the most severe code wins: 4, then 2, then 1, then 3.
+  5  nothing rejected, but some valid certificate was not checked: too large for --kernel exact
+     (m*N <= 4096, d <= 1024, k <= 32, r <= 64: use --kernel auto or arb), or a claim the
+     float64 path cannot decide needs an Arb check larger than --max-memory (one line says
+     how much; refused before anything is allocated)
+When files disagree the most severe code wins: 4, then 2, then 1, then 5, then 3.
 """
 #: Order in which per-file exit codes dominate the overall one.
-SEVERITY = [EXIT_INTERNAL, EXIT_INVALID_INPUT, EXIT_REJECTED, EXIT_INCONCLUSIVE, EXIT_VERIFIED]
+SEVERITY = [EXIT_INTERNAL, EXIT_INVALID_INPUT, EXIT_REJECTED, EXIT_NOT_CHECKED, EXIT_INCONCLUSIVE, EXIT_VERIFIED]
 
 
 def overall_exit_code(codes: list[int]) -> int:
@@ -67,14 +78,13 @@ def _engine_label(v: Verdict) -> str:
     return f"{v.engine} {v.precision}"
 
 
-def render_table(reports: list[CertificateReport], console: Console) -> None:
-    table = Table(title="softrank-verify", show_lines=False)
-    for column in ("operator", "eps", "claim", "method", "verdict", "margin", "checked by"):
-        table.add_column(column, justify="right" if column == "eps" else "left")
+def render_table(reports: list[VerifyReport], console: Console) -> None:
+    table, shown = name_table("softrank-verify", [report.operator_id for report in reports],
+                              ["operator", "eps", "claim", "method", "verdict", "margin", "checked by"], right=("eps",))
     for report in reports:
         for v in report.verdicts:
             margin = "exact" if v.precision == 0 else ("-" if v.margin is None else f">= {format_down(v.margin[0])}")
-            table.add_row(safe_text(report.operator_id), v.eps, v.claim, safe_text(v.method),
+            table.add_row(shown(report.operator_id), v.eps, v.claim, safe_text(v.method),
                           f"[{STYLE[v.status]}]{v.status.value}[/]", margin, _engine_label(v))
     console.print(table)
 
@@ -86,6 +96,7 @@ def main() -> None:
         "(proved float64 bounds, Arb balls where those cannot decide).",
         EPILOG,
     )
+    parser.add_argument("--version", action="version", version=f"softrank-cert {__version__}")
     parser.add_argument("certificates", nargs="+", metavar="CERT.json", help="certificate files, or folders searched for *.json")
     parser.add_argument("--trusted-keys", metavar="FILE", help="did:key list (or a .pub file): only these signers are accepted")
     parser.add_argument("--require-signature", action="store_true", help="unsigned certificates are invalid input (exit 2)")
@@ -97,29 +108,40 @@ def main() -> None:
                              "they cannot decide; arb = Arb balls only; float64 = float64 bounds only (undecided -> "
                              "INCONCLUSIVE); exact = the independent exact-rational kernel (small operators: "
                              "m*N <= 4096, k <= 32, r <= 64)")
+    parser.add_argument("--max-memory", metavar="SIZE",
+                        help="memory the Arb path may use for a claim the float64 path cannot decide, e.g. 3G or 800M "
+                             "(K/M/G = 1024^1/2/3 bytes; default 75%% of this machine's memory, and never more than "
+                             "an address-space limit leaves); a larger check is not checked (exit 5)")
     args = parser.parse_args()
     run_main("softrank-verify", lambda: _run(args))
 
 
 def _run(args: Any) -> int:
+    precision_schedule(args.max_prec)  # a bad global option is one error, not one per file
+    max_memory = parse_size(args.max_memory) if args.max_memory is not None else None
     trusted = load_trusted_keys(args.trusted_keys) if args.trusted_keys else None
     console = stdout_console()
     paths = expand_json_paths(args.certificates)
     if not paths:
         raise InvalidInputError("no certificate files found")
-    reports: list[CertificateReport] = []
+    reports: list[VerifyReport] = []
     files: list[dict[str, Any]] = []
     codes: list[int] = []
     with progress_bar(len(paths) > 1 and not args.json) as progress:
         task = progress.add_task("verifying", total=len(paths))
         for path in paths:
             try:
-                report = verify_certificate_file(path, trusted_keys=trusted, require_signature=args.require_signature,
-                                                 max_prec=args.max_prec, kernel=args.kernel)
+                report = verify(path, trusted_keys=trusted, require_signature=args.require_signature,
+                                max_prec=args.max_prec, kernel=args.kernel, max_memory=max_memory)
+            except FloatingPointEnvironmentError:
+                raise  # the process, not the file: one line, exit 4
             except SoftrankError as exc:
                 if not args.json:
                     print(f"softrank-verify: {path}: {exc}", file=sys.stderr)
-                files.append({"path": str(path), "exit_code": exc.exit_code, "error": str(exc)})
+                entry = {"path": str(path), "exit_code": exc.exit_code, "error": str(exc)}
+                if isinstance(exc, KernelLimitError):
+                    entry["status"] = "not-checked"
+                files.append(entry)
                 codes.append(exc.exit_code)
             else:
                 reports.append(report)

@@ -105,8 +105,11 @@ def polish_dual(X: np.ndarray, Y: np.ndarray, lam: np.ndarray, mu: np.ndarray, i
 
 
 def optimise_factorization(X0: np.ndarray, Y0: np.ndarray, *, powers=(4.0, 16.0, 64.0, 256.0, 1024.0),
-                           maxiter: int = 200) -> KappaSearch:
-    """Search the factorization ``(X0 G, Y0 G^{-T})`` of smallest radius product, and a dual bound."""
+                           maxiter: int = 200, method: str = "BFGS") -> KappaSearch:
+    """Search the factorization ``(X0 G, Y0 G^{-T})`` of smallest radius product, and a dual bound.
+
+    ``method``: the scipy minimiser, ``"BFGS"`` (default) or ``"L-BFGS-B"`` (limited memory:
+    much faster at large r -- the dense r^2 x r^2 BFGS update dominates from r = 32 on)."""
     m, r = X0.shape
     keep = np.flatnonzero((np.abs(X0).sum(axis=0) > 0) & (np.abs(Y0).sum(axis=0) > 0))
     X0, Y0 = X0[:, keep], Y0[:, keep]
@@ -118,8 +121,8 @@ def optimise_factorization(X0: np.ndarray, Y0: np.ndarray, *, powers=(4.0, 16.0,
     G = np.eye(r)
     best_G, best_val = G, radius(X0, Y0)
     for p in powers:
-        res = minimize(_objective, G.ravel(), args=(X0, Y0, p), jac=True, method="BFGS",
-                       options={"maxiter": maxiter, "gtol": 1e-9})
+        options = {"maxiter": maxiter, "gtol": 1e-9} if method == "BFGS" else {"maxiter": maxiter}
+        res = minimize(_objective, G.ravel(), args=(X0, Y0, p), jac=True, method=method, options=options)
         cand = res.x.reshape(r, r)
         try:
             cand = cand / abs(np.linalg.det(cand)) ** (1.0 / r)  # fix the scale gauge

@@ -27,7 +27,7 @@ from typing import Mapping
 import numpy as np
 
 from ..errors import InvalidOperatorError, SizeLimitError
-from .exact import parse_decimal
+from .exact import float_to_decimal_string, parse_decimal
 
 KINDS = ("qk", "scores", "probabilities")
 MASKS = ("none", "causal")
@@ -62,6 +62,34 @@ def _frozen_copy(name: str, value: object) -> np.ndarray:
     # A view of immutable bytes: read-only for good (numpy cannot make it writable again).
     frozen = np.frombuffer(np.ascontiguousarray(array, dtype="<f8").tobytes(), dtype="<f8")
     return frozen.reshape(array.shape)
+
+
+def exact_float64(name: str, value: object) -> np.ndarray:
+    """``value`` as float64 where that conversion is exact: float64 as is, float32/float16 (every
+    one is a double), integers of magnitude <= 2**53; anything else is refused."""
+    array = np.asarray(value)
+    if array.dtype.kind == "f" and array.dtype.itemsize <= 8:
+        return array.astype(np.float64, copy=False)
+    if array.dtype.kind in "iu":
+        if array.size and int(np.abs(array.astype(object)).max()) > 2 ** 53:
+            raise InvalidOperatorError(f"{name} has integers beyond 2**53: they are not exact float64 values")
+        return array.astype(np.float64)
+    raise InvalidOperatorError(f"{name} must hold real numbers (float64, float32 or integers), got dtype {array.dtype}")
+
+
+def beta_text(beta: object) -> str:
+    """The exact text of a score scale: None -> ``"inv_sqrt_d"`` (the real 1/sqrt(d)); a decimal
+    string as is (its grammar is checked by :class:`Operator`); an int or a finite float at its
+    exact binary value (``0.1`` is the double nearest 1/10, not 1/10)."""
+    if beta is None:
+        return "inv_sqrt_d"
+    if isinstance(beta, str):
+        return beta
+    if isinstance(beta, (int, np.integer)) and not isinstance(beta, bool):
+        return str(int(beta))
+    if isinstance(beta, (float, np.floating)) and np.isfinite(beta):
+        return float_to_decimal_string(float(beta))
+    raise InvalidOperatorError(f"beta must be None, a decimal string, an int or a finite float, got {beta!r}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,6 +133,27 @@ class Operator:
             raise InvalidOperatorError("the causal mask applies to qk and scores operators; a probabilities operator carries its zeros in A")
         if self.mask == "causal" and m > n:
             raise InvalidOperatorError(f"a causal operator needs m <= N (queries are the last m of N positions), got {m}x{n}")
+
+    @classmethod
+    def from_qk(cls, Q: object, K: object, beta: object = None, causal: bool = False) -> "Operator":
+        """``A = softmax_rows(beta Q K^T)`` (Q m x d, K N x d); ``beta`` as in :func:`beta_text`;
+        arrays converted by :func:`exact_float64`; ``causal`` zeroes ``A_ij`` for ``j > i + N - m``."""
+        return cls("qk", {"Q": exact_float64("Q", Q), "K": exact_float64("K", K)}, beta=beta_text(beta),
+                   mask="causal" if causal else "none")
+
+    @classmethod
+    def from_scores(cls, S: object, causal: bool = False) -> "Operator":
+        """``A = softmax_rows(S)`` (S m x N, converted by :func:`exact_float64`)."""
+        return cls("scores", {"S": exact_float64("S", S)}, mask="causal" if causal else "none")
+
+    @classmethod
+    def from_probabilities(cls, A: object) -> "Operator":
+        """``A`` itself (m x N), exactly as given; every entry must be >= 0."""
+        op = cls("probabilities", {"A": exact_float64("A", A)})
+        negative = int((op.arrays["A"] < 0).sum())
+        if negative:
+            raise InvalidOperatorError(f"A has {negative} negative entries: a probabilities operator needs A >= 0")
+        return op
 
     @property
     def shape(self) -> tuple[int, int]:

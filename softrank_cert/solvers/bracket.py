@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 
@@ -20,12 +20,12 @@ from ..errors import InternalInvariantError
 from ..kernel import (Operator, Status, Verdict, parse_tolerance, verify_lower, verify_trivial_lower,
                       verify_trivial_upper, verify_upper)
 from .dense import Dense
+from .lower_search import LowerSearch
 from .profiles import Profiles
+from .upper_search import UpperSearch
 
-#: Largest k at which the (cubic-cost) pooled and LP-alternation certificates are tried.
+#: Largest k at which the (cubic-cost) pooled certificates are tried by targeted searches.
 POOLED_MAX_K = 40
-#: How many k above the current lower end LP alternation tries per tolerance.
-LP_STEPS = 3
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,62 +110,122 @@ class _Ends:
                 f"verified lower end {self.lower.k} exceeds verified upper end {self.upper.r} at eps {self.eps}")
 
 
-def _stages(prof: Profiles, ends: list[_Ends]) -> Iterator[str]:
-    """Search stages, cheapest first; each yields its name after filling the profiles."""
+#: The pivot stage (one evaluation is not interruptible: ~0.5 s at k = 48 on 512 x 512, 17 s at
+#: k = 128) stops at this k and this share of the budget; larger k are the lower search's work.
+PIVOT_MAX_K, PIVOT_SHARE = 48, 0.15
+#: Share of the search time (after the set-up) that the witness search may use; the lower
+#: search has the rest, and either takes over what the other leaves when it finishes early.
+UPPER_SHARE = 0.6
+#: The two searches alternate in this many rounds, so that neither end is starved and each
+#: sees the other's verified ends (the upper search never probes below the lower end; the
+#: lower search never looks above the upper end).
+ROUNDS = 3
+#: Default budget: ``BUDGET_BASE * (m N / 128^2) ** BUDGET_EXPONENT`` seconds, clamped.
+BUDGET_BASE, BUDGET_EXPONENT, BUDGET_MIN, BUDGET_MAX = 16.0, 0.7, 4.0, 600.0
+
+
+def default_budget_seconds(m: int, n: int) -> float:
+    """Default solver time for an m x N operator (all tolerances together).
+
+    16 s at 128 x 128, about 42 s at 256, 111 s at 512, 294 s at 1024; never below 4 s or
+    above 600 s.  Pass ``budget_seconds=math.inf`` to :func:`bracket_operator` for no bound.
+    """
+    return float(min(BUDGET_MAX, max(BUDGET_MIN, BUDGET_BASE * (m * n / 128.0 ** 2) ** BUDGET_EXPONENT)))
+
+
+class _Clock:
+    """Start, deadline and stage reporting of one operator's search."""
+
+    def __init__(self, budget: float, progress: Callable[[str, float, float], None] | None) -> None:
+        self.start = time.perf_counter()
+        self.budget = budget
+        self.deadline = self.start + budget
+        self.progress = progress
+
+    def left(self) -> float:
+        return self.deadline - time.perf_counter()
+
+    def report(self, stage: str) -> None:
+        if self.progress is not None:
+            self.progress(stage, min(time.perf_counter() - self.start, self.budget), self.budget)
+
+
+def _search(prof: Profiles, ends: list[_Ends], clock: _Clock) -> None:
+    """The time-aware search: free truncated-SVD witnesses and pivot certificates, then the
+    smoothed witness search and the lower-certificate search in alternating rounds."""
     open_ = lambda: [e for e in ends if not e.resolved]  # noqa: E731
-    p = prof.d.p
+    settle = lambda: [e.settle(prof) for e in ends]  # noqa: E731
     for e in open_():  # truncated SVD: every rank's error is already known
-        r = next((r for r in range(1, p) if prof.tsvd[r] <= e.value), None)
+        r = next((r for r in range(1, prof.d.p) if prof.tsvd[r] <= e.value), None)
         if r is not None:
             prof.witness("tsvd", r)
-    yield "tsvd"
+    settle()
+    clock.report("tsvd")
+    full_deadline = prof.deadline  # the pivot stage may use PIVOT_SHARE of the budget, k <= PIVOT_MAX_K
+    if full_deadline is not None:
+        prof.deadline = min(full_deadline, time.perf_counter() + PIVOT_SHARE * clock.budget)
     for e in open_():
-        prof.search_lower("pivot", e.value, e.lower.k, e.upper.r)
-    yield "pivot"
-    for e in open_():
-        prof.search_upper("l1_polish", e.value, max(e.lower.k, 1), e.upper.r)
-    yield "l1_polish"
-    for e in open_():
-        for construction in ("skeleton", "cluster", "features"):
-            if e.upper.r > 1:
-                prof.witness(construction, e.upper.r - 1)
-    yield "constructions"
-    for method in ("seeded", "pooled"):
-        for e in open_():
-            prof.search_lower(method, e.value, e.lower.k, min(e.upper.r, POOLED_MAX_K))
-        yield method
-    for e in open_():
-        for k in range(e.lower.k + 1, min(e.lower.k + LP_STEPS, e.upper.r, POOLED_MAX_K) + 1):
-            c = prof.certificate("lp_alternation", k)
-            if c is None or c.threshold <= e.value:
-                break
-    yield "lp_alternation"
-    for e in open_():
-        prof.search_upper("alt_l1", e.value, max(e.lower.k, 1), e.upper.r)
-    yield "alt_l1"
+        prof.search_lower("pivot", e.value, e.lower.k, min(e.upper.r, PIVOT_MAX_K))
+    prof.deadline = full_deadline
+    settle()
+    clock.report("pivot")
+    by_value = {e.value: e for e in ends}
+    values = [e.value for e in open_()]
+    if not values or clock.left() <= 0:
+        return
+    total = clock.left()
+    upper = UpperSearch(prof.d, values, prof.add_witness, prof.best_rank,
+                        lambda eps: by_value[eps].lower.k, UPPER_SHARE * total)
+    lower = LowerSearch(prof.d, values, prof.add_certificate, lambda eps: by_value[eps].upper.r,
+                        lambda eps: by_value[eps].lower.k)
+    searches = [("smooth", upper, UPPER_SHARE), ("lower", lower, 1.0 - UPPER_SHARE)]
+    finished: set[str] = set()
+    for round_ in range(1, ROUNDS + 1):
+        for name, search, share in searches:
+            if name in finished or all(e.resolved for e in ends) or clock.left() <= 0:
+                continue
+            alone = len(finished) == len(searches) - 1
+            until = clock.deadline if alone or round_ == ROUNDS and name == searches[-1][0] \
+                else time.perf_counter() + share * total / ROUNDS
+            if search.run(min(until, clock.deadline)):
+                finished.add(name)
+                if name == "lower":
+                    upper.grant(clock.left())
+            settle()
+            clock.report(f"{name} {round_}/{ROUNDS}")
+    while len(finished) < len(searches) and not all(e.resolved for e in ends) and clock.left() > 0:
+        for name, search, _ in searches:  # time the other search left unused
+            if name not in finished and search.run(clock.deadline):
+                finished.add(name)
+            settle()
+            clock.report(name)
+
+
+def search_operator(op: Operator, eps_list: list[str], *, budget_seconds: float | None = None,
+                    progress: Callable[[str, float, float], None] | None = None
+                    ) -> tuple[Profiles | None, list[_Ends]]:
+    """Run the driver's search; return its float64 profiles (None when every tolerance was
+    settled by trivial ends) and, per tolerance, the best kernel-verified ends (``.lower``,
+    ``.upper``).  See :func:`bracket_operator` for the budget and ``progress``."""
+    budget = default_budget_seconds(*op.shape) if budget_seconds is None else float(budget_seconds)
+    clock = _Clock(budget, progress)
+    ends = [_Ends(op, eps) for eps in eps_list]
+    prof = None
+    if not all(e.resolved for e in ends):
+        prof = Profiles(Dense.of(op), None if budget == float("inf") else clock.deadline)
+        _search(prof, ends, clock)
+    return prof, ends
 
 
 def bracket_operator(op: Operator, eps_list: list[str], *, budget_seconds: float | None = None,
-                     progress: Callable[[str, int, int], None] | None = None) -> list[Bracket]:
+                     progress: Callable[[str, float, float], None] | None = None) -> list[Bracket]:
     """Kernel-verified brackets of ``r_eps(A)`` for each tolerance in ``eps_list``.
 
-    ``budget_seconds`` bounds the solver time (searches stop, the best verified ends so far
-    are kept; the trivial ends need no search).  ``progress(stage, done, total)`` is called
-    after each search stage.
+    ``budget_seconds`` bounds the search (default :func:`default_budget_seconds`; ``math.inf``
+    for none): every search checks the deadline inside its evaluations, and the best verified
+    ends so far are returned.  The trivial ends need no search; the truncated-SVD witness is
+    always formed.  ``progress(stage, elapsed_seconds, budget_seconds)`` is called after each
+    stage.
     """
-    deadline = None if budget_seconds is None else time.perf_counter() + budget_seconds
-    ends = [_Ends(op, eps) for eps in eps_list]
-    if not all(e.resolved for e in ends):
-        prof = Profiles(Dense.of(op), deadline)
-        stages = list(_STAGE_NAMES)
-        for done, name in enumerate(_stages(prof, ends), start=1):
-            for e in ends:
-                e.settle(prof)
-            if progress is not None:
-                progress(name, done, len(stages))
-            if all(e.resolved for e in ends) or prof.out_of_time():
-                break
+    _, ends = search_operator(op, eps_list, budget_seconds=budget_seconds, progress=progress)
     return [Bracket(e.eps, e.lower, e.upper) for e in ends]
-
-
-_STAGE_NAMES = ("tsvd", "pivot", "l1_polish", "constructions", "seeded", "pooled", "lp_alternation", "alt_l1")

@@ -76,18 +76,21 @@ class Profiles:
 
     # -- evaluations ----------------------------------------------------------------
     def witness(self, construction: str, r: int) -> Witness | None:
-        """Run ``construction`` at rank r once (alt_l1 starts from the best witness at r);
+        """Run ``construction`` at rank r once (alt_l1 starts from the best witness at r; alt_l1
+        and smooth stop at the deadline);
         return the best witness now known at r.  The truncated SVD is already computed, so a
         ``tsvd`` witness is formed even after the deadline (a budget spent on the set-up alone
         must not leave the operator without its cheapest upper end)."""
         if (construction, r) not in self._tried and (construction == "tsvd" or not self.out_of_time()):
             self._tried.add((construction, r))
+            left = None if self.deadline is None else max(self.deadline - time.perf_counter(), 0.0)
             if construction == "alt_l1":
                 if r not in self.witnesses:
                     self.witness("l1_polish", r)
                 start = self.witnesses[r]
-                left = None if self.deadline is None else max(self.deadline - time.perf_counter(), 0.0)
                 factors = UPPER[construction](self.d, r, start=(start.U, start.W), seconds=left)
+            elif construction == "smooth":
+                factors = UPPER[construction](self.d, r, seconds=left)
             else:
                 factors = UPPER[construction](self.d, r)
             if factors is not None:
@@ -127,6 +130,10 @@ class Profiles:
         """Witnesses whose float64 error is <= eps (with a hair of slack), smallest rank first."""
         ok = [w for w in self.witnesses.values() if w.error <= eps * (1 + 1e-12)]
         return sorted(ok, key=lambda w: (w.r, w.error))
+
+    def best_rank(self, eps: float) -> int | None:
+        """Least rank with a float64 witness of error ``<= eps`` (None if there is none)."""
+        return min((w.r for w in self.witnesses.values() if w.error <= eps), default=None)
 
     def lower_candidates(self, eps: float) -> list[Certificate]:
         """Certificates whose float64 threshold exceeds eps (minus a hair), largest k first."""

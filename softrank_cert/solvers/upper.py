@@ -17,12 +17,14 @@ from .upper_cluster import cluster
 from .upper_features import features
 from .upper_l1_polish import l1_polish
 from .upper_skeleton import skeleton
+from .upper_smooth import smooth
 from .upper_tsvd import tsvd
 
 UpperConstruction = Callable[..., tuple[np.ndarray, np.ndarray] | None]
 
 UPPER: dict[str, UpperConstruction] = {
     "tsvd": tsvd,
+    "smooth": smooth,
     "l1_polish": l1_polish,
     "alt_l1": alt_l1,
     "skeleton": skeleton,

@@ -1,0 +1,389 @@
+"""The Python API of softrank-cert (a front end, like the command line, which calls it).
+
+Everything here is re-exported at the package top level (``import softrank_cert as sc``)::
+
+    op = sc.load_operator("panel.npz", name="minilm/apache2/w32/L0H3")   # or sc.load_panel(...)
+    op = sc.Operator.from_qk(Q, K)              # from arrays: also .from_scores, .from_probabilities
+    result = sc.bracket(op, ["0.1", "0.25"])    # kernel-verified [lower, upper] per tolerance
+    result.save("cert.json", key="issuer.key")  # a (signed) certificate
+    report = sc.verify("cert.json")             # or bytes, or the parsed dict
+    prof = sc.profile(op)                       # both certified curves, every step VERIFIED
+
+Nothing here decides a claim: every end comes from the trusted kernel
+(:mod:`softrank_cert.kernel`), and :func:`verify` re-checks certificates with it.
+Tolerances are exact decimal strings (``"0.1"`` is 1/10): a float is refused, since the
+float ``0.1`` is not one tenth.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+import numpy as np
+
+from .errors import InvalidInputError, InvalidOperatorError, InvalidToleranceError
+from .kernel import DEFAULT_MAX_PREC, Operator, Status, Verdict, parse_tolerance
+
+Progress = Callable[[str, float, float], None]
+
+__all__ = [
+    "BracketResult", "Operator", "VerifyReport", "bracket", "load_operator", "load_panel", "operator_id", "operator_provenance", "parse_eps", "profile", "verify",
+]
+
+
+# --------------------------------------------------------------------------------------
+# Operators
+# --------------------------------------------------------------------------------------
+
+#: Names and provenance of operators loaded from panels (front-end metadata, keyed by the
+#: operator object; the kernel's Operator itself is never touched).
+_NAMES: "weakref.WeakKeyDictionary[Operator, tuple[str, dict[str, Any]]]" = weakref.WeakKeyDictionary()
+#: Largest integer magnitude that converts to float64 exactly.
+
+
+def load_operator(path: str | os.PathLike[str], name: str | None = None) -> Operator:
+    """One operator of an ``.npz`` file: ``Q``/``K`` (optional ``beta``, ``causal``), ``S`` or ``A``;
+    in a panel (``NAME/Q``, ...) the one called ``name`` (needed when it holds several)."""
+    from .operators_npz import load_operators, operator_names
+
+    if name is None:
+        names = operator_names(path) if Path(path).is_file() else []
+        if len(names) > 1:
+            raise InvalidInputError(f"{path} holds {len(names)} operators: choose one with name=... "
+                                    f"(e.g. {names[0]!r}) or use load_panel()")
+    (item,) = load_operators(path, None if name is None else [name])
+    _NAMES[item.operator] = (item.name, dict(item.provenance))
+    return item.operator
+
+
+def load_panel(path: str | os.PathLike[str]) -> dict[str, Operator]:
+    """Every operator of a panel ``.npz``, by name (natural order: ``L0H2`` before ``L0H10``)."""
+    from .operators_npz import load_operators
+
+    out: dict[str, Operator] = {}
+    for item in load_operators(path):
+        _NAMES[item.operator] = (item.name, dict(item.provenance))
+        out[item.name] = item.operator
+    return out
+
+
+def operator_id(op: Operator) -> str:
+    """The id a certificate gives ``op``: its panel name when it was loaded from a file, else
+    ``KIND/MxN/sha256-<12 hex digits of its exact inputs>``."""
+    if op in _NAMES:
+        return _NAMES[op][0]
+    digest = hashlib.sha256(f"{op.kind}|{op.beta}|{op.mask}".encode())
+    for name in sorted(op.arrays):
+        array = op.arrays[name]
+        digest.update(f"|{name}{list(array.shape)}".encode())
+        digest.update(np.ascontiguousarray(array, dtype="<f8").tobytes())
+    m, n = op.shape
+    return f"{op.kind}/{m}x{n}/sha256-{digest.hexdigest()[:12]}"
+
+
+def operator_provenance(op: Operator) -> dict[str, Any]:
+    """The provenance a panel gave ``op`` (model, layer, head, ...), or {}."""
+    return dict(_NAMES[op][1]) if op in _NAMES else {}
+
+
+def _require_operator(op: Any) -> Operator:
+    if not isinstance(op, Operator):
+        raise InvalidOperatorError(f"expected a softrank_cert.Operator (load_operator, Operator.from_qk, ...), "
+                                   f"got {type(op).__name__}")
+    return op
+
+
+# --------------------------------------------------------------------------------------
+# Tolerances
+# --------------------------------------------------------------------------------------
+
+def parse_eps(eps: str | Iterable[str]) -> list[str]:
+    """Tolerances as exact decimal strings, sorted by value: ``"0.25"``, ``"0.1,0.25"`` or a list
+    of strings.  Floats are refused (the float 0.1 is not 1/10); so are repeats."""
+    items: list[Any] = [part.strip() for part in eps.split(",")] if isinstance(eps, str) else list(eps)
+    if not items:
+        raise InvalidToleranceError("no tolerance given")
+    for item in items:
+        if isinstance(item, (float, np.floating)):
+            raise InvalidToleranceError(f"tolerance {item!r} is a float: pass the exact decimal string '{item!r}' "
+                                        "(a float such as 0.1 is not exactly one tenth)")
+        parse_tolerance(item)
+    values = [parse_tolerance(item) for item in items]
+    if len(set(values)) != len(values):
+        raise InvalidToleranceError(f"a tolerance is listed twice: {', '.join(items)}")
+    return [item for _, item in sorted(zip(values, items))]
+
+
+# --------------------------------------------------------------------------------------
+# Certificates
+# --------------------------------------------------------------------------------------
+
+def _load_key(key: Any) -> Any:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from .certio.signing import load_private_key
+
+    return key if isinstance(key, Ed25519PrivateKey) else load_private_key(key)
+
+
+def certificate_for(name: str, op: Operator, brackets: Iterable[Any], provenance: Mapping[str, Any] | None = None,
+                    key: Any = None) -> dict[str, Any]:
+    """A certificate document (schema-checked) of verified brackets, signed with ``key`` (a key
+    file written by ``softrank keygen`` or an ``Ed25519PrivateKey``) when one is given.
+
+    ``brackets``: the driver's brackets or plain :class:`~softrank_cert.certio.certificate.Bracket`
+    values (the same field names)."""
+    from .certio.certificate import Bracket, LowerEnd, UpperEnd, certificate_document
+    from .certio.signing import sign_document, utc_now_rfc3339, verification_method_for
+
+    plain = [Bracket(b.eps, LowerEnd(b.lower.k, b.lower.method, b.lower.X, b.lower.Y),
+                     UpperEnd(b.upper.r, b.upper.construction, b.upper.U, b.upper.W)) for b in brackets]
+    document = certificate_document(name, op, plain, created=utc_now_rfc3339(), provenance=dict(provenance or {}) or None)
+    if key is None:
+        return document
+    private = _load_key(key)
+    return sign_document(document, private, created=utc_now_rfc3339(),
+                         verification_method=verification_method_for(private.public_key()))
+
+
+def _write_json(target: Path, document: Any) -> Path:
+    from .cli.common import canonical_dump, write_text_atomic
+
+    write_text_atomic(target, canonical_dump(document))
+    return target
+
+
+@dataclass(frozen=True, eq=False)
+class BracketResult:
+    """Kernel-verified brackets of one operator, one per tolerance (ascending).
+
+    ``lower`` / ``upper`` / ``resolved`` map each tolerance to its verified ends; ``brackets``
+    holds the ends themselves (ranks, arrays, methods and the kernel's verdicts).
+    """
+
+    operator: Operator = field(repr=False)
+    brackets: tuple[Any, ...] = field(repr=False)
+    operator_id: str = "operator"
+    provenance: dict[str, Any] = field(default_factory=dict, repr=False)
+    seconds: float = 0.0
+    budget_seconds: float | None = None
+
+    @property
+    def eps(self) -> tuple[str, ...]:
+        return tuple(b.eps for b in self.brackets)
+
+    @property
+    def lower(self) -> dict[str, int]:
+        """Verified lower end ``k`` (``r_eps >= k``) per tolerance."""
+        return {b.eps: b.lower.k for b in self.brackets}
+
+    @property
+    def upper(self) -> dict[str, int]:
+        """Verified upper end ``r`` (``r_eps <= r``) per tolerance."""
+        return {b.eps: b.upper.r for b in self.brackets}
+
+    @property
+    def resolved(self) -> dict[str, bool]:
+        """Whether the two ends meet (``r_eps`` known exactly) per tolerance."""
+        return {b.eps: b.lower.k == b.upper.r for b in self.brackets}
+
+    def __getitem__(self, eps: str) -> Any:
+        value = parse_tolerance(eps)
+        for b in self.brackets:
+            if parse_tolerance(b.eps) == value:
+                return b
+        raise KeyError(eps)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.brackets)
+
+    def __len__(self) -> int:
+        return len(self.brackets)
+
+    def to_certificate(self, key: Any = None, *, operator_id: str | None = None) -> dict[str, Any]:
+        """The certificate document (a dict), signed when ``key`` is given."""
+        return certificate_for(operator_id or self.operator_id, self.operator, self.brackets, self.provenance, key)
+
+    def save(self, path: str | os.PathLike[str], key: Any = None, *, operator_id: str | None = None) -> Path:
+        """Write the certificate to ``path`` (atomically; a folder or unwritable place is refused)."""
+        target = check_output(path)
+        document = self.to_certificate(key, operator_id=operator_id)
+        return _write_json(target, document)
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain summary (no arrays): ends, methods and verdicts per tolerance."""
+        return {"operator": self.operator_id, "p": self.operator.p, "seconds": round(self.seconds, 3),
+                "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r, "resolved": b.lower.k == b.upper.r,
+                              "lower_method": b.lower.method, "upper_construction": b.upper.construction}
+                             for b in self.brackets]}
+
+    def __repr__(self) -> str:
+        m, n = self.operator.shape
+        ends = ", ".join(f"{b.eps}: {b.lower.k} (resolved)" if b.lower.k == b.upper.r else f"{b.eps}: [{b.lower.k}, {b.upper.r}]"
+                         for b in self.brackets)
+        return f"<BracketResult {self.operator_id} ({m}x{n} {self.operator.kind}) eps {ends}; {self.seconds:.1f} s>"
+
+
+def check_output(path: str | os.PathLike[str]) -> Path:
+    """Pre-flight check of an output file (exit 2 / InvalidInputError for a folder, a non-regular
+    file or an unwritable place)."""
+    from .cli.common import check_output_file
+
+    return check_output_file(path, "path")
+
+
+def bracket(op: Operator, eps: str | Iterable[str], *, budget_seconds: float | None = None,
+            progress: Progress | None = None) -> BracketResult:
+    """Kernel-verified brackets ``[lower, upper]`` of ``r_eps(A)`` at each tolerance.
+
+    ``eps``: ``"0.25"``, ``"0.1,0.25"`` or a list of decimal strings.  ``budget_seconds``: solver
+    time for all tolerances together (default
+    :func:`~softrank_cert.solvers.bracket.default_budget_seconds`: 16 s at 128 x 128, between 4
+    and 600 s; ``math.inf`` for no bound).  ``progress(stage, elapsed, budget)`` after each
+    search stage.
+    """
+    from .solvers.bracket import bracket_operator
+
+    op = _require_operator(op)
+    eps_list = parse_eps(eps)
+    if budget_seconds is not None and not budget_seconds > 0:
+        raise InvalidInputError("budget_seconds must be > 0")
+    start = time.perf_counter()
+    brackets = bracket_operator(op, eps_list, budget_seconds=budget_seconds, progress=progress)
+    return BracketResult(op, tuple(brackets), operator_id(op), operator_provenance(op), time.perf_counter() - start,
+                         budget_seconds)
+
+
+def profile(op: Operator, grid: str | Iterable[str] | None = None, *, budget_seconds: float | None = None,
+            progress: Progress | None = None) -> Any:
+    """The two certified curves of ``op`` (:class:`~softrank_cert.rank_profile.Profile`).
+
+    For each k the largest verified tolerance ``t_k`` with ``r_eps >= k`` for every eps <= t_k,
+    for each r the smallest verified ``e_r`` with ``r_eps <= r`` for every eps >= e_r.  The
+    searches aim at ``grid`` (default: 11 tolerances from 0.02 to 0.9) within
+    ``budget_seconds`` (default as for :func:`bracket`).  ``.bracket(eps)`` reads certificates
+    off the profile, ``.figure()`` draws it, ``.to_json()`` lists every VERIFIED step.
+    """
+    from .rank_profile import compute_profile
+
+    op = _require_operator(op)
+    return compute_profile(op, None if grid is None else parse_eps(grid), budget_seconds=budget_seconds,
+                           progress=progress, operator_id=operator_id(op), provenance=operator_provenance(op))
+
+
+# --------------------------------------------------------------------------------------
+# Verification
+# --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class VerifyReport:
+    """What re-checking one certificate established: one ``(lower, upper)`` kernel verdict
+    pair per bracket, in file order."""
+
+    source: str
+    operator_id: str
+    signer: str | None
+    pairs: tuple[tuple[Verdict, Verdict], ...] = field(repr=False)
+
+    @property
+    def verdicts(self) -> tuple[Verdict, ...]:
+        """All verdicts in file order (lower, upper, lower, upper, ...)."""
+        return tuple(v for pair in self.pairs for v in pair)
+
+    @property
+    def path(self) -> str:
+        """The source as ``softrank-verify`` names it (the file path, ``<bytes>`` or ``<document>``)."""
+        return self.source
+
+    @property
+    def ok(self) -> bool:
+        """True when every claim is VERIFIED."""
+        return all(v.status is Status.VERIFIED for v in self.verdicts)
+
+    @property
+    def exit_code(self) -> int:
+        """The ``softrank-verify`` exit code of this certificate (0, 1 or 3)."""
+        from .errors import EXIT_INCONCLUSIVE, EXIT_REJECTED, EXIT_VERIFIED
+
+        statuses = {v.status for v in self.verdicts}
+        return (EXIT_REJECTED if Status.REJECTED in statuses else EXIT_INCONCLUSIVE if Status.INCONCLUSIVE in statuses
+                else EXIT_VERIFIED)
+
+    def __iter__(self) -> Iterator[tuple[Verdict, Verdict]]:
+        return iter(self.pairs)
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __repr__(self) -> str:
+        def short(v: Verdict) -> str:
+            return v.rank.__str__() if v.status is Status.VERIFIED else f"{v.rank}:{v.status.value}"
+
+        body = ", ".join(f"{lo.eps}: [{short(lo)}, {short(up)}]" for lo, up in self.pairs)
+        status = "all VERIFIED" if self.ok else "NOT all verified"
+        signed = f"; signed by {self.signer.split('#', 1)[0]}" if self.signer else "; unsigned"
+        return f"<VerifyReport {self.operator_id}: {status}; eps {body}{signed}>"
+
+
+def _trusted(trusted_keys: Any) -> frozenset[str] | None:
+    from .certio.signing import load_trusted_keys
+
+    if trusted_keys is None:
+        return None
+    if isinstance(trusted_keys, (str, os.PathLike)) and not str(trusted_keys).startswith("did:key:"):
+        return load_trusted_keys(trusted_keys)
+    keys = [trusted_keys] if isinstance(trusted_keys, str) else list(trusted_keys)
+    for entry in keys:
+        if not isinstance(entry, str) or not entry.startswith("did:key:") or "#" in entry:
+            raise InvalidInputError(f"trusted key {entry!r:.100} is not a did:key DID")
+    return frozenset(keys)
+
+
+def _exists(path: str) -> bool:
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):  # a name too long or with a NUL byte is no file
+        return False
+
+
+def verify(source: str | os.PathLike[str] | bytes | Mapping[str, Any], *, trusted_keys: Any = None,
+           require_signature: bool = False, max_prec: int = DEFAULT_MAX_PREC, kernel: str = "auto",
+           max_memory: int | str | None = None) -> VerifyReport:
+    """Re-check a certificate end to end (schema, hashes, signature, every claim with the kernel).
+
+    ``source``: a file path, the file's bytes, or the parsed JSON document (a dict) -- all three
+    give the same verdicts, and nothing is written anywhere.  ``trusted_keys``: a keys file
+    (``.pub`` or a ``did:key`` list) or an iterable of ``did:key`` strings.  ``kernel``: ``auto``,
+    ``arb``, ``float64`` or ``exact`` (as ``softrank-verify --kernel``).  ``max_memory`` (bytes,
+    or a size such as ``"4G"``): what the Arb path may use when the float64 path cannot decide a
+    claim (default: a safe share of the machine, see :mod:`softrank_cert.memory`); a check that
+    would not fit raises :class:`~softrank_cert.errors.KernelLimitError` (not checked).  Invalid
+    input raises :class:`~softrank_cert.errors.InvalidInputError` with a one-line reason.
+    """
+    from .memory import parse_size, process_limit
+    from .verification import verify_certificate_bytes, verify_certificate_document, verify_certificate_file
+
+    if isinstance(max_memory, str):
+        max_memory = parse_size(max_memory, "max_memory")
+    options = {"trusted_keys": _trusted(trusted_keys), "require_signature": require_signature, "max_prec": max_prec,
+               "kernel": kernel, "memory_limit": process_limit(max_memory) if kernel in ("auto", "arb") else None}
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        report = verify_certificate_bytes(bytes(source), **options)
+    elif isinstance(source, Mapping):
+        report = verify_certificate_document(source, **options)
+    elif isinstance(source, (str, os.PathLike)):
+        if isinstance(source, str) and source.lstrip().startswith("{") and not _exists(source):
+            raise InvalidInputError("verify() reads a str as a file path; pass JSON text as bytes (text.encode())")
+        report = verify_certificate_file(source, **options)
+    else:
+        raise InvalidInputError(f"verify() takes a path, bytes or a dict, not {type(source).__name__}")
+    verdicts = report.verdicts
+    pairs = tuple((verdicts[i], verdicts[i + 1]) for i in range(0, len(verdicts), 2))
+    return VerifyReport(report.path, report.operator_id, report.signer, pairs)
+
