@@ -46,7 +46,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from . import __version__
-from .errors import InvalidInputError, SoftrankError
+from .errors import SoftrankError
 
 FORMAT = "softrank-campaign"
 VERSION = 1
@@ -201,11 +201,3 @@ def reusable_certificate(path: Path, name: str, op: Any, eps_list: list[str], si
     if [b.eps for b in certificate.brackets] != list(eps_list):
         return None, "certificate has other tolerances (" + ",".join(b.eps for b in certificate.brackets) + ")"
     return certificate, ""
-
-
-def check_resume_folder(out: Path, resume: bool) -> None:
-    """``--resume`` into a folder whose manifest is unreadable is fine (everything is re-checked),
-    but a manifest path that is a folder is refused before any work."""
-    path = Path(out) / MANIFEST_NAME
-    if path.exists() and not path.is_file():
-        raise InvalidInputError(f"{path} exists and is not a regular file")

@@ -25,6 +25,7 @@ examples:
   softrank bracket panel.npz --operator minilm/apache2/w64/L0H3 --eps 0.25 --out cert.json
   softrank bracket panel.npz --all --eps 0.1,0.25,0.5 --out certs/ --key issuer.key --budget-seconds 30
   softrank bracket panel.npz --all --eps 0.25 --out certs/ --jobs 4
+  softrank bracket panel.npz --all --eps 0.25 --out certs/ --jobs 4 --resume    # after an interruption
   softrank bracket panel.npz --all --eps 0.25 --out certs/ --scheduler tcp://10.0.0.5:8786
 
 With --all (or several --operator, or an --out that ends in '/' or names a folder), --out is
