@@ -36,13 +36,14 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from softrank_cert.cli.analyze_cmd import analysis, analysis_figure, markdown_report  # noqa: E402
+from softrank_cert.studies.analyze import analysis  # noqa: E402
+from softrank_cert.studies.analyze_report import analysis_figure, markdown_report  # noqa: E402
 from softrank_cert.cli.bracket_cmd import bracket_document, bracket_task, certificate_path  # noqa: E402
-from softrank_cert.cli.common import OutputFiles, int_list  # noqa: E402
+from softrank_cert.cli.common import OutputFiles, comma_items, int_list  # noqa: E402
 from softrank_cert.cli.keys import write_json_atomic  # noqa: E402
 from softrank_cert.models import build_panel, write_panel  # noqa: E402
-from softrank_cert.operators_npz import PROVENANCE_KEY, load_operators  # noqa: E402
-from softrank_cert.parallel import pack_operator, run_ordered  # noqa: E402
+from softrank_cert.plumbing.operators_npz import PROVENANCE_KEY, load_operators, natural_key  # noqa: E402
+from softrank_cert.plumbing.parallel import pack_operator, run_ordered  # noqa: E402
 
 DOCUMENTS = ("apache2", "mpl2", "gpl3")
 WIDTHS = (64, 128, 256)
@@ -80,7 +81,7 @@ def bracket_missing(panel: Path, certs: Path, eps_list: list[str], budgets: dict
     """Bracket every operator of ``panel`` that has no certificate under ``certs`` yet (written one
     by one as they finish, so an interrupted run resumes; each operator's solver seconds are
     appended to ``log``, JSON Lines).  Returns per-width seconds of this run."""
-    from softrank_cert.budgets import name_fields
+    from softrank_cert.studies.budgets import name_fields
 
     items = load_operators(panel)
     todo = [item for item in items if not certificate_path(certs, item.name).is_file()]
@@ -130,8 +131,8 @@ def comparison(report: dict) -> str:
         return f"{e['concordance']:.3f} [{e['ci'][0]:.3f}, {e['ci'][1]:.3f}]"
 
     def per(name: str, key: str) -> str:
-        return ", ".join(f"{v} {e['concordance']:.2f}" for v, e in s[name][f"by_{key}"].items()
-                         if e["concordance"] is not None)
+        items = sorted(s[name][f"by_{key}"].items(), key=lambda item: natural_key(str(item[0])))
+        return ", ".join(f"{v} {e['concordance']:.2f}" for v, e in items if e["concordance"] is not None)
 
     parts = [f"Certified concordance over {s['intrinsic']['pairs']} certified-ordered pairs: intrinsic "
              f"{conc('intrinsic')}, native {conc('native')}, calibrated baseline {conc('baseline')} (in-sample), "
@@ -153,17 +154,28 @@ def comparison(report: dict) -> str:
                         f"{d['concordance_difference_ci'][1]:+.4f}]"
                         f"{' (includes zero)' if d['concordance_ci_includes_zero'] else ''}")
     parts.append("Held out (with score - baseline): " + "; ".join(held) + ".")
-    helps = [f"{scheme}/{name}" for scheme, h in report["heldout"].items() if "added" in h
-             for name, d in h["added"].items() if name in ("intrinsic", "native")
-             and ((d["loss_difference_ci"] and d["loss_difference_ci"][1] < 0)
-                  or (d["concordance_difference_ci"] and d["concordance_difference_ci"][0] > 0))]
+    helps, hurts = [], []
+    for scheme, h in report["heldout"].items():
+        for name, d in h.get("added", {}).items():
+            if name not in ("intrinsic", "native"):
+                continue
+            if d["loss_difference_ci"] and d["loss_difference_ci"][1] < 0:
+                helps.append(f"{scheme}/{name} (interval loss {d['loss_difference']:+.4f})")
+            if d["concordance_difference_ci"] and d["concordance_difference_ci"][0] > 0:
+                helps.append(f"{scheme}/{name} (concordance {d['concordance_difference']:+.4f} on a held-out "
+                             f"baseline concordance of {h['models']['baseline']['concordance']:.3f})")
+            if d["loss_difference_ci"] and d["loss_difference_ci"][0] > 0:
+                hurts.append(f"{scheme}/{name} (interval loss {d['loss_difference']:+.4f})")
     if helps:
         parts.append("Beside the research's finding (no detectable held-out information beyond a calibrated "
-                     f"baseline): here the interval excludes zero on the helpful side for {', '.join(helps)} -- "
-                     "a disagreement on this panel, where every bracket end is kernel-verified.")
+                     "baseline): an interval excludes zero on the helpful side for " + "; ".join(helps)
+                     + " -- detectable on this panel, where every bracket end is kernel-verified, but small next to "
+                     "what the baseline already explains" + ("; the held-out interval loss gets worse for "
+                                                            + "; ".join(hurts) if hurts else "") + ".")
     else:
         parts.append("Beside the research's finding: agreement -- neither score adds detectable held-out "
-                     "information beyond the calibrated baseline (no interval excludes zero on the helpful side).")
+                     "information beyond the calibrated baseline (no interval excludes zero on the helpful side)"
+                     + ("; the held-out interval loss gets worse for " + "; ".join(hurts) if hurts else "") + ".")
     inv = report["invariance"]
     parts.append(f"Invariance: under Q -> Q D, K -> K D^-1 (power-of-two D) brackets were identical for "
                  f"{inv['brackets_identical']}/{inv['checked']} operators, C / tau / kappa / intrinsic bit-identical "
@@ -186,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "results")
     ap.add_argument("--brackets-only", action="store_true", help="build the panels and certificates, then stop")
     args = ap.parse_args(argv)
-    documents = [d.strip() for d in args.documents.split(",") if d.strip()]
+    documents = comma_items(args.documents)
     eps_list = [e.strip() for e in args.eps.split(",")]
     budgets = {w: (args.budget_seconds if args.budget_seconds else BUDGETS.get(w, max(BUDGETS.values())))
                for w in args.widths}

@@ -63,7 +63,7 @@ def tsvd_rank(errors: np.ndarray, eps: float, p: int) -> int:
 
 def solve(task: tuple[str, dict, list[str], float | None]) -> dict:
     """Bracket one (packed) operator in a worker process and describe the result."""
-    from softrank_cert.parallel import unpack_operator
+    from softrank_cert.plumbing.parallel import unpack_operator
     from softrank_cert.solvers.bracket import default_budget_seconds
 
     name, spec, eps_list, budget = task
@@ -181,7 +181,7 @@ def main() -> None:
             ops += minilm_panel(args.width, doc)[offsets[min(i, len(offsets) - 1)]:: args.every]
     else:
         ops = synthetic_panel(args.count, args.width)[:: args.every]
-    from softrank_cert.parallel import pack_operator
+    from softrank_cert.plumbing.parallel import pack_operator
 
     tasks = [(name, pack_operator(op), eps_list, args.budget) for name, op in ops]
     rows: list[dict] = []

@@ -94,7 +94,7 @@ def main() -> None:
                 walls[kernel].append(time.perf_counter() - t0)
                 if proc.returncode != 0:
                     sys.exit(f"softrank-verify --kernel {kernel} exited {proc.returncode}: {proc.stderr.strip()}")
-                engines = {c["engine"] for f in json.loads(proc.stdout)["files"] for c in f["claims"] if c["side"] == "upper"}
+                engines = {c["checked_by"] for f in json.loads(proc.stdout)["files"] for c in f["claims"] if c["side"] == "upper"}
                 if engines != ({"float64"} if kernel == "auto" else {"arb"}):
                     sys.exit(f"--kernel {kernel}: upper ends decided by {sorted(engines)}")
             numpy_times.append(numpy_recompute(cert))

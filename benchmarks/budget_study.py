@@ -3,7 +3,7 @@
 For each document (examples/data/apache2.txt, examples/data/mpl2.txt) and block width w, the
 panel holds every head's attention of the first w tokens over themselves (``softrank panel``
 machinery).  Each head is bracketed at one tolerance with kernel-VERIFIED ends, then a cheap
-pass aims at the budgets (``softrank_cert.budgets``), and every budget is classified feasible
+pass aims at the budgets (``softrank_cert.studies.budgets``), and every budget is classified feasible
 (verified upper end <= b), impossible (verified lower end > b) or unresolved.  Writes
 benchmarks/results/budgets.json (report + per-width timings + machine), budgets.md (table, timings
 and a paragraph comparing the measured direction with the research's finding: budgets feasible
@@ -33,13 +33,13 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from softrank_cert.budgets import NO_WIDTH, parse_budgets  # noqa: E402
-from softrank_cert.cli.budgets_cmd import markdown_table, plot_budgets, study  # noqa: E402
-from softrank_cert.cli.common import write_text_atomic  # noqa: E402
-from softrank_cert.cli.common import int_list  # noqa: E402
+from softrank_cert.studies.budgets import NO_WIDTH, parse_budgets, study  # noqa: E402
+from softrank_cert.studies.budgets_plot import plot_budgets  # noqa: E402
+from softrank_cert.cli.budgets_cmd import markdown_table  # noqa: E402
+from softrank_cert.cli.common import comma_items, int_list, write_text_atomic  # noqa: E402
 from softrank_cert.cli.keys import write_json_atomic  # noqa: E402
 from softrank_cert.models import build_panel, write_panel  # noqa: E402
-from softrank_cert.operators_npz import PROVENANCE_KEY  # noqa: E402
+from softrank_cert.plumbing.operators_npz import PROVENANCE_KEY  # noqa: E402
 
 DOCUMENTS = ("apache2", "mpl2")
 #: Default search seconds per operator (bracket, and at most as much again for the budget pass),
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--panels-dir", type=Path, help="keep the panels here (default: a temporary folder)")
     args = ap.parse_args(argv)
     budgets = parse_budgets(args.budgets)
-    documents = [d.strip() for d in args.documents.split(",") if d.strip()]
+    documents = comma_items(args.documents)
     if args.jobs > 1:  # one BLAS thread per worker: N workers must not fight over the cores
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ.setdefault(var, "1")

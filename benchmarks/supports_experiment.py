@@ -23,7 +23,8 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from softrank_cert.geometry.supports import DEFAULT_KAPPAS, SUPPORTS, plot_sweeps, sweep, sweep_document
+from softrank_cert.geometry.supports import SUPPORTS
+from softrank_cert.studies.supports import DEFAULT_KAPPAS, plot_sweeps, sweep, sweep_document
 
 
 def main() -> None:
@@ -50,15 +51,16 @@ def main() -> None:
             doc = sweep_document(support, dim, args.eps, args.n, points)
             doc["seconds"] = round(time.perf_counter() - t0, 1)
             docs.append(doc)
-            print(f"{support} d={dim}: theory {doc['exponent_theory']}, fit lower {doc['exponent_fit_lower']}, "
-                  f"upper {doc['exponent_fit_upper']}, {doc['seconds']} s", file=sys.stderr, flush=True)
+            print(f"{support} d={dim}: theory {doc['exponent_theory']}, fit lower {doc['estimates']['exponent_fit_lower']}, "
+                  f"upper {doc['estimates']['exponent_fit_upper']}, {doc['seconds']} s", file=sys.stderr, flush=True)
     for support in SUPPORTS:
         plot_sweeps([d for d in docs if d["support"] == support], str(out / f"supports_{support}.png"),
-                    title=f"{support}: certified rank brackets, eps {args.eps}, N = {args.n}")
+                    title=f"{support}: certified rank brackets")
     # extra C_r instances: small random qk operators (m = N = 12), brackets and truncated-SVD geometry
     import numpy as np
 
-    from softrank_cert.geometry.supports import _geometry_rows, stdout_to_stderr
+    from softrank_cert.geometry.supports import stdout_to_stderr
+    from softrank_cert.studies.supports import geometry_rows
     from softrank_cert.kernel import Operator
     from softrank_cert.solvers.bracket import bracket_operator
 
@@ -70,7 +72,7 @@ def main() -> None:
         with stdout_to_stderr():
             (b,) = bracket_operator(op, [args.eps], budget_seconds=1.0)
         random_points.append({"instance": index, "d": d, "scale": scale, "lower": b.lower.k, "upper": b.upper.r,
-                              "geometry": _geometry_rows(op, args.eps, b.lower.k, ranks)})
+                              "geometry": geometry_rows(op, args.eps, b.lower.k, ranks)})
     docs_for_cr = docs + [{"support": "random-qk-12x12", "dim": pt["d"], "points": [
         {"kappa": pt["scale"], "lower": pt["lower"], "geometry": pt["geometry"]}]} for pt in random_points]
     # C_r lower estimates: max over instances of certified lower / certified Phi upper (theorem assumed)
@@ -102,8 +104,8 @@ def main() -> None:
              + ", ".join(f"{k:g}" for k in DEFAULT_KAPPAS) + ") | upper ends | s |", "|" + "---|" * 8]
     fmt = lambda x: "n/a" if x is None else f"{x:.2f}"  # noqa: E731
     for d in docs:
-        lines.append(f"| {d['support']} | {d['dim']} | {d['exponent_theory']:g} | {fmt(d['exponent_fit_lower'])} | "
-                     f"{fmt(d['exponent_fit_upper'])} | {' '.join(str(p['lower']) for p in d['points'])} | "
+        lines.append(f"| {d['support']} | {d['dim']} | {d['exponent_theory']:g} | {fmt(d['estimates']['exponent_fit_lower'])} | "
+                     f"{fmt(d['estimates']['exponent_fit_upper'])} | {' '.join(str(p['lower']) for p in d['points'])} | "
                      f"{' '.join(str(p['upper']) for p in d['points'])} | {d['seconds']} |")
     lines += ["", "| r | max lower/Phi | at | lower | Phi <= | tau <= |", "|---|---|---|---|---|---|"]
     for row in result["c_r_lower_estimates"]:

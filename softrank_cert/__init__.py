@@ -15,14 +15,23 @@ Python API (see README "Python API"; names load on first use)::
 
 Layout (the trust boundary is the folder layout):
 
-* ``softrank_cert.kernel``  -- TRUSTED. Exact input parsing, Arb enclosures, the verify
-  functions and the verdict type. Imports python-flint, the standard library and numpy
-  (array plumbing only).
+* ``softrank_cert.kernel``  -- TRUSTED. Exact input parsing, Arb enclosures, the checks and
+  the one verdict constructor; ``kernel.float64`` is its float64 path with proved rounding
+  bounds. Imports python-flint, the standard library and numpy (array plumbing only).
+* ``softrank_cert.exact_kernel`` -- TRUSTED, independent: the same checks in exact rational
+  arithmetic (``softrank-verify --kernel exact``).
+* ``softrank_cert.verification`` -- certificate bytes -> kernel claims -> verdicts (the one
+  verification path; decides nothing itself).
 * ``softrank_cert.certio``  -- certificate format (JSON Schema, arrays, eddsa-jcs-2022 proofs).
 * ``softrank_cert.solvers`` -- UNTRUSTED float64 proposers of bracket ends.
 * ``softrank_cert.models``  -- UNTRUSTED loaders of real checkpoints.
-* ``softrank_cert.api``, ``softrank_cert.rank_profile`` -- the Python API (front end).
-* ``softrank_cert.cli``     -- front ends (``softrank``, ``softrank-verify``), callers of the API.
+* ``softrank_cert.geometry`` -- interaction geometry; its certified bounds
+  (``geometry.bounds``) are built on the kernel's public enclosures.
+* ``softrank_cert.studies`` -- UNTRUSTED studies: audit, budgets, rank profile, analyze.
+* ``softrank_cert.plumbing`` -- UNTRUSTED front-end plumbing: operator files, worker pools,
+  campaigns, memory, number formats, the JSON contract, figures.
+* ``softrank_cert.api``, ``softrank_cert.errors`` -- the Python API and the one exception
+  hierarchy; ``softrank_cert.cli`` -- ``softrank`` and ``softrank-verify``, callers of the API.
 """
 
 __version__ = "0.1.0"
@@ -33,7 +42,7 @@ _API = {
     "Operator": "kernel", "Status": "kernel", "Verdict": "kernel",
     "load_operator": "api", "load_panel": "api", "operator_id": "api", "bracket": "api", "verify": "api",
     "profile": "api", "operator_provenance": "api", "BracketResult": "api", "VerifyReport": "api",
-    "Profile": "rank_profile", "LowerStep": "rank_profile", "UpperStep": "rank_profile",
+    "Profile": "studies.rank_profile", "LowerStep": "studies.rank_profile", "UpperStep": "studies.rank_profile",
     "SoftrankError": "errors", "InvalidInputError": "errors",
 }
 

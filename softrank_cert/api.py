@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import numpy as np
 
 from .errors import InvalidInputError, InvalidOperatorError, InvalidToleranceError
-from .kernel import DEFAULT_MAX_PREC, Operator, Status, Verdict, parse_tolerance
+from .kernel import DEFAULT_MAX_PREC, Operator, parse_tolerance
+from .verification import VerifyReport, verify_certificate_bytes, verify_certificate_document, verify_certificate_file
 
 Progress = Callable[[str, float, float], None]
 
@@ -50,7 +51,7 @@ _NAMES: "weakref.WeakKeyDictionary[Operator, tuple[str, dict[str, Any]]]" = weak
 def load_operator(path: str | os.PathLike[str], name: str | None = None) -> Operator:
     """One operator of an ``.npz`` file: ``Q``/``K`` (optional ``beta``, ``causal``), ``S`` or ``A``;
     in a panel (``NAME/Q``, ...) the one called ``name`` (needed when it holds several)."""
-    from .operators_npz import load_operators, operator_names
+    from .plumbing.operators_npz import load_operators, operator_names
 
     if name is None:
         names = operator_names(path) if Path(path).is_file() else []
@@ -64,7 +65,7 @@ def load_operator(path: str | os.PathLike[str], name: str | None = None) -> Oper
 
 def load_panel(path: str | os.PathLike[str]) -> dict[str, Operator]:
     """Every operator of a panel ``.npz``, by name (natural order: ``L0H2`` before ``L0H10``)."""
-    from .operators_npz import load_operators
+    from .plumbing.operators_npz import load_operators
 
     out: dict[str, Operator] = {}
     for item in load_operators(path):
@@ -137,13 +138,13 @@ def certificate_for(name: str, op: Operator, brackets: Iterable[Any], provenance
     """A certificate document (schema-checked) of verified brackets, signed with ``key`` (a key
     file written by ``softrank keygen`` or an ``Ed25519PrivateKey``) when one is given.
 
-    ``brackets``: the driver's brackets or plain :class:`~softrank_cert.certio.certificate.Bracket`
-    values (the same field names)."""
-    from .certio.certificate import Bracket, LowerEnd, UpperEnd, certificate_document
+    ``brackets``: :class:`~softrank_cert.solvers.bracket.VerifiedBracket` values (the driver's,
+    converted by their :meth:`~softrank_cert.solvers.bracket.VerifiedBracket.to_certificate`) or
+    plain :class:`~softrank_cert.certio.certificate.Bracket` values."""
+    from .certio.certificate import Bracket, certificate_document
     from .certio.signing import sign_document, utc_now_rfc3339, verification_method_for
 
-    plain = [Bracket(b.eps, LowerEnd(b.lower.k, b.lower.method, b.lower.X, b.lower.Y),
-                     UpperEnd(b.upper.r, b.upper.construction, b.upper.U, b.upper.W)) for b in brackets]
+    plain = [b if isinstance(b, Bracket) else b.to_certificate() for b in brackets]
     document = certificate_document(name, op, plain, created=utc_now_rfc3339(), provenance=dict(provenance or {}) or None)
     if key is None:
         return document
@@ -262,7 +263,7 @@ def bracket(op: Operator, eps: str | Iterable[str], *, budget_seconds: float | N
 
 def profile(op: Operator, grid: str | Iterable[str] | None = None, *, budget_seconds: float | None = None,
             progress: Progress | None = None) -> Any:
-    """The two certified curves of ``op`` (:class:`~softrank_cert.rank_profile.Profile`).
+    """The two certified curves of ``op`` (:class:`~softrank_cert.studies.rank_profile.Profile`).
 
     For each k the largest verified tolerance ``t_k`` with ``r_eps >= k`` for every eps <= t_k,
     for each r the smallest verified ``e_r`` with ``r_eps <= r`` for every eps >= e_r.  The
@@ -270,7 +271,7 @@ def profile(op: Operator, grid: str | Iterable[str] | None = None, *, budget_sec
     ``budget_seconds`` (default as for :func:`bracket`).  ``.bracket(eps)`` reads certificates
     off the profile, ``.figure()`` draws it, ``.to_json()`` lists every VERIFIED step.
     """
-    from .rank_profile import compute_profile
+    from .studies.rank_profile import compute_profile
 
     op = _require_operator(op)
     return compute_profile(op, None if grid is None else parse_eps(grid), budget_seconds=budget_seconds,
@@ -278,58 +279,8 @@ def profile(op: Operator, grid: str | Iterable[str] | None = None, *, budget_sec
 
 
 # --------------------------------------------------------------------------------------
-# Verification
+# Verification (the one path of softrank_cert.verification; VerifyReport is defined there)
 # --------------------------------------------------------------------------------------
-
-@dataclass(frozen=True, eq=False)
-class VerifyReport:
-    """What re-checking one certificate established: one ``(lower, upper)`` kernel verdict
-    pair per bracket, in file order."""
-
-    source: str
-    operator_id: str
-    signer: str | None
-    pairs: tuple[tuple[Verdict, Verdict], ...] = field(repr=False)
-
-    @property
-    def verdicts(self) -> tuple[Verdict, ...]:
-        """All verdicts in file order (lower, upper, lower, upper, ...)."""
-        return tuple(v for pair in self.pairs for v in pair)
-
-    @property
-    def path(self) -> str:
-        """The source as ``softrank-verify`` names it (the file path, ``<bytes>`` or ``<document>``)."""
-        return self.source
-
-    @property
-    def ok(self) -> bool:
-        """True when every claim is VERIFIED."""
-        return all(v.status is Status.VERIFIED for v in self.verdicts)
-
-    @property
-    def exit_code(self) -> int:
-        """The ``softrank-verify`` exit code of this certificate (0, 1 or 3)."""
-        from .errors import EXIT_INCONCLUSIVE, EXIT_REJECTED, EXIT_VERIFIED
-
-        statuses = {v.status for v in self.verdicts}
-        return (EXIT_REJECTED if Status.REJECTED in statuses else EXIT_INCONCLUSIVE if Status.INCONCLUSIVE in statuses
-                else EXIT_VERIFIED)
-
-    def __iter__(self) -> Iterator[tuple[Verdict, Verdict]]:
-        return iter(self.pairs)
-
-    def __len__(self) -> int:
-        return len(self.pairs)
-
-    def __repr__(self) -> str:
-        def short(v: Verdict) -> str:
-            return v.rank.__str__() if v.status is Status.VERIFIED else f"{v.rank}:{v.status.value}"
-
-        body = ", ".join(f"{lo.eps}: [{short(lo)}, {short(up)}]" for lo, up in self.pairs)
-        status = "all VERIFIED" if self.ok else "NOT all verified"
-        signed = f"; signed by {self.signer.split('#', 1)[0]}" if self.signer else "; unsigned"
-        return f"<VerifyReport {self.operator_id}: {status}; eps {body}{signed}>"
-
 
 def _trusted(trusted_keys: Any) -> frozenset[str] | None:
     from .certio.signing import load_trusted_keys
@@ -362,28 +313,23 @@ def verify(source: str | os.PathLike[str] | bytes | Mapping[str, Any], *, truste
     (``.pub`` or a ``did:key`` list) or an iterable of ``did:key`` strings.  ``kernel``: ``auto``,
     ``arb``, ``float64`` or ``exact`` (as ``softrank-verify --kernel``).  ``max_memory`` (bytes,
     or a size such as ``"4G"``): what the Arb path may use when the float64 path cannot decide a
-    claim (default: a safe share of the machine, see :mod:`softrank_cert.memory`); a check that
+    claim (default: a safe share of the machine, see :mod:`softrank_cert.plumbing.memory`); a check that
     would not fit raises :class:`~softrank_cert.errors.KernelLimitError` (not checked).  Invalid
     input raises :class:`~softrank_cert.errors.InvalidInputError` with a one-line reason.
     """
-    from .memory import parse_size, process_limit
-    from .verification import verify_certificate_bytes, verify_certificate_document, verify_certificate_file
+    from .plumbing.memory import parse_size, process_limit
 
     if isinstance(max_memory, str):
         max_memory = parse_size(max_memory, "max_memory")
     options = {"trusted_keys": _trusted(trusted_keys), "require_signature": require_signature, "max_prec": max_prec,
                "kernel": kernel, "memory_limit": process_limit(max_memory) if kernel in ("auto", "arb") else None}
     if isinstance(source, (bytes, bytearray, memoryview)):
-        report = verify_certificate_bytes(bytes(source), **options)
-    elif isinstance(source, Mapping):
-        report = verify_certificate_document(source, **options)
-    elif isinstance(source, (str, os.PathLike)):
+        return verify_certificate_bytes(bytes(source), **options)
+    if isinstance(source, Mapping):
+        return verify_certificate_document(source, **options)
+    if isinstance(source, (str, os.PathLike)):
         if isinstance(source, str) and source.lstrip().startswith("{") and not _exists(source):
             raise InvalidInputError("verify() reads a str as a file path; pass JSON text as bytes (text.encode())")
-        report = verify_certificate_file(source, **options)
-    else:
-        raise InvalidInputError(f"verify() takes a path, bytes or a dict, not {type(source).__name__}")
-    verdicts = report.verdicts
-    pairs = tuple((verdicts[i], verdicts[i + 1]) for i in range(0, len(verdicts), 2))
-    return VerifyReport(report.path, report.operator_id, report.signer, pairs)
+        return verify_certificate_file(source, **options)
+    raise InvalidInputError(f"verify() takes a path, bytes or a dict, not {type(source).__name__}")
 

@@ -1,24 +1,39 @@
-"""Re-checking a certificate file end to end (the engine behind ``softrank-verify``).
+"""Re-checking a certificate end to end (the engine behind ``softrank-verify``): the one
+verification path, from the certificate's bytes to one ``(lower, upper)`` verdict pair per bracket.
 
-Numbered steps, each failing closed with an :class:`~softrank_cert.errors.InvalidInputError`
+The steps, numbered once here (``certio`` and the code below refer to these numbers in ``# N.``
+comments).  Steps 0-6 fail closed with an :class:`~softrank_cert.errors.InvalidInputError`
 (exit 2) before the next one runs:
 
-1. read the file (size-checked) and parse JSON strictly; 2. check the JSON Schema; 3. decode arrays
-(size limits, base64, SHA-256) and the operator; 4. check the Data Integrity proof (if
-present; required with ``require_signature``; its signer must be trusted when
-``trusted_keys`` is given); 5. decide every claim with the trusted kernel (a certificate beyond
-the limits of ``kernel="exact"``, or whose Arb check would need more memory than this process
-may use, raises :class:`~softrank_cert.errors.KernelLimitError`, exit 5: not checked, not
-invalid); 6. check that
-no verified lower end exceeds a verified upper end at the same or a larger tolerance
-(``r_eps`` is non-increasing in eps) -- if it does, the kernel is wrong: fail loudly.
+0. **size** -- at most :data:`~softrank_cert.certio.certificate.MAX_CERTIFICATE_BYTES` bytes (a
+   file is read in pieces, never past the limit: :func:`~softrank_cert.certio.certificate.read_certificate_bytes`);
+1. **strict JSON** -- UTF-8; no duplicate key, NaN/Infinity, non-integer number or lone
+   surrogate (:func:`~softrank_cert.certio.certificate.parse_json_strict`);
+2. **schema** -- the JSON Schema of format version 1 (:func:`~softrank_cert.certio.certificate.check_schema`);
+3. **operator arrays** -- declared sizes against the limits before decoding, base64 length,
+   SHA-256, finiteness (:func:`~softrank_cert.certio.arrays.decode_array`, once per array);
+4. **operator** -- the kernel's :class:`~softrank_cert.kernel.Operator` (kind, shapes, beta, mask);
+5. **brackets** -- each eps parsed once to its exact rational (``Bracket.eps_value``), each end's
+   arrays decoded as in step 3 and their shapes checked against the operator, ``k <= p``, the
+   trivial witnesses' ``r`` (:func:`~softrank_cert.certio.certificate.decode_certificate`);
+6. **signature** -- the Data Integrity proof (eddsa-jcs-2022), if present; required with
+   ``require_signature``; its signer must be trusted when ``trusted_keys`` is given
+   (:func:`check_signature`);
+7. **claims** -- the trusted kernel decides every claim, lower then upper per bracket
+   (:func:`check_claims`); a certificate beyond the limits of ``kernel="exact"``, or whose Arb
+   check would need more memory than this process may use, raises
+   :class:`~softrank_cert.errors.KernelLimitError` (exit 5: not checked, not invalid);
+8. **consistency** -- no verified lower end exceeds a verified upper end at the same or a larger
+   tolerance (``r_eps`` is non-increasing in eps): if one does, the kernel is wrong, and
+   :class:`~softrank_cert.errors.InternalInvariantError` (exit 4) says so (:func:`check_consistency`).
 
-Step 1 has three entry points that share steps 2-6: a file (:func:`verify_certificate_file`),
+Three entry points share the steps: a file (:func:`verify_certificate_file`: step 0 reads it),
 its bytes (:func:`verify_certificate_bytes`) and an already parsed document
-(:func:`verify_certificate_document`, which re-encodes the dict and parses it strictly, so a
-float or a non-JSON value in it is refused exactly as in a file).  None of them writes anything.
+(:func:`verify_certificate_document`, which encodes the dict to bytes and goes the bytes way, so
+a float or a non-JSON value in it is refused exactly as in a file).  None of them writes anything.
 
-This module only orchestrates: every verdict comes from ``softrank_cert.kernel``.
+This module only orchestrates: every verdict comes from ``softrank_cert.kernel`` (which checks
+its own inputs again: it trusts no caller).
 """
 
 from __future__ import annotations
@@ -26,34 +41,56 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
-from .certio.certificate import MAX_CERTIFICATE_BYTES, Certificate, decode_certificate, parse_json_strict, read_json_file
+from .certio.certificate import (Bracket, Certificate, check_size, decode_certificate, parse_json_strict,
+                                 read_certificate_bytes)
 from .certio.signing import verify_document
 from .errors import (
     EXIT_INCONCLUSIVE, EXIT_REJECTED, EXIT_VERIFIED, CertificateFormatError, InternalInvariantError, InvalidInputError,
     KernelLimitError, SignatureError, SizeLimitError,
 )
 from .kernel import (
-    DEFAULT_MAX_PREC, Status, Verdict, parse_tolerance, verify_lower, verify_trivial_lower,
+    DEFAULT_MAX_PREC, Operator, Status, Verdict, parse_tolerance, verify_lower, verify_trivial_lower,
     verify_trivial_upper, verify_upper,
 )
 
+#: One ``(lower, upper)`` kernel verdict pair per bracket, in file order.
+Pairs = tuple[tuple[Verdict, Verdict], ...]
 
-@dataclass(frozen=True)
-class CertificateReport:
-    """What re-checking one certificate established."""
 
-    path: str
+@dataclass(frozen=True, eq=False)
+class VerifyReport:
+    """What re-checking one certificate established: one ``(lower, upper)`` kernel verdict
+    pair per bracket, in file order (``sc.verify`` and ``softrank-verify`` return this)."""
+
+    source: str
     operator_id: str
     signer: str | None
-    verdicts: tuple[Verdict, ...]
+    pairs: Pairs = field(repr=False)
     #: The decoded certificate whose claims were checked (the same bytes, decoded once).
-    certificate: Certificate | None = field(default=None, repr=False, compare=False)
+    certificate: Certificate | None = field(default=None, repr=False)
+
+    @property
+    def verdicts(self) -> tuple[Verdict, ...]:
+        """All verdicts in file order (lower, upper, lower, upper, ...)."""
+        return tuple(v for pair in self.pairs for v in pair)
+
+    @property
+    def path(self) -> str:
+        """The source as ``softrank-verify`` names it (the file path, ``<bytes>`` or ``<document>``)."""
+        return self.source
+
+    @property
+    def ok(self) -> bool:
+        """True when every claim is VERIFIED."""
+        return all(v.status is Status.VERIFIED for v in self.verdicts)
 
     @property
     def exit_code(self) -> int:
+        """The ``softrank-verify`` exit code of this certificate (0, 1 or 3)."""
         statuses = {v.status for v in self.verdicts}
         if Status.REJECTED in statuses:
             return EXIT_REJECTED
@@ -61,9 +98,24 @@ class CertificateReport:
             return EXIT_INCONCLUSIVE
         return EXIT_VERIFIED
 
+    def __iter__(self) -> Iterator[tuple[Verdict, Verdict]]:
+        return iter(self.pairs)
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __repr__(self) -> str:
+        def short(v: Verdict) -> str:
+            return v.rank.__str__() if v.status is Status.VERIFIED else f"{v.rank}:{v.status.value}"
+
+        body = ", ".join(f"{lo.eps}: [{short(lo)}, {short(up)}]" for lo, up in self.pairs)
+        status = "all VERIFIED" if self.ok else "NOT all verified"
+        signed = f"; signed by {self.signer.split('#', 1)[0]}" if self.signer else "; unsigned"
+        return f"<VerifyReport {self.operator_id}: {status}; eps {body}{signed}>"
+
 
 def check_signature(document: dict, *, trusted_keys: frozenset[str] | None, require_signature: bool) -> str | None:
-    """Step 4: the signer's verification method, or None for an unsigned certificate."""
+    """Step 6: the signer's verification method, or None for an unsigned certificate."""
     if "proof" not in document:
         if require_signature or trusted_keys is not None:
             raise SignatureError("certificate is not signed (a signature is required)")
@@ -74,7 +126,7 @@ def check_signature(document: dict, *, trusted_keys: frozenset[str] | None, requ
     return signer
 
 
-#: Checkers that step 5 can use: the kernel with its float64 path first and Arb balls for what
+#: Checkers that step 7 can use: the kernel with its float64 path first and Arb balls for what
 #: that cannot decide (``auto``, the default), the Arb balls only, the float64 path only
 #: (undecided -> INCONCLUSIVE), or the exact-rational second kernel.
 KERNELS = ("auto", "arb", "float64", "exact")
@@ -110,40 +162,42 @@ def _within_exact_limits(check):
 
 
 def check_claims(certificate: Certificate, *, max_prec: int = DEFAULT_MAX_PREC, kernel: str = "auto",
-                 memory_limit: int | None = None) -> tuple[Verdict, ...]:
-    """Step 5: one kernel verdict per bracket end, in file order (lower, upper per bracket).
+                 memory_limit: int | None = None) -> Pairs:
+    """Step 7: one ``(lower, upper)`` kernel verdict pair per bracket, in file order.
 
     With ``kernel`` ``auto`` or ``arb``, a claim that needs the Arb path (``auto``: one that the
-    float64 path leaves undecided) is first sized with :func:`~softrank_cert.memory.arb_check_bytes`:
+    float64 path leaves undecided) is first sized with :func:`~softrank_cert.plumbing.memory.arb_check_bytes`:
     the kernel is called with the highest precision of the schedule whose enclosures fit in
-    ``memory_limit`` bytes (default :func:`~softrank_cert.memory.process_limit`: a safe share of
+    ``memory_limit`` bytes (default :func:`~softrank_cert.plumbing.memory.process_limit`: a safe share of
     the machine, within any address-space limit).  When even 64 bits do not fit, or the claim is
     still INCONCLUSIVE where more precision would not fit, the certificate is *not checked*:
     :class:`KernelLimitError` (exit 5) with one line, raised before the kernel allocates -- never
     a process killed or aborted by a failed allocation."""
-    verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper = _kernel_functions(kernel)
+    checks = _kernel_functions(kernel)
     op = certificate.operator
     if kernel == "exact":  # refuse an operator beyond the exact kernel's limits before any claim
         from .exact_kernel import check_limits
 
         _within_exact_limits(check_limits)(op)
-    decide = _MemoryGuard(certificate, max_prec, kernel, memory_limit) if kernel in ("auto", "arb") else None
-    verdicts: list[Verdict] = []
-    for bracket in certificate.brackets:
-        lower, upper = bracket.lower, bracket.upper
-        if lower.X is None:
-            claim = (verify_trivial_lower, (op, bracket.eps, lower.k), {}, f"r_eps >= {lower.k}")
-        else:
-            claim = (verify_lower, (op, bracket.eps, lower.k, lower.X, lower.Y), {"method": lower.method},
-                     f"r_eps >= {lower.k}")
-        verdicts.append(decide(*claim, bracket.eps) if decide else claim[0](*claim[1], **claim[2], max_prec=max_prec))
-        if upper.U is None:
-            claim = (verify_trivial_upper, (op, bracket.eps, upper.r), {}, f"r_eps <= {upper.r}")
-        else:
-            claim = (verify_upper, (op, bracket.eps, upper.r, upper.U, upper.W), {"method": upper.construction},
-                     f"r_eps <= {upper.r}")
-        verdicts.append(decide(*claim, bracket.eps) if decide else claim[0](*claim[1], **claim[2], max_prec=max_prec))
-    return tuple(verdicts)
+    if kernel in ("auto", "arb"):
+        run = _MemoryGuard(certificate, max_prec, kernel, memory_limit)
+    else:
+        def run(check: Any, args: tuple, options: dict[str, Any], claim: str, eps: str) -> Verdict:
+            return check(*args, **options, max_prec=max_prec)
+    return tuple(tuple(run(*claim, bracket.eps) for claim in _claims(op, bracket, checks))  # lower, then upper
+                 for bracket in certificate.brackets)
+
+
+def _claims(op: Operator, bracket: Bracket, checks: tuple) -> tuple[tuple, tuple]:
+    """The kernel calls of one bracket's two ends, ``(check, args, options, claim)``: a trivial
+    end (no arrays) or one with its certificate / witness, lower then upper."""
+    verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper = checks
+    eps, lo, up = bracket.eps, bracket.lower, bracket.upper
+    lower = ((verify_trivial_lower, (op, eps, lo.k), {}) if lo.X is None
+             else (verify_lower, (op, eps, lo.k, lo.X, lo.Y), {"method": lo.method}))
+    upper = ((verify_trivial_upper, (op, eps, up.r), {}) if up.U is None
+             else (verify_upper, (op, eps, up.r, up.U, up.W), {"method": up.construction}))
+    return (*lower, f"r_eps >= {lo.k}"), (*upper, f"r_eps <= {up.r}")
 
 
 class _MemoryGuard:
@@ -157,8 +211,8 @@ class _MemoryGuard:
     """
 
     def __init__(self, certificate: Certificate, max_prec: int, kernel: str, memory_limit: int | None) -> None:
-        from .kernel.precision import precision_schedule
-        from .memory import arb_check_bytes, process_limit
+        from .kernel import precision_schedule
+        from .plumbing.memory import arb_check_bytes, process_limit
 
         op = certificate.operator
         self.max_prec = max_prec
@@ -177,7 +231,7 @@ class _MemoryGuard:
         self.cap = fits[-1] if fits else None
 
     def _refuse(self, what: str, index: int) -> KernelLimitError:
-        from .memory import format_bytes
+        from .plumbing.memory import format_bytes
 
         m, n = self.shape
         return KernelLimitError(
@@ -202,13 +256,26 @@ class _MemoryGuard:
         return verdict
 
 
-def check_consistency(verdicts: tuple[Verdict, ...], operator_id: str) -> None:
-    """Step 6: a verified ``r_eps1 >= k`` and a verified ``r_eps2 <= r`` with eps2 <= eps1 force k <= r."""
+def check_consistency(verdicts: Iterable[Verdict], operator_id: str,
+                      eps_values: Mapping[str, Fraction] | None = None) -> None:
+    """Step 8: a verified ``r_eps1 >= k`` and a verified ``r_eps2 <= r`` with eps2 <= eps1 force k <= r
+    (``proofs/bracket-consistency.md``, Theorem B); a violation is a kernel bug (exit 4).
+
+    ``eps_values``: the exact rationals of the eps strings, as step 5 parsed them (any eps
+    missing there is parsed here, once)."""
+    values = dict(eps_values or {})
+
+    def value(eps: str) -> Fraction:
+        if eps not in values:
+            values[eps] = parse_tolerance(eps)
+        return values[eps]
+
+    verdicts = tuple(verdicts)
     lowers = [v for v in verdicts if v.side == "lower" and v.status is Status.VERIFIED]
     uppers = [v for v in verdicts if v.side == "upper" and v.status is Status.VERIFIED]
     for lo in lowers:
         for up in uppers:
-            if parse_tolerance(up.eps) <= parse_tolerance(lo.eps) and lo.rank > up.rank:
+            if value(up.eps) <= value(lo.eps) and lo.rank > up.rank:
                 raise InternalInvariantError(
                     f"{operator_id}: verified r_eps >= {lo.rank} at eps {lo.eps} contradicts verified "
                     f"r_eps <= {up.rank} at eps {up.eps}: the checker is unsound, report this bug"
@@ -217,37 +284,35 @@ def check_consistency(verdicts: tuple[Verdict, ...], operator_id: str) -> None:
 
 def verify_certificate_file(path: str | Path, *, trusted_keys: frozenset[str] | None = None,
                             require_signature: bool = False, max_prec: int = DEFAULT_MAX_PREC,
-                            kernel: str = "auto", memory_limit: int | None = None) -> CertificateReport:
-    """Steps 1-6 for one file; raises InvalidInputError (exit 2) on invalid input and
+                            kernel: str = "auto", memory_limit: int | None = None) -> VerifyReport:
+    """Steps 0-8 for one file; raises InvalidInputError (exit 2) on invalid input and
     KernelLimitError (exit 5) when ``kernel="exact"`` cannot take the certificate, or the Arb
     path would need more than ``memory_limit`` bytes (see :func:`check_claims`)."""
-    document = read_json_file(path)                                  # 1
-    return _check_document(document, str(path), trusted_keys=trusted_keys, require_signature=require_signature,
-                           max_prec=max_prec, kernel=kernel, memory_limit=memory_limit)
+    raw = read_certificate_bytes(path)                                   # 0.
+    return _verify(raw, str(path), trusted_keys=trusted_keys, require_signature=require_signature,
+                   max_prec=max_prec, kernel=kernel, memory_limit=memory_limit)
 
 
 def verify_certificate_bytes(raw: bytes, *, source: str = "<bytes>", trusted_keys: frozenset[str] | None = None,
                              require_signature: bool = False, max_prec: int = DEFAULT_MAX_PREC,
-                             kernel: str = "auto", memory_limit: int | None = None) -> CertificateReport:
-    """Steps 1-6 for a certificate file's bytes (``source`` names it in the report)."""
-    if len(raw) > MAX_CERTIFICATE_BYTES:                             # 1
-        raise CertificateFormatError(f"{source}: more than {MAX_CERTIFICATE_BYTES} bytes, the certificate size limit")
-    document = parse_json_strict(bytes(raw))
-    return _check_document(document, source, trusted_keys=trusted_keys, require_signature=require_signature,
-                           max_prec=max_prec, kernel=kernel, memory_limit=memory_limit)
+                             kernel: str = "auto", memory_limit: int | None = None) -> VerifyReport:
+    """Steps 0-8 for a certificate file's bytes (``source`` names it in the report)."""
+    check_size(raw, source)                                              # 0.
+    return _verify(bytes(raw), source, trusted_keys=trusted_keys, require_signature=require_signature,
+                   max_prec=max_prec, kernel=kernel, memory_limit=memory_limit)
 
 
 def verify_certificate_document(document: Mapping[str, Any], *, source: str = "<document>",
                                 trusted_keys: frozenset[str] | None = None, require_signature: bool = False,
                                 max_prec: int = DEFAULT_MAX_PREC, kernel: str = "auto",
-                                memory_limit: int | None = None) -> CertificateReport:
-    """Steps 1-6 for a parsed certificate (e.g. ``json.load`` output).
+                                memory_limit: int | None = None) -> VerifyReport:
+    """Steps 0-8 for a parsed certificate (e.g. ``json.load`` output).
 
-    The document is encoded to JSON text and parsed strictly again, so it is held to the rules
+    The document is encoded to JSON text and verified as those bytes, so it is held to the rules
     of a file: no float, NaN, non-string key or non-JSON value (a file can be checked only for
     duplicate keys before parsing; a dict has none)."""
     try:
-        text = json.dumps(_plain_json(document), allow_nan=False)  # 1 (ASCII: lone surrogates stay escapes)
+        text = json.dumps(_plain_json(document), allow_nan=False)  # ASCII: lone surrogates stay escapes
     except RecursionError:
         raise CertificateFormatError("JSON nesting is too deep") from None
     except (TypeError, ValueError) as exc:  # NaN / Infinity, a mapping json cannot encode
@@ -276,12 +341,14 @@ def _plain_json(value: Any, depth: int = 0) -> Any:
     raise CertificateFormatError(f"certificate document holds a {type(value).__name__}, which is not JSON data")
 
 
-def _check_document(document: Any, source: str, *, trusted_keys: frozenset[str] | None, require_signature: bool,
-                    max_prec: int, kernel: str, memory_limit: int | None = None) -> CertificateReport:
-    """Steps 2-6 on a strictly parsed document."""
-    certificate = decode_certificate(document)                       # 2, 3
-    signer = check_signature(document, trusted_keys=trusted_keys,    # 4
+def _verify(raw: bytes, source: str, *, trusted_keys: frozenset[str] | None, require_signature: bool,
+            max_prec: int, kernel: str, memory_limit: int | None) -> VerifyReport:
+    """Steps 1-8 on size-checked bytes."""
+    document = parse_json_strict(raw)                                    # 1.
+    certificate = decode_certificate(document)                           # 2.-5.
+    signer = check_signature(document, trusted_keys=trusted_keys,        # 6.
                              require_signature=require_signature)
-    verdicts = check_claims(certificate, max_prec=max_prec, kernel=kernel, memory_limit=memory_limit)  # 5
-    check_consistency(verdicts, certificate.operator_id)             # 6
-    return CertificateReport(source, certificate.operator_id, signer, verdicts, certificate)
+    pairs = check_claims(certificate, max_prec=max_prec, kernel=kernel, memory_limit=memory_limit)  # 7.
+    check_consistency((v for pair in pairs for v in pair), certificate.operator_id,  # 8.
+                      {b.eps: b.eps_value for b in certificate.brackets})
+    return VerifyReport(source, certificate.operator_id, signer, pairs, certificate)

@@ -1,5 +1,8 @@
 """float64 arrays in certificates: ``{"dtype", "shape", "encoding", "data", "sha256"}``.
 
+Decoding is the array part of steps 3 (operator arrays) and 5 (bracket ends) of the
+verification step list (:mod:`softrank_cert.verification`); each array is decoded once.
+
 ``data`` is standard base64 (RFC 4648, padded) of the little-endian C-order bytes and
 ``sha256`` the hex digest of those bytes.  Decoding checks the declared shape against the
 size limits *before* decoding anything, then the exact base64 length, the hash, and

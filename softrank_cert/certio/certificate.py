@@ -1,14 +1,13 @@
 """Certificate documents (format version 1, DESIGN.md section 3): read, validate, build.
 
-Reading is strict and fails closed, in this order (each step raises a subclass of
-:class:`~softrank_cert.errors.InvalidInputError` with a one-line reason):
+Reading is strict and fails closed: it is steps 0-5 of the one verification step list, which is
+written out once in :mod:`softrank_cert.verification` (each function below names its steps in
+``# N.`` comments).  Every step raises a subclass of
+:class:`~softrank_cert.errors.InvalidInputError` with a one-line reason:
 
-1. size of the file against :data:`MAX_CERTIFICATE_BYTES`, UTF-8 decoding;
-2. JSON parsing that refuses duplicate keys, NaN/Infinity and any non-integer number;
-3. the JSON Schema (``certificates/schema/``);
-4. arrays: size limits before decoding, base64 length, SHA-256, finiteness;
-5. the operator (:class:`~softrank_cert.kernel.Operator` re-checks shapes and values) and
-   the bracket ends' shapes against it.
+0. size (:func:`read_certificate_bytes`); 1. strict JSON (:func:`parse_json_strict`);
+2. schema (:func:`check_schema`); 3. operator arrays, 4. operator, 5. brackets
+(:func:`decode_certificate`; arrays: :func:`~softrank_cert.certio.arrays.decode_array`).
 
 The format module knows nothing about solvers, and nothing here decides a claim.
 """
@@ -17,6 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -58,9 +58,16 @@ class UpperEnd:
 
 @dataclass(frozen=True)
 class Bracket:
+    """Both claimed ends at the tolerance ``eps`` (an exact decimal string).
+
+    ``eps_value`` is its exact rational, set by :func:`decode_certificate` (step 5 parses each
+    eps once; the consistency check and the audit read it from here), None on a bracket built
+    to be written."""
+
     eps: str
     lower: LowerEnd
     upper: UpperEnd
+    eps_value: Fraction | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -99,7 +106,7 @@ def _no_constant(text: str) -> Any:
 
 
 def parse_json_strict(raw: bytes) -> Any:
-    """Parse JSON refusing duplicate keys, NaN/Infinity and non-integer numbers."""
+    """Step 1: parse JSON refusing duplicate keys, NaN/Infinity, non-integer numbers and lone surrogates."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -121,7 +128,7 @@ def parse_json_strict(raw: bytes) -> Any:
 
 
 def check_schema(document: Any) -> None:
-    """Raise :class:`CertificateFormatError` naming the first schema violation."""
+    """Step 2: raise :class:`CertificateFormatError` naming the first schema violation."""
     validator = jsonschema.Draft202012Validator(schema())
     try:
         error = jsonschema.exceptions.best_match(validator.iter_errors(document))
@@ -133,8 +140,8 @@ def check_schema(document: Any) -> None:
         raise CertificateFormatError(f"schema: at {where}: {message}")
 
 
-def read_json_file(path: str | Path) -> Any:
-    """Steps 1-2: the file's bytes, size-checked, parsed strictly (not yet schema-checked)."""
+def read_certificate_bytes(path: str | Path) -> bytes:
+    """Step 0 for a file: its bytes, never reading past :data:`MAX_CERTIFICATE_BYTES` + 1."""
     path = Path(path)
     try:
         with path.open("rb") as handle:  # read at most the limit + 1 byte (also for devices and pipes)
@@ -147,24 +154,35 @@ def read_json_file(path: str | Path) -> Any:
                 size += len(chunk)
             raw = b"".join(chunks)
             del chunks
-        if len(raw) > MAX_CERTIFICATE_BYTES:
-            raise CertificateFormatError(f"{path}: more than {MAX_CERTIFICATE_BYTES} bytes, the certificate size limit")
+        check_size(raw, str(path))
     except OSError as exc:
         raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return parse_json_strict(raw)
+    return raw
+
+
+def check_size(raw: bytes, source: str) -> None:
+    """Step 0: at most :data:`MAX_CERTIFICATE_BYTES` bytes."""
+    if len(raw) > MAX_CERTIFICATE_BYTES:
+        raise CertificateFormatError(f"{source}: more than {MAX_CERTIFICATE_BYTES} bytes, the certificate size limit")
+
+
+def read_json_file(path: str | Path) -> Any:
+    """Steps 0-1: the file's bytes, size-checked, parsed strictly (not yet schema-checked)."""
+    return parse_json_strict(read_certificate_bytes(path))
 
 
 def decode_certificate(document: Any) -> Certificate:
-    """Steps 3-5: schema, arrays, operator and ends."""
-    check_schema(document)
+    """Steps 2-5: schema, operator arrays, operator, brackets (each eps parsed once, each array
+    decoded and validated once)."""
+    check_schema(document)                                                               # 2.
     op_doc = document["operator"]
-    arrays = {name: decode_array(obj, f"operator.arrays.{name}") for name, obj in op_doc["arrays"].items()}
-    operator = Operator(kind=op_doc["kind"], arrays=arrays, beta=op_doc.get("beta", "inv_sqrt_d"), mask=op_doc["mask"])
+    arrays = {name: decode_array(obj, f"operator.arrays.{name}") for name, obj in op_doc["arrays"].items()}  # 3.
+    operator = Operator(kind=op_doc["kind"], arrays=arrays, beta=op_doc.get("beta", "inv_sqrt_d"), mask=op_doc["mask"])  # 4.
     m, n = operator.shape
     brackets = []
-    for index, item in enumerate(document["brackets"]):
+    for index, item in enumerate(document["brackets"]):                                  # 5.
         where = f"brackets[{index}]"
-        parse_tolerance(item["eps"])
+        eps_value = parse_tolerance(item["eps"])
         lower_doc, upper_doc = item["lower"], item["upper"]
         if "X" in lower_doc:
             lower = LowerEnd(lower_doc["k"], lower_doc["method"], decode_array(lower_doc["X"], f"{where}.lower.X"), decode_array(lower_doc["Y"], f"{where}.lower.Y"))
@@ -183,7 +201,7 @@ def decode_certificate(document: Any) -> Certificate:
             expected = operator.p if upper.construction == "identity" else 0
             if upper.r != expected:
                 raise CertificateFormatError(f"{where}.upper: the {upper.construction} witness has r = {expected}, not {upper.r}")
-        brackets.append(Bracket(item["eps"], lower, upper))
+        brackets.append(Bracket(item["eps"], lower, upper, eps_value))
     return Certificate(op_doc["id"], operator, tuple(brackets), dict(op_doc.get("provenance", {})), document)
 
 
@@ -237,6 +255,6 @@ def certificate_document(operator_id: str, operator: Operator, brackets: list[Br
 
 
 __all__ = [
-    "Bracket", "Certificate", "LowerEnd", "UpperEnd", "certificate_document", "check_schema",
-    "decode_certificate", "parse_json_strict", "read_json_file", "schema",
+    "Bracket", "Certificate", "LowerEnd", "UpperEnd", "certificate_document", "check_schema", "check_size",
+    "decode_certificate", "parse_json_strict", "read_certificate_bytes", "read_json_file", "schema",
 ]

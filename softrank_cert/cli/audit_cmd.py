@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
-import json
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from ..errors import InvalidInputError
-from ..parallel import resolve_jobs
-from .bracket_cmd import add_campaign_options, add_parallel_options, campaign_memory
+from ..plumbing.numfmt import format_down
+from ..plumbing.parallel import resolve_jobs
+from ..plumbing.reports import dumps, envelope
+from ..studies.audit_plot import ratio_figure
 from .common import (
-    PLOT_SUFFIXES, OperatorProgress, OutputFiles, budget_help, check_distinct_outputs, check_output_file, name_table,
-    safe_text, save_figure_atomic, stdout_console,
+    PLOT_HELP, PLOT_SUFFIXES, OperatorProgress, OutputFiles, add_campaign_options, add_command, add_parallel_options,
+    budget_help, campaign_memory, check_distinct_outputs, check_output_file, name_table, safe_text, stdout_console,
 )
 from .keys import sign_certificate
 
@@ -28,7 +28,7 @@ examples:
 
 Rows look like {"operator": "NAME", "eps": "0.25", "lower": 5, "upper": 26} with an optional
 "certificate": "path/relative/to/the/table.json". Statuses: confirmed, tightened, reproduced,
-refuted, invalid-certificate, unresolved, error (see softrank_cert/audit.py). Refuting and
+refuted, invalid-certificate, unresolved, error (see softrank_cert/studies/audit.py). Refuting and
 tightening ends are written as certificates to REPORT-evidence/ (signed with --key); check
 them with softrank-verify.
 
@@ -50,16 +50,16 @@ that is not .png/.pdf/.svg: checked before any work; a failed run writes nothing
 
 
 def add_audit(sub: Any) -> None:
-    p = sub.add_parser("audit", help="audit a published bracket table (confirm, tighten or refute each row)",
-                       description="Verify supplied certificates, or reproduce and try to refute each published "
-                                   "bracket end with the solvers; every audited end is VERIFIED by the trusted kernel.",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(sub, "audit", help="audit a published bracket table (confirm, tighten or refute each row)",
+                    description="Verify supplied certificates, or reproduce and try to refute each published "
+                                "bracket end with the solvers; every audited end is VERIFIED by the trusted kernel.",
+                    epilog=EPILOG)
     p.add_argument("table", metavar="BRACKETS.jsonl")
     p.add_argument("--operators", required=True, metavar="PANEL.npz", help="the panel the rows' operator names refer to")
     p.add_argument("--out", required=True, metavar="REPORT.json")
     p.add_argument("--budget-seconds", type=float, metavar="S",
                    help=budget_help("solver time per operator reproduced (rows without a certificate)"))
-    p.add_argument("--plot", metavar="RATIOS.png", help="plot published vs audited upper/lower ratios (.png, .pdf or .svg)")
+    p.add_argument("--plot", metavar="RATIOS.png", help=f"plot published vs audited upper/lower ratios: {PLOT_HELP}")
     p.add_argument("--key", metavar="KEYFILE", help="sign the evidence certificates with this key")
     p.add_argument("--trusted-keys", metavar="FILE", help="supplied certificates must be signed by one of these did:keys")
     add_parallel_options(p)
@@ -69,8 +69,9 @@ def add_audit(sub: Any) -> None:
 
 
 def run_audit(args: Any) -> int:
-    from ..audit import audit_table, summary
-    from ..certio.signing import load_private_key, load_trusted_keys, utc_now_rfc3339
+    from ..studies.audit import audit_table, summary
+    from ..plumbing.campaign import budget_json
+    from ..certio.signing import load_private_key, load_trusted_keys
 
     if args.budget_seconds is not None and not args.budget_seconds > 0:
         raise InvalidInputError("--budget-seconds must be > 0")
@@ -95,7 +96,7 @@ def run_audit(args: Any) -> int:
     check_distinct_outputs({"--out": out, "--plot": plot, "the campaign manifest": manifest},
                            {"bracket table": table, "panel": panel})
     if manifest is not None:
-        from ..parallel import check_scheduler
+        from ..plumbing.parallel import check_scheduler
 
         check_scheduler(args.scheduler)  # before the manifest is written
     with OperatorProgress("softrank audit", None, bar=not args.json) as bar:
@@ -108,18 +109,18 @@ def run_audit(args: Any) -> int:
                              trusted_keys=trusted, jobs=resolve_jobs(args.jobs), scheduler=args.scheduler,
                              progress=progress, max_memory=campaign_memory(args), manifest=manifest,
                              resume=args.resume)
-    report = {"format": "softrank-audit-report", "version": 1, "brackets": str(table), "panel": str(panel),
-              "evidence_dir": evidence_rel.as_posix() if result.evidence_files else None, "signed_evidence": bool(args.key),
-              "generator": {"name": "softrank-cert", "version": __version__, "created": utc_now_rfc3339()},
-              "rows": [row.to_json() for row in result.rows], "summary": summary(result), "failed": result.failed}
+    report = envelope("audit", {
+        "brackets": str(table), "panel": str(panel), "budget_seconds": budget_json(args.budget_seconds),
+        "evidence_dir": evidence_rel.as_posix() if result.evidence_files else None, "signed_evidence": bool(args.key),
+        "rows": [row.to_json() for row in result.rows], "summary": summary(result), "failed": result.failed})
     with OutputFiles() as outputs:  # all or nothing: a failed run leaves no partial report
-        for rel, document in result.evidence_files.items():
-            outputs.stage_json(out.parent / rel, sign_certificate(document, args.key) if args.key else document)
+        stage_certificates(outputs, {out.parent / rel: document for rel, document in result.evidence_files.items()},
+                           args.key)
         outputs.stage_json(out, report)
         if plot:
             outputs.stage_figure(ratio_figure(result.rows), plot)
     if args.json:
-        print(json.dumps(report, indent=1))
+        print(dumps(report))
     else:
         render(report, out, args.plot)
         if result.failed:
@@ -130,6 +131,13 @@ def run_audit(args: Any) -> int:
     return EXIT_SOME_FAILED if result.failed else 0
 
 
+def stage_certificates(outputs: OutputFiles, documents: dict[Path, dict[str, Any]], key: str | None) -> None:
+    """Stage certificate documents (path -> document) with the run's other files, each signed with
+    ``key`` when one is given (``audit``'s evidence, ``budgets --certificates``)."""
+    for path, document in documents.items():
+        outputs.stage_json(path, sign_certificate(document, key) if key else document)
+
+
 STYLE = {"confirmed": "green", "tightened": "cyan", "reproduced": "yellow", "refuted": "bold red",
          "invalid-certificate": "red", "unresolved": "magenta", "error": "red"}
 
@@ -138,8 +146,8 @@ def _note(row: dict[str, Any]) -> str:
     if row.get("error"):
         return row["error"]
     ev = row["evidence"]
-    parts = [f"refutes {r['end']} {r['published']}: {r['claim']} ({r['method']}, margin >= {r.get('margin', ['0'])[0]})"
-             for r in ev.get("refutes", [])]
+    parts = [f"refutes {r['end']} {r['published']}: {r['claim']} ({r['method']}, margin >= "
+             f"{format_down(Fraction((r.get('margin') or {}).get('lower', '0')))})" for r in ev.get("refutes", [])]
     parts.append(ev.get("source", ""))
     return "; ".join(p for p in parts if p)
 
@@ -162,44 +170,3 @@ def render(report: dict[str, Any], out: Path, plot: str | None) -> None:
     print(f"{s['rows']} rows, {s['operators']} operators in {s['seconds']:.1f} s: {counts}")
     print(f"report: {out}" + (f"; evidence: {out.parent / report['evidence_dir']}" if report["evidence_dir"] else "")
           + (f"; plot: {plot}" if plot else ""))
-
-
-def plot_ratios(rows: list[Any], path: Path) -> None:
-    """Scatter of published vs audited ``upper / max(lower, 1)`` (log-log), written atomically."""
-    save_figure_atomic(ratio_figure(rows), path)
-
-
-def ratio_figure(rows: list[Any]) -> Any:
-    """The matplotlib figure of :func:`plot_ratios`."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..audit import ratio
-
-    fig, ax = plt.subplots(figsize=(6, 5))
-    top = 1.0
-    for status in ("confirmed", "tightened", "reproduced", "refuted", "unresolved"):
-        pts = [(ratio(r.published_lower, r.published_upper), ratio(r.lower, r.upper)) for r in rows if r.status == status]
-        pts = [(x, y) for x, y in pts if x is not None and y is not None]
-        if pts:
-            xs, ys = zip(*pts)
-            top = max(top, *xs, *ys)
-            ax.scatter(xs, ys, label=f"{status} ({len(pts)})", alpha=0.7, s=18)
-    ax.plot([1, top], [1, top], color="gray", linewidth=0.8, linestyle="--", label="audited = published")
-    from matplotlib.ticker import FuncFormatter
-
-    plain = FuncFormatter(lambda value, _pos: f"{value:g}")
-    sparse = FuncFormatter(lambda value, _pos: f"{value:g}" if f"{value:.0e}"[0] in "25" else "")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_formatter(plain)
-        axis.set_minor_formatter(sparse)
-    ax.set_xlabel("published upper / lower")
-    ax.set_ylabel("audited upper / lower (verified ends)")
-    ax.set_title("softrank audit: bracket ratios")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig

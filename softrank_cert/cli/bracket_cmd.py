@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 from contextlib import closing
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
-from ..certio.certificate import Bracket, LowerEnd, UpperEnd
+from ..certio.certificate import Bracket
 from ..certio.signing import load_private_key
 from ..errors import InvalidInputError, SoftrankError
-from ..operators_npz import NamedOperator, load_operators, operator_names
-from ..parallel import check_scheduler, pack_operator, resolve_jobs, run_tasks
-from .common import (OperatorProgress, brackets_summary, budget_help, check_output_file, check_output_folder,
-                     name_table, plain_text, stdout_console)
+from ..plumbing.operators_npz import NamedOperator, load_operators, operator_names
+from ..plumbing.parallel import check_scheduler, pack_operator, resolve_jobs, run_tasks
+from ..plumbing.campaign import budget_json
+from ..plumbing.reports import dumps, envelope
+from .common import (OperatorProgress, add_campaign_options, add_command, add_parallel_options, brackets_summary,
+                     budget_help, campaign_memory, certificate_path, check_output_file, check_output_folder,
+                     name_table, parse_eps_list, plain_text, stdout_console)
 from .keys import write_json_atomic
 
 EPILOG = """\
@@ -52,10 +53,9 @@ manifest); 130 interrupted (resume with --resume).
 
 
 def add_bracket(sub: Any) -> None:
-    p = sub.add_parser("bracket", help="bracket r_eps(A) with verified ends and write certificates",
-                       description="Run the float64 solvers on an operator, keep the tightest ends the trusted kernel "
-                                   "verifies at each tolerance, and write a (signed) certificate.",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(sub, "bracket", help="bracket r_eps(A) with verified ends and write certificates",
+                    description="Run the float64 solvers on an operator, keep the tightest ends the trusted kernel "
+                                "verifies at each tolerance, and write a (signed) certificate.", epilog=EPILOG)
     p.add_argument("operator_file", metavar="OPERATOR.npz")
     p.add_argument("--eps", required=True, metavar="E1,E2,...", help="exact decimal tolerances, e.g. 0.1,0.25,0.5")
     p.add_argument("--out", required=True, metavar="CERT.json|FOLDER")
@@ -69,65 +69,6 @@ def add_bracket(sub: Any) -> None:
     add_campaign_options(p)
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
     p.set_defaults(run=run_bracket)
-
-
-def add_campaign_options(p: Any, *, resume: bool = True) -> None:
-    """``--resume`` and ``--max-memory`` (bracket, budgets)."""
-    if resume:
-        p.add_argument("--resume", action="store_true",
-                       help="keep the results of an earlier run of the same campaign that still check, compute the rest "
-                            "(bracket: the certificates in --out; budgets, audit: the campaign manifest beside --out, "
-                            "written by runs with --resume)")
-    p.add_argument("--max-memory", metavar="SIZE",
-                   help="memory the tasks running at one time may use, e.g. 12G or 800M (K/M/G = 1024^1/2/3 bytes; "
-                        "default 75%% of this machine): a task estimated larger is refused, tasks that do not fit "
-                        "together wait")
-
-
-def campaign_memory(args: Any) -> int | None:
-    """``--max-memory`` in bytes (default :func:`~softrank_cert.memory.default_max_memory`, a
-    safe share of this machine; within the address-space limit that every worker inherits).
-    On a Dask cluster: as given, else None (the scheduler's smallest worker memory limit)."""
-    from ..memory import WORKER_BASE_BYTES, address_space_headroom, default_max_memory, parse_size
-
-    given = parse_size(args.max_memory) if getattr(args, "max_memory", None) else None
-    if getattr(args, "scheduler", None):
-        return given
-    limit = given if given is not None else default_max_memory()
-    headroom = address_space_headroom()
-    if headroom is not None:
-        limit = min(limit, int(0.9 * headroom) + WORKER_BASE_BYTES)
-    return limit
-
-
-def add_parallel_options(p: Any) -> None:
-    """``--jobs N`` and ``--scheduler ADDRESS`` (shared by bracket, audit and supports)."""
-    how = p.add_mutually_exclusive_group()
-    how.add_argument("--jobs", type=int, default=1, metavar="N",
-                     help="operators solved at a time in worker processes (default 1; 0 = one per CPU)")
-    how.add_argument("--scheduler", metavar="tcp://HOST:PORT",
-                     help="run the tasks on this Dask distributed scheduler (softrank-cert installed on its workers)")
-
-
-def parse_eps_list(text: str) -> list[str]:
-    """``--eps`` as exact decimal strings sorted by value (repeats and non-decimals refused, exit 2)."""
-    from ..api import parse_eps
-    from ..errors import InvalidToleranceError
-
-    try:
-        return parse_eps(text)
-    except InvalidToleranceError as exc:
-        if "listed twice" in str(exc):
-            raise InvalidInputError(f"--eps lists a tolerance twice: {text}") from None
-        raise
-
-
-def certificate_path(out: Path, name: str) -> Path:
-    """``out/NAME.json`` with the panel name's '/' as sub-folders; refuses names that escape ``out``."""
-    parts = PurePosixPath(name).parts
-    if not parts or any(part in ("", ".", "..") or part.startswith("/") for part in parts):
-        raise InvalidInputError(f"operator name {name!r} cannot be used as a file name")
-    return out.joinpath(*parts[:-1], parts[-1] + ".json")
 
 
 def output_targets(text: str, names: list[str], *, several: bool = False) -> tuple[Path, list[Path]]:
@@ -172,19 +113,17 @@ def bracket_task(spec: dict[str, Any], eps_list: list[str], budget_seconds: floa
     """One operator's verified brackets (plain certificate ends) and solver seconds; runs in a
     worker (``progress``: the driver's stage callback, only when it runs in this process)."""
     from ..api import bracket
-    from ..parallel import unpack_operator
+    from ..plumbing.parallel import unpack_operator
 
     result = bracket(unpack_operator(spec), eps_list, budget_seconds=budget_seconds, progress=progress)
-    return [Bracket(b.eps, LowerEnd(b.lower.k, b.lower.method, b.lower.X, b.lower.Y),
-                    UpperEnd(b.upper.r, b.upper.construction, b.upper.U, b.upper.W)) for b in result.brackets], \
-        result.seconds
+    return [b.to_certificate() for b in result.brackets], result.seconds
 
 
 def bracket_document(name: str, op: Any, brackets: list[Any], provenance: dict[str, Any] | None,
                      key: Any = None) -> dict[str, Any]:
-    """Certificate of verified brackets (the driver's, see ``solvers.bracket``, or plain
-    :class:`~softrank_cert.certio.certificate.Bracket` values: the same field names), signed
-    with ``key`` when one is given."""
+    """Certificate of verified brackets (the driver's
+    :class:`~softrank_cert.solvers.bracket.VerifiedBracket` values or plain
+    :class:`~softrank_cert.certio.certificate.Bracket` values), signed with ``key`` when one is given."""
     from ..api import certificate_for
 
     return certificate_for(name, op, brackets, provenance, key)
@@ -194,7 +133,7 @@ def _entry(item: NamedOperator, target: Path, brackets: list[Any], seconds: floa
            resumed: bool = False) -> dict[str, Any]:
     entry = {"operator": item.name, "certificate": str(target),
              "seconds": None if seconds is None else round(seconds, 3), "p": item.operator.p, "signed": signed,
-             "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r,
+             "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r, "resolved": b.lower.k == b.upper.r,
                            "lower_method": b.lower.method, "upper_construction": b.upper.construction}
                           for b in brackets]}
     if resumed:
@@ -224,7 +163,7 @@ def run_bracket(args: Any) -> int:
     in_process = not args.scheduler and (jobs <= 1 or len(todo) <= 1)  # as run_tasks runs them
     entries: dict[int, dict[str, Any]] = {i: entry for i, entry in kept.items()}
     failed: list[dict[str, Any]] = []
-    from ..memory import operator_task_bytes
+    from ..plumbing.memory import operator_task_bytes
 
     try:
         with OperatorProgress("softrank bracket", len(operators), bar=not args.json) as bar:
@@ -269,9 +208,11 @@ def run_bracket(args: Any) -> int:
     manifest.save()
     summary = [entries[i] for i in sorted(entries)]
     if args.json:
-        print(json.dumps({"operators": summary, "failed": failed,
-                          "campaign": {"manifest": str(manifest.path), "computed": manifest.run["computed"],
-                                       "kept": len(kept), "failed": len(failed)}}, indent=2))
+        print(dumps(envelope("bracket", {
+            "operator_file": str(args.operator_file), "eps": eps_list,
+            "budget_seconds": budget_json(args.budget_seconds), "signed": bool(key), "operators": summary, "failed": failed,
+            "campaign": {"manifest": str(manifest.path), "computed": manifest.run["computed"], "kept": len(kept),
+                         "failed": len(failed)}})))
     else:
         _render(summary)
         kept_text = f" (kept {len(kept)} from an earlier run)" if kept else ""
@@ -292,7 +233,7 @@ def _save_quietly(manifest: Any) -> None:
 def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str], key: Any, jobs: int,
                 max_memory: int | None) -> int:
     """One operator to one certificate file (no manifest): a failure is the command's error."""
-    from ..memory import operator_task_bytes
+    from ..plumbing.memory import operator_task_bytes
 
     in_process = not args.scheduler
     with OperatorProgress("softrank bracket", 1, bar=not args.json) as bar:
@@ -307,7 +248,9 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
         bar.finished(item.name, brackets_summary(brackets, seconds))
     summary = [_entry(item, target, brackets, seconds, bool(key))]
     if args.json:
-        print(json.dumps({"operators": summary}, indent=2))
+        print(dumps(envelope("bracket", {"operator_file": str(args.operator_file), "eps": eps_list,
+                                         "budget_seconds": budget_json(args.budget_seconds), "signed": bool(key),
+                                         "operators": summary, "failed": [], "campaign": None})))
     else:
         _render(summary)
         print(f"wrote 1 certificate; check it with: {verify_hint(target, [target])}")
@@ -318,9 +261,9 @@ def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], target
                     key: Any, jobs: int, max_memory: int | None) -> tuple[Any, dict[int, dict[str, Any]]]:
     """The campaign's manifest (written before any work) and, with --resume, the certificates
     kept (index -> summary entry), each re-verified by the kernel."""
-    from ..campaign import MANIFEST_NAME, Manifest, budget_json, file_sha256, operator_sha256, reusable_certificate
+    from ..plumbing.campaign import MANIFEST_NAME, Manifest, file_sha256, operator_sha256, reusable_certificate
     from ..certio.signing import did_key
-    from ..memory import operator_task_bytes
+    from ..plumbing.memory import operator_task_bytes
 
     manifest_path = out / MANIFEST_NAME
     check_output_file(manifest_path, "--out")

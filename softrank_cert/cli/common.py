@@ -7,17 +7,59 @@ import errno
 import os
 import sys
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Callable, NoReturn
 
 from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, InvalidInputError, SoftrankError
+from ..plumbing.plotting import PLOT_SUFFIXES
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports a usage error on one line and exits 2."""
+    """argparse that reports a usage error on one line and exits 2 (with ``--json`` on the
+    command line, also the JSON error document on stdout)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_INVALID_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+        line = f"{message} (see --help)"
+        if wants_json():
+            print_json_error(self.prog, line, EXIT_INVALID_INPUT)
+        self.exit(EXIT_INVALID_INPUT, f"{self.prog}: error: {line}\n")
+
+
+#: The command line being parsed (set by :func:`parse_command_line`): ``--json`` in it makes
+#: usage errors JSON too.
+_ARGV: list[str] | None = None
+
+
+def wants_json(argv: list[str] | None = None) -> bool:
+    """Whether ``--json`` was given on the command line (before parsing has finished)."""
+    argv = argv if argv is not None else (_ARGV if _ARGV is not None else sys.argv[1:])
+    return "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
+
+
+def parse_command_line(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, with usage errors as JSON too when ``--json`` is given."""
+    global _ARGV
+    _ARGV = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return parser.parse_args(_ARGV)
+    finally:
+        _ARGV = None
+
+
+def command_name(prog: str) -> str:
+    """``"softrank bracket"`` -> ``"bracket"``, ``"softrank-verify"`` -> ``"verify"``."""
+    last = prog.split()[-1]
+    return last[len("softrank-"):] if last.startswith("softrank-") else last
+
+
+def print_json_error(prog: str, message: str, exit_code: int) -> None:
+    """The JSON error document (``{"error": {"message", "exit_code"}}``) on stdout."""
+    from ..plumbing.reports import dumps, error_document
+
+    try:
+        print(dumps(error_document(command_name(prog), message, exit_code)), flush=True)
+    except (BrokenPipeError, OSError):  # stdout is gone: the stderr line is all there is
+        pass
 
 
 def make_parser(prog: str, description: str, epilog: str) -> OneLineParser:
@@ -29,20 +71,21 @@ def make_parser(prog: str, description: str, epilog: str) -> OneLineParser:
 _ENVIRONMENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG})
 
 
-def run_main(prog: str, body: Callable[[], int]) -> NoReturn:
+def run_main(prog: str, body: Callable[[], int], *, json_errors: bool = False) -> NoReturn:
     """Run ``body`` and exit with its code; errors become one line on stderr.
 
     SoftrankError -> its exit code; invalid memory requests -> 2; anything else is a bug:
-    one line and exit 4 (set SOFTRANK_DEBUG=1 to see the traceback).
+    one line and exit 4 (set SOFTRANK_DEBUG=1 to see the traceback).  With ``json_errors``
+    (the command's ``--json``) a failure also prints the JSON error document on stdout
+    (:func:`softrank_cert.plumbing.reports.error_document`); exit codes are the same.
     """
+    message: str | None = None
     try:
         code = body()
     except SoftrankError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        code = exc.exit_code
+        message, code = f"error: {exc}", exc.exit_code
     except MemoryError:
-        print(f"{prog}: error: out of memory for this input", file=sys.stderr)
-        code = EXIT_INVALID_INPUT
+        message, code = "error: out of memory for this input", EXIT_INVALID_INPUT
     except BrokenPipeError:  # the reader went away (e.g. `| head`): nothing left to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 141
@@ -50,22 +93,24 @@ def run_main(prog: str, body: Callable[[], int]) -> NoReturn:
         if exc.errno not in _ENVIRONMENT_ERRNOS:
             if os.environ.get("SOFTRANK_DEBUG"):
                 raise
-            print(f"{prog}: internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
-                  "(set SOFTRANK_DEBUG=1 for a traceback)", file=sys.stderr)
+            message = (f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
+                       "(set SOFTRANK_DEBUG=1 for a traceback)")
             code = EXIT_INTERNAL
         else:  # a full disk, a read-only or forbidden place: the environment, not a bug
             where = f" ({exc.filename})" if exc.filename else ""
-            print(f"{prog}: error: {exc.strerror or exc}{where}", file=sys.stderr)
-            code = EXIT_INVALID_INPUT
+            message, code = f"error: {exc.strerror or exc}{where}", EXIT_INVALID_INPUT
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        code = 130
+        message, code = "interrupted", 130
     except Exception as exc:  # a bug: still one line, unless debugging
         if os.environ.get("SOFTRANK_DEBUG"):
             raise
-        print(f"{prog}: internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
-              "(set SOFTRANK_DEBUG=1 for a traceback)", file=sys.stderr)
+        message = (f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
+                   "(set SOFTRANK_DEBUG=1 for a traceback)")
         code = EXIT_INTERNAL
+    if message is not None:
+        print(f"{prog}: {message}", file=sys.stderr)
+        if json_errors:
+            print_json_error(prog, message.removeprefix("error: "), code)
     sys.exit(code)
 
 
@@ -76,17 +121,93 @@ def canonical_dump(document: object) -> str:
     return json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+def comma_items(text: str, convert: Callable[[str], Any] = str) -> list[Any]:
+    """``convert`` of every non-blank item of the comma-separated ``text``, stripped
+    (``" 8, 16,,32"`` -> ``["8", "16", "32"]``): the one splitter of the comma-list options."""
+    return [convert(part.strip()) for part in str(text).split(",") if part.strip()]
+
+
 def int_list(text: str) -> list[int]:
     """argparse type for comma-separated integers such as ``64,128,256``."""
     import argparse
 
     try:
-        values = [int(part) for part in text.split(",") if part.strip()]
+        values = comma_items(text, int)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
     if not values:
         raise argparse.ArgumentTypeError("expected at least one integer")
     return values
+
+
+# --------------------------------------------------------------------------------------
+# Sub-commands and the options several of them share
+# --------------------------------------------------------------------------------------
+
+def add_command(sub: Any, name: str, *, help: str, description: str, epilog: str) -> argparse.ArgumentParser:
+    """The parser of ``softrank NAME`` (``help`` in the command list; ``epilog``, the examples and
+    exit codes, shown as written)."""
+    return sub.add_parser(name, help=help, description=description, epilog=epilog,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_campaign_options(p: Any, *, resume: bool = True) -> None:
+    """``--resume`` and ``--max-memory`` (bracket, budgets)."""
+    if resume:
+        p.add_argument("--resume", action="store_true",
+                       help="keep the results of an earlier run of the same campaign that still check, compute the rest "
+                            "(bracket: the certificates in --out; budgets, audit: the campaign manifest beside --out, "
+                            "written by runs with --resume)")
+    p.add_argument("--max-memory", metavar="SIZE",
+                   help="memory the tasks running at one time may use, e.g. 12G or 800M (K/M/G = 1024^1/2/3 bytes; "
+                        "default 75%% of this machine): a task estimated larger is refused, tasks that do not fit "
+                        "together wait")
+
+
+def campaign_memory(args: Any) -> int | None:
+    """``--max-memory`` in bytes (default :func:`~softrank_cert.plumbing.memory.default_max_memory`, a
+    safe share of this machine; within the address-space limit that every worker inherits).
+    On a Dask cluster: as given, else None (the scheduler's smallest worker memory limit)."""
+    from ..plumbing.memory import WORKER_BASE_BYTES, address_space_headroom, default_max_memory, parse_size
+
+    given = parse_size(args.max_memory) if getattr(args, "max_memory", None) else None
+    if getattr(args, "scheduler", None):
+        return given
+    limit = given if given is not None else default_max_memory()
+    headroom = address_space_headroom()
+    if headroom is not None:
+        limit = min(limit, int(0.9 * headroom) + WORKER_BASE_BYTES)
+    return limit
+
+
+def add_parallel_options(p: Any) -> None:
+    """``--jobs N`` and ``--scheduler ADDRESS`` (shared by bracket, audit and supports)."""
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--jobs", type=int, default=1, metavar="N",
+                     help="operators solved at a time in worker processes (default 1; 0 = one per CPU)")
+    how.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                     help="run the tasks on this Dask distributed scheduler (softrank-cert installed on its workers)")
+
+
+def parse_eps_list(text: str) -> list[str]:
+    """``--eps`` as exact decimal strings sorted by value (repeats and non-decimals refused, exit 2)."""
+    from ..api import parse_eps
+    from ..errors import InvalidToleranceError
+
+    try:
+        return parse_eps(text)
+    except InvalidToleranceError as exc:
+        if "listed twice" in str(exc):
+            raise InvalidInputError(f"--eps lists a tolerance twice: {text}") from None
+        raise
+
+
+def certificate_path(out: Path, name: str) -> Path:
+    """``out/NAME.json`` with the panel name's '/' as sub-folders; refuses names that escape ``out``."""
+    parts = PurePosixPath(name).parts
+    if not parts or any(part in ("", ".", "..") or part.startswith("/") for part in parts):
+        raise InvalidInputError(f"operator name {name!r} cannot be used as a file name")
+    return out.joinpath(*parts[:-1], parts[-1] + ".json")
 
 
 def progress_bar(enabled: bool = True):
@@ -209,8 +330,8 @@ def expand_json_paths(paths: list[str]) -> list[str]:
     """Files as given; folders replaced by the ``*.json`` files below them (in natural order:
     ``L0H2`` before ``L0H10``), except a campaign's manifest (``softrank-campaign.json``,
     which is not a certificate)."""
-    from ..campaign import MANIFEST_NAME
-    from ..operators_npz import natural_key
+    from ..plumbing.campaign import MANIFEST_NAME
+    from ..plumbing.operators_npz import natural_key
 
     out: list[str] = []
     for item in paths:
@@ -273,8 +394,10 @@ def name_table(title: str, names: list[str], columns: list[str], *, name_column:
 # Output files: checked before any work, written together at the end
 # --------------------------------------------------------------------------------------
 
-#: Figure formats of every ``--plot`` option (matplotlib writes each without extra packages).
-PLOT_SUFFIXES = (".png", ".pdf", ".svg")
+#: Figure formats of every ``--plot`` option (``PLOT_SUFFIXES``, from ``softrank_cert.plumbing.plotting``):
+#: matplotlib writes each without extra packages and the suffix of the file name chooses.
+#: What every ``--plot`` option's help says about the formats.
+PLOT_HELP = "PNG, PDF or SVG as the file name's suffix says (.png, .pdf, .svg)"
 
 
 def _is_folder_spec(text: str) -> bool:
@@ -321,6 +444,15 @@ def check_output_file(text: str | os.PathLike[str], option: str, *, suffixes: tu
         raise InvalidInputError(f"{option} {text}: exists and is not a regular file")
     _probe_writable(path.parent, option, text, probed)
     return path
+
+
+def check_plot_file(text: str | os.PathLike[str] | None, option: str = "--plot", *,
+                    probed: set[Path] | None = None) -> Path | None:
+    """A ``--plot`` file (None when not given): :func:`check_output_file` with the figure
+    suffixes (.png, .pdf, .svg; anything else: one line, exit 2, before any work)."""
+    if text is None:
+        return None
+    return check_output_file(text, option, suffixes=PLOT_SUFFIXES, probed=probed)
 
 
 def check_output_folder(text: str | os.PathLike[str], option: str, *, probed: set[Path] | None = None) -> Path:
@@ -436,14 +568,16 @@ class OutputFiles:
     def stage_json(self, path: Path, document: object) -> None:
         self.stage_text(path, canonical_dump(document))
 
-    def stage_figure(self, fig: Any, path: Path) -> None:
-        """A matplotlib figure in the format its suffix names (PNG when it has none); closes it."""
+    def stage_figure(self, fig: Any, path: Path, *, dpi: int | None = None) -> None:
+        """A matplotlib figure in the format its suffix names (.png, .pdf or .svg; PNG when it
+        has none: :func:`softrank_cert.plumbing.plotting.save_figure`, ``dpi`` for PNG); closes it."""
         import matplotlib.pyplot as plt
 
+        from ..plumbing.plotting import DPI, save_figure
+
         path = Path(path)
-        image_format = path.suffix.lower().lstrip(".") or "png"
         try:
-            self.stage(path, lambda tmp: fig.savefig(tmp, dpi=120, format=image_format), path.suffix or ".png")
+            self.stage(path, lambda tmp: save_figure(fig, tmp, name=path, dpi=dpi or DPI), path.suffix or ".png")
         finally:
             plt.close(fig)
 

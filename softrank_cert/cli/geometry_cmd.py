@@ -3,8 +3,6 @@ certified sides (``softrank_cert.kernel.geometry_bounds``, ``proofs/geometry-bou
 
 from __future__ import annotations
 
-import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +11,23 @@ from rich.table import Table
 
 from ..errors import InvalidInputError
 from ..kernel import parse_tolerance
-from ..operators_npz import load_operators, operator_names
-from .common import stdout_console
+from ..plumbing.operators_npz import NamedOperator, load_operators, operator_names
+from ..plumbing.reports import dumps, envelope
+from .common import add_command, stdout_console
 
 EPILOG = """\
 examples:
   softrank geometry op.npz --rank 4 --eps 0.25
   softrank geometry panel.npz --operator minilm/apache2/w64/L0H3 --rank 8 --eps 0.25 --json
+  softrank geometry panel.npz --operator NAME1 --operator NAME2 --rank 4 --eps 0.25   # several heads
+  softrank geometry cert.json --rank 4 --eps 0.25        # the operator a certificate is about
   softrank geometry op.npz --rank 4 --eps 0.25 --retained T.npz   # your own T (or factors X, Y)
+
+OPERATOR is an operator or panel .npz, or a certificate (.json: its operator, decoded and
+hash-checked as softrank-verify does; an invalid certificate is refused with exit 2).
+--json prints one document (schema certificates/schema/softrank-geometry-report-v1.schema.json)
+with one entry per operator under "operators"; certified bounds are decimal strings with 17
+significant digits, float64 estimates JSON numbers under "estimates".
 
 Upper ends are rounded up and lower ends down. Phi is the structural factor of the theorem
 r_eps(A) <= min{p, C_r * Phi}; C_r is unknown, so Phi is never a rank. Causal operators are
@@ -29,12 +36,12 @@ refused: the theorem assumes one common positive support.
 
 
 def add_geometry(sub: Any) -> None:
-    p = sub.add_parser("geometry", help="interaction geometry: tau, kappa, Phi, native Gamma (certified sides)",
-                       description="Certified bounds on the theorem's quantities for a rank-r retained part T "
-                                   "of the interaction C = P_m S P_N (default: truncated SVD of C).",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("operator_file", metavar="OPERATOR.npz")
-    p.add_argument("--operator", metavar="NAME", help="operator of a panel")
+    p = add_command(sub, "geometry", help="interaction geometry: tau, kappa, Phi, native Gamma (certified sides)",
+                    description="Certified bounds on the theorem's quantities for a rank-r retained part T "
+                                "of the interaction C = P_m S P_N (default: truncated SVD of C).", epilog=EPILOG)
+    p.add_argument("operator_file", metavar="OPERATOR.npz|CERT.json",
+                   help="an operator or panel .npz, or a certificate .json (its operator)")
+    p.add_argument("--operator", action="append", metavar="NAME", help="operator of a panel (repeatable)")
     p.add_argument("--rank", type=int, required=True, metavar="r", help="rank of the retained part T")
     p.add_argument("--eps", required=True, metavar="E", help="exact decimal tolerance, e.g. 0.25")
     p.add_argument("--retained", metavar="T.npz",
@@ -62,25 +69,57 @@ def _load_retained(path: str) -> dict[str, Any]:
     raise InvalidInputError(f"{file}: expected an array T or arrays X and Y")
 
 
+def certificate_operator(path: str | Path) -> NamedOperator:
+    """The operator of a certificate file: read strictly, schema-checked, arrays hash-checked and
+    the signature (if any) checked, as ``softrank-verify`` does before the claims; anything else
+    is refused with one line (exit 2).  The claims are not re-checked (use softrank-verify)."""
+    from ..certio.certificate import decode_certificate, read_json_file
+    from ..verification import check_signature
+
+    try:
+        document = read_json_file(path)
+        certificate = decode_certificate(document)
+        check_signature(document, trusted_keys=None, require_signature=False)
+    except InvalidInputError as exc:
+        message = str(exc)
+        raise type(exc)(message if message.startswith(str(path)) else f"{path}: {message}") from None
+    return NamedOperator(certificate.operator_id, certificate.operator, dict(certificate.provenance))
+
+
+def select_operators(path: Path, names: list[str] | None) -> tuple[list[NamedOperator], str]:
+    """The operators ``--operator`` selects from an .npz or a certificate, and the source kind."""
+    if path.suffix.lower() == ".json":
+        item = certificate_operator(path)
+        for name in names or []:
+            if name != item.name:
+                raise InvalidInputError(f"{path} is a certificate about {item.name!r}, not {name!r}")
+        return [item], "certificate"
+    if names:
+        return load_operators(path, list(dict.fromkeys(names))), "operator-file"
+    found = operator_names(path) if path.is_file() else []
+    if len(found) > 1:
+        raise InvalidInputError(f"{path} holds {len(found)} operators: choose with --operator NAME (repeatable)")
+    return load_operators(path), "operator-file"
+
+
 def run_geometry(args: Any) -> int:
     parse_tolerance(args.eps)
     path = Path(args.operator_file)
-    if args.operator:
-        (item,) = load_operators(path, [args.operator])
-    else:
-        names = operator_names(path) if path.is_file() else []
-        if len(names) > 1:
-            raise InvalidInputError(f"{path} holds {len(names)} operators: choose one with --operator NAME")
-        (item,) = load_operators(path)
     extra = _load_retained(args.retained) if args.retained else {}
+    items, source = select_operators(path, args.operator)
     from ..geometry import compute_geometry
 
-    report = compute_geometry(item.operator, args.rank, args.eps, **extra)
-    document = {"operator": item.name, "kind": item.operator.kind, "p": item.operator.p, **report.to_json()}
+    entries = []
+    for item in items:
+        report = compute_geometry(item.operator, args.rank, args.eps, **extra)
+        entries.append({"operator": item.name, "kind": item.operator.kind, "p": item.operator.p, **report.to_json()})
+    document = envelope("geometry", {"source": {"path": str(path), "kind": source}, "retained_rank": args.rank,
+                                     "eps": args.eps, "operators": entries})
     if args.json:
-        print(json.dumps(document, indent=2))
+        print(dumps(document))
     else:
-        _render(document)
+        for entry in entries:
+            _render(entry)
     return 0
 
 

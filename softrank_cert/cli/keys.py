@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -13,16 +12,17 @@ from ..certio.signing import (
     generate_private_key,
 )
 from ..errors import CertificateFormatError, InvalidInputError
-from .common import canonical_dump, check_output_file, write_text_atomic
+from ..plumbing.reports import dumps, envelope
+from .common import add_command, canonical_dump, check_output_file, write_text_atomic
 
 
 def add_keygen(sub: Any) -> None:
-    p = sub.add_parser("keygen", help="create an Ed25519 signing key (did:key)",
-                       description="Create an Ed25519 key. The private key file is written with mode 0600; "
-                                   "the public key goes to FILE.pub (give that to people who verify).",
-                       epilog="example:\n  softrank keygen --out ~/.softrank/issuer.key",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(sub, "keygen", help="create an Ed25519 signing key (did:key)",
+                    description="Create an Ed25519 key. The private key file is written with mode 0600; "
+                                "the public key goes to FILE.pub (give that to people who verify).",
+                    epilog="example:\n  softrank keygen --out ~/.softrank/issuer.key")
     p.add_argument("--out", required=True, metavar="KEYFILE")
+    p.add_argument("--json", action="store_true", help="print a JSON summary (paths and did:key) instead of the lines")
     p.set_defaults(run=run_keygen)
 
 
@@ -32,6 +32,10 @@ def run_keygen(args: Any) -> int:
         out.parent.mkdir(parents=True, mode=0o700)
     path = write_key_file(args.out, generate_private_key())
     key = load_private_key(path)
+    if getattr(args, "json", False):
+        print(dumps(envelope("keygen", {"private_key": str(path), "private_key_mode": "0600",
+                                        "public_key": f"{path}.pub", "did": did_key(key.public_key())})))
+        return 0
     print(f"private key: {path} (mode 0600)")
     print(f"public key:  {path}.pub")
     print(f"did:         {did_key(key.public_key())}")
@@ -39,15 +43,15 @@ def run_keygen(args: Any) -> int:
 
 
 def add_sign(sub: Any) -> None:
-    p = sub.add_parser("sign", help="sign (or re-sign) a certificate with eddsa-jcs-2022",
-                       description="Add an eddsa-jcs-2022 Data Integrity proof to a certificate "
-                                   "(any existing proof is replaced). The certificate is decoded first (schema, "
-                                   "array hashes, operator): anything else is refused. The file is rewritten atomically.",
-                       epilog="example:\n  softrank sign cert.json --key issuer.key",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(sub, "sign", help="sign (or re-sign) a certificate with eddsa-jcs-2022",
+                    description="Add an eddsa-jcs-2022 Data Integrity proof to a certificate "
+                                "(any existing proof is replaced). The certificate is decoded first (schema, "
+                                "array hashes, operator): anything else is refused. The file is rewritten atomically.",
+                    epilog="example:\n  softrank sign cert.json --key issuer.key")
     p.add_argument("certificate", metavar="CERT.json")
     p.add_argument("--key", required=True, metavar="KEYFILE")
     p.add_argument("--out", metavar="FILE", help="write the signed certificate here instead of in place")
+    p.add_argument("--json", action="store_true", help="print a JSON summary (file, signer) instead of the line")
     p.set_defaults(run=run_sign)
 
 
@@ -104,7 +108,14 @@ def run_sign(args: Any) -> int:
     document = read_certificate_to_sign(args.certificate)
     signed = sign_certificate(document, args.key)
     write_json_atomic(out, signed)
-    print(f"signed {out} as {signed['proof']['verificationMethod'].split('#')[0]}")
+    method = signed["proof"]["verificationMethod"]
+    if getattr(args, "json", False):
+        print(dumps(envelope("sign", {"certificate": str(out), "source": str(args.certificate),
+                                      "operator": document["operator"]["id"], "signer": method.split("#")[0],
+                                      "verification_method": method, "cryptosuite": signed["proof"]["cryptosuite"],
+                                      "created": signed["proof"]["created"]})))
+        return 0
+    print(f"signed {out} as {method.split('#')[0]}")
     return 0
 
 

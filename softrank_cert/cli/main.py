@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import __version__
 from . import analyze_cmd, audit_cmd, bracket_cmd, budgets_cmd, geometry_cmd, keys, panel_cmd, profile_cmd, supports_cmd
-from .common import make_parser, run_main
+from .common import make_parser, parse_command_line, run_main
 
 EPILOG = """\
 subcommand examples:
@@ -33,9 +33,10 @@ def build_parser():
     return parser
 
 
-def main() -> None:
-    args = build_parser().parse_args()
-    run_main(f"softrank {args.command}", lambda: args.run(args))
+def main(argv: list[str] | None = None) -> None:
+    """``softrank`` (``argv``: the arguments after the program name; default ``sys.argv[1:]``)."""
+    args = parse_command_line(build_parser(), argv)
+    run_main(f"softrank {args.command}", lambda: args.run(args), json_errors=bool(getattr(args, "json", False)))
 
 
 if __name__ == "__main__":

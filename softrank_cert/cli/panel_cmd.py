@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 from typing import Any
 
-from .common import check_output_file, int_list, progress_bar
+from ..plumbing.reports import dumps, envelope
+from .common import add_command, check_output_file, int_list, progress_bar
 
 EPILOG = """\
 examples:
@@ -19,10 +18,9 @@ block). Names look like minilm/apache2/w128/L3H7; w128/tokens holds the exact to
 
 
 def add_panel(sub: Any) -> None:
-    p = sub.add_parser("panel", help="build a panel of real attention operators from a checkpoint",
-                       description="Run a checkpoint (numpy + safetensors, no torch) on the first w tokens of a "
-                                   "document and store every selected head's Q and K as a panel .npz.",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(sub, "panel", help="build a panel of real attention operators from a checkpoint",
+                    description="Run a checkpoint (numpy + safetensors, no torch) on the first w tokens of a "
+                                "document and store every selected head's Q and K as a panel .npz.", epilog=EPILOG)
     p.add_argument("--model", required=True, help="'minilm' (the offline all-MiniLM-L6-v2) or a checkpoint folder")
     p.add_argument("--text", required=True, metavar="FILE", help="UTF-8 document (for ViT: a PNG/JPEG image)")
     p.add_argument("--widths", type=int_list, metavar="W1,W2,...",
@@ -53,7 +51,8 @@ def run_panel(args: Any) -> int:
     path = write_panel(args.out, arrays)
     names = operator_names(arrays)
     if args.json:
-        print(json.dumps({"panel": str(path), "operators": len(names), "names": names}))
+        print(dumps(envelope("panel", {"panel": str(path), "model": args.model, "text": args.text, "widths": args.widths,
+                                       "operators": len(names), "names": names})))
     else:
         print(f"wrote {len(names)} operators to {path} (e.g. {names[0]})")
     return 0

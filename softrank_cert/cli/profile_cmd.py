@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInputError
-from .common import (PLOT_SUFFIXES, OperatorProgress, OutputFiles, budget_help, check_distinct_outputs,
+from ..plumbing.reports import dumps
+from .common import (PLOT_HELP, PLOT_SUFFIXES, OperatorProgress, OutputFiles, add_command, budget_help, check_distinct_outputs,
                      check_output_file, stdout_console)
 
 EPILOG = """\
@@ -34,14 +33,14 @@ writes nothing); 4 a checker bug (a verified lower step above a verified upper s
 
 
 def add_profile(sub: Any) -> None:
-    p = sub.add_parser("profile", help="plot the certified lower and upper rank curves of one operator",
-                       description="Certified profiles of r_eps(A) against eps: the lower curve (largest verified "
-                                   "tolerance t_k of each lower certificate) and the upper curve (smallest verified "
-                                   "tolerance e_r of each witness); every step is VERIFIED by the trusted kernel.",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(sub, "profile", help="plot the certified lower and upper rank curves of one operator",
+                    description="Certified profiles of r_eps(A) against eps: the lower curve (largest verified "
+                                "tolerance t_k of each lower certificate) and the upper curve (smallest verified "
+                                "tolerance e_r of each witness); every step is VERIFIED by the trusted kernel.",
+                    epilog=EPILOG)
     p.add_argument("operator_file", metavar="OPERATOR.npz")
     p.add_argument("--operator", metavar="NAME", help="operator of a panel (needed when it holds several)")
-    p.add_argument("--plot", metavar="PROFILE.png", help="draw both curves (.png, .pdf or .svg)")
+    p.add_argument("--plot", metavar="PROFILE.png", help=f"draw both curves: {PLOT_HELP}")
     p.add_argument("--linear", action="store_true", help="linear rank axis (default: log base 2)")
     p.add_argument("--json", action="store_true", help="print the profile JSON (every VERIFIED step) instead of the table")
     p.add_argument("--out", metavar="CERT.json", help="write a certificate at the --eps tolerances, read off the profile")
@@ -70,7 +69,7 @@ def run_profile(args: Any) -> int:
     from ..api import certificate_for, load_operator, operator_id, operator_provenance
     from ..certio.signing import load_private_key
     from ..geometry.supports import stdout_to_stderr
-    from ..rank_profile import DEFAULT_GRID, compute_profile
+    from ..studies.rank_profile import DEFAULT_GRID, compute_profile
 
     eps = _tolerances(args.eps, "--eps")
     grid = _tolerances(args.grid, "--grid")
@@ -102,29 +101,18 @@ def run_profile(args: Any) -> int:
             outputs.stage_json(out, certificate_for(name, op, result.brackets, result.provenance, args.key))
         if plot is not None:
             fig = profile.figure(marks=eps or (), yscale="linear" if args.linear else "log")
-            _stage_figure(outputs, fig, plot)
+            outputs.stage_figure(fig, plot, dpi=200)
     report = profile.to_json(marks=eps or ())
     report["plot"] = None if plot is None else str(plot)
     report["certificate"] = None if out is None else str(out)
     if args.json:
-        print(json.dumps(report, indent=1))
+        print(dumps(report))
     else:
         render(report)
         written = [f"plot: {plot}" if plot else "", f"certificate: {out} (check it with: softrank-verify {out})" if out else ""]
         if any(written):
             print("; ".join(w for w in written if w))
     return 0
-
-
-def _stage_figure(outputs: OutputFiles, fig: Any, path: Path) -> None:
-    """Save ``fig`` in the format of ``path``'s suffix (200 dpi for PNG), written with the others."""
-    import matplotlib.pyplot as plt
-
-    fmt = path.suffix.lower().lstrip(".")
-    try:
-        outputs.stage(path, lambda tmp: fig.savefig(tmp, dpi=200, format=fmt), path.suffix)
-    finally:
-        plt.close(fig)
 
 
 def render(report: dict[str, Any]) -> None:

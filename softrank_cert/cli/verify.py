@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -14,13 +13,14 @@ from ..errors import (
     EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_INVALID_INPUT, EXIT_NOT_CHECKED, EXIT_REJECTED, EXIT_VERIFIED,
     FloatingPointEnvironmentError, InvalidInputError, KernelLimitError, SoftrankError,
 )
-from ..kernel import DEFAULT_MAX_PREC, Status, Verdict
-from ..kernel.precision import precision_schedule
-from ..numfmt import format_down, format_up
+from ..kernel import DEFAULT_MAX_PREC, Status, Verdict, precision_schedule
+from ..plumbing.numfmt import format_down
 from ..api import VerifyReport, verify
-from ..memory import parse_size
+from ..plumbing.memory import parse_size
+from ..plumbing.reports import dumps, envelope, verdict_fields
 from ..verification import KERNELS
-from .common import expand_json_paths, make_parser, name_table, progress_bar, run_main, safe_text, stdout_console
+from .common import (expand_json_paths, make_parser, name_table, parse_command_line, progress_bar, run_main, safe_text,
+                     stdout_console)
 
 EPILOG = """\
 examples:
@@ -52,28 +52,19 @@ def overall_exit_code(codes: list[int]) -> int:
     return min(codes, key=SEVERITY.index) if codes else EXIT_VERIFIED
 
 
-def _interval_json(interval: Any) -> dict[str, str] | None:
-    if interval is None:
-        return None
-    lo, hi = interval
-    return {"lower": format_down(lo, 17), "upper": format_up(hi, 17)}
-
-
 def verdict_json(v: Verdict) -> dict[str, Any]:
-    """Machine-readable verdict; bounds are decimal strings rounded outward (never overstated)."""
-    return {
-        "eps": v.eps, "side": v.side, "claim": v.claim, "rank": v.rank, "method": v.method,
-        "status": v.status.value, "margin": _interval_json(v.margin),
-        "value": _interval_json(v.value), "precision_bits": v.precision, "engine": v.engine, "reason": v.reason,
-    }
+    """Machine-readable verdict (the report contract of :mod:`softrank_cert.plumbing.reports`): bounds are
+    decimal strings with 17 significant digits rounded outward (never overstated)."""
+    return {"eps": v.eps, "side": v.side, "claim": v.claim, "rank": v.rank, "method": v.method,
+            **verdict_fields(v), "reason": v.reason}
 
 
 STYLE = {Status.VERIFIED: "green", Status.REJECTED: "bold red", Status.INCONCLUSIVE: "yellow"}
 
 
 def _engine_label(v: Verdict) -> str:
-    """What decided a claim: exact reasoning, the float64 bounds, or Arb/rational at some precision."""
-    if v.engine in ("exact", "float64"):
+    """What decided a claim: a trivial end's exact comparison, the float64 bounds, or Arb/rational at some precision."""
+    if v.engine in ("trivial", "float64"):
         return v.engine
     return f"{v.engine} {v.precision}"
 
@@ -89,7 +80,7 @@ def render_table(reports: list[VerifyReport], console: Console) -> None:
     console.print(table)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = make_parser(
         "softrank-verify",
         "Re-check softrank certificates: schema, hashes, signature, then every claim with the trusted kernel "
@@ -112,8 +103,8 @@ def main() -> None:
                         help="memory the Arb path may use for a claim the float64 path cannot decide, e.g. 3G or 800M "
                              "(K/M/G = 1024^1/2/3 bytes; default 75%% of this machine's memory, and never more than "
                              "an address-space limit leaves); a larger check is not checked (exit 5)")
-    args = parser.parse_args()
-    run_main("softrank-verify", lambda: _run(args))
+    args = parse_command_line(parser, argv)
+    run_main("softrank-verify", lambda: _run(args), json_errors=args.json)
 
 
 def _run(args: Any) -> int:
@@ -138,20 +129,21 @@ def _run(args: Any) -> int:
             except SoftrankError as exc:
                 if not args.json:
                     print(f"softrank-verify: {path}: {exc}", file=sys.stderr)
-                entry = {"path": str(path), "exit_code": exc.exit_code, "error": str(exc)}
-                if isinstance(exc, KernelLimitError):
-                    entry["status"] = "not-checked"
-                files.append(entry)
+                files.append({"path": str(path), "status": "not-checked" if isinstance(exc, KernelLimitError) else "invalid",
+                              "exit_code": exc.exit_code, "error": {"message": str(exc), "exit_code": exc.exit_code}})
                 codes.append(exc.exit_code)
             else:
                 reports.append(report)
-                files.append({"path": report.path, "operator": report.operator_id, "signer": report.signer,
-                              "exit_code": report.exit_code, "claims": [verdict_json(v) for v in report.verdicts]})
+                files.append({"path": report.path, "status": "checked", "operator": report.operator_id,
+                              "signer": report.signer, "exit_code": report.exit_code,
+                              "claims": [verdict_json(v) for v in report.verdicts]})
                 codes.append(report.exit_code)
             progress.advance(task)
     code = overall_exit_code(codes)
     if args.json:
-        print(json.dumps({"exit_code": code, "files": files}, indent=2))
+        print(dumps(envelope("verify", {"exit_code": code, "kernel": args.kernel, "max_prec": args.max_prec,
+                                        "require_signature": bool(args.require_signature),
+                                        "trusted_keys": args.trusted_keys, "files": files})))
     elif reports:
         render_table(reports, console)
     return code

@@ -1,15 +1,18 @@
 """A second, independent trusted kernel in exact rational arithmetic.
 
-**This is a second trusted kernel.**  Its verdicts are sealed with the same
-``softrank_cert.kernel.verdict._KERNEL_SEAL`` as the Arb kernel's (this subpackage is the only
-place outside ``softrank_cert.kernel`` allowed to import it), so a bug here can make
+**This is a second trusted kernel.**  It hands its attempts to the Arb kernel's one verdict
+constructor, :func:`softrank_cert.kernel.decide` (this subpackage is the only place outside
+``softrank_cert.kernel`` allowed to call it), so a bug here can make
 ``softrank-verify --kernel exact`` accept a false claim: it is held to the same standard and
 has its own written proofs (``proofs/exact-exp-enclosure.md``, ``proofs/exact-kernel.md``).
 
 Independence: no python-flint, no Arb, no numeric code of ``softrank_cert.kernel``.  Shared
-with it are only the exact input layer (:class:`~softrank_cert.kernel.Operator`, which
-validates and freezes the float64 arrays, and :func:`~softrank_cert.kernel.parse_tolerance`)
-and the verdict types.  Arithmetic is Python integers and ``fractions.Fraction``: dyadic
+with it, through its public interface only, are the exact input layer
+(:class:`~softrank_cert.kernel.Operator`, which validates and freezes the float64 arrays, and
+:func:`~softrank_cert.kernel.parse_tolerance`), the environment gate
+(:func:`~softrank_cert.kernel.require_ieee_environment`) and the verdict wrapper (the verdict
+types, the precision schedule and :func:`~softrank_cert.kernel.decide`).  Independence is
+about numbers, not about the verdict wrapper.  Arithmetic is Python integers and ``fractions.Fraction``: dyadic
 intervals rounded outward to a fixed number of bits, a self-contained enclosure of ``exp``
 (range reduction with a proved enclosure of ln 2, Taylor with a Lagrange remainder), and a
 rigorous approximate-inverse bound for ``||(X A Y)^{-1}||``.  numpy serves as array plumbing

@@ -7,12 +7,16 @@ when one proves the certificate false, otherwise retry with more bits (64, 128, 
 ``proofs/upper-witness.md``, ``proofs/lower-certificate.md``, ``proofs/trivial-ends.md`` for
 the mathematics shared with the Arb kernel).
 
-Nothing here calls python-flint: the only things taken from ``softrank_cert.kernel`` are the
-exact input parsers (:class:`Operator`, :func:`parse_tolerance`) and the sealed verdict type.
+Nothing here calls python-flint: the only things taken from ``softrank_cert.kernel`` (its public
+interface) are the exact input parsers (:class:`Operator`, :func:`parse_tolerance`), the
+environment gate (:func:`require_ieee_environment`, numpy only) and the verdict wrapper: the
+precision schedule and :func:`decide`, the one constructor of verdicts, to which the attempts
+below are handed.  The arithmetic of every attempt is this kernel's own.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from typing import Callable
@@ -20,9 +24,9 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InvalidInputError, SizeLimitError
-from ..kernel import Operator, parse_tolerance
-from ..kernel.fpenv import require_ieee_environment  # the process check, no Arb
-from ..kernel.verdict import _KERNEL_SEAL, Status, Verdict  # second trusted kernel: may seal verdicts
+from ..kernel import LIMIT_MAX_PREC  # noqa: F401 -- re-exported by softrank_cert.exact_kernel
+from ..kernel import (DEFAULT_MAX_PREC, START_PREC, Operator, Verdict, decide, parse_tolerance, precision_schedule,
+                      require_ieee_environment)
 from .arith import dyadic, round_interval, shift_floor
 from .enclosure import IntervalMatrix, enclose, int_matrix
 
@@ -31,9 +35,6 @@ MAX_OPERATOR_ENTRIES = 4096   # m * N
 MAX_HEAD_DIM = 1024           # d of a qk operator
 MAX_K = 32                    # lower-certificate rank
 MAX_R = 64                    # upper-witness rank
-START_PREC = 64
-DEFAULT_MAX_PREC = 512
-LIMIT_MAX_PREC = 8192
 #: Newton steps refining the approximate inverse (each squares the residual).
 MAX_NEWTON = 12
 
@@ -41,20 +42,9 @@ MAX_NEWTON = 12
 Attempt = tuple["bool | None", "tuple[Fraction, Fraction] | None", "tuple[Fraction, Fraction] | None", str]
 
 
-def precision_schedule(max_prec: int) -> list[int]:
-    """64, 128, 256, ... up to and including ``max_prec`` (fixed-point bits of A)."""
-    if not isinstance(max_prec, int) or isinstance(max_prec, bool) or not START_PREC <= max_prec <= LIMIT_MAX_PREC:
-        raise InvalidInputError(f"--max-prec must be an integer in [{START_PREC}, {LIMIT_MAX_PREC}] bits")
-    steps, prec = [], START_PREC
-    while prec < max_prec:
-        steps.append(prec)
-        prec *= 2
-    steps.append(max_prec)
-    return steps
-
-
 def check_limits(op: Operator) -> None:
-    """Refuse operators beyond the exact kernel's limits (before any arithmetic)."""
+    """Refuse operators beyond the exact kernel's limits (before any arithmetic).  The entry gate
+    of every check here: its environment probe is the one probe of the claim."""
     require_ieee_environment()  # Fraction(float) reads subnormals as 0 under denormals-are-zero
     if not isinstance(op, Operator):
         raise InvalidInputError("exact kernel: expected a softrank_cert.kernel.Operator")
@@ -67,20 +57,20 @@ def check_limits(op: Operator) -> None:
         raise SizeLimitError(f"exact kernel limit: head dimension {op.head_dim} exceeds {MAX_HEAD_DIM} (use --kernel arb)")
 
 
-def _verdict(status: Status, side: str, rank: int, eps: str, method: str, margin, value, precision: int, reason: str) -> Verdict:
-    return Verdict(seal=_KERNEL_SEAL, status=status, side=side, rank=rank, eps=eps, method=method,
-                   margin=margin, value=value, precision=precision, reason="exact kernel: " + reason,
-                   engine="rational")
+def _outcome(attempt: Callable[[int], Attempt], prec: int) -> Attempt:
+    decision, margin, value, reason = attempt(prec)
+    return decision, margin, value, "exact kernel: " + reason
 
 
 def _decide(side: str, rank: int, eps: str, method: str, max_prec: int, attempt: Callable[[int], Attempt]) -> Verdict:
-    schedule = precision_schedule(max_prec)
-    for prec in schedule:
-        decision, margin, value, reason = attempt(prec)
-        if decision is not None or prec == schedule[-1]:
-            status = {True: Status.VERIFIED, False: Status.REJECTED, None: Status.INCONCLUSIVE}[decision]
-            return _verdict(status, side, rank, eps, method, margin, value, prec, reason)
-    raise AssertionError("unreachable: the schedule is never empty")
+    """``attempt`` at f = 64, 128, ..., max_prec bits, handed to :func:`decide` (K8)."""
+    return decide(side, rank, eps, method, (("rational", prec, functools.partial(_outcome, attempt, prec))
+                                            for prec in precision_schedule(max_prec)))
+
+
+def _exact(side: str, rank: int, eps: str, method: str, decision: bool, margin, value, reason: str) -> Verdict:
+    """A verdict of an exact comparison (K7; precision 0)."""
+    return decide(side, rank, eps, method, [("rational", 0, lambda: (decision, margin, value, "exact kernel: " + reason))])
 
 
 def _factor(name: str, array: object, rows: int, cols: int) -> np.ndarray:
@@ -356,12 +346,11 @@ def verify_trivial_upper(op: Operator, eps: str, r: int, *, max_prec: int = DEFA
     check_limits(op)
     r = _check_rank("r", r, op.p)
     if r == op.p:
-        return _verdict(Status.VERIFIED, "upper", r, eps, "identity", None, None, 0, "B = A has rank <= p = min(m, N)")
+        return _exact("upper", r, eps, "identity", True, None, None, "B = A has rank <= p = min(m, N)")
     if r != 0:
         raise InvalidInputError(f"a trivial upper end must have r = 0 or r = p = {op.p}, got {r!r}")
     norm = _norm_a(op, max_prec)
-    status = Status.VERIFIED if norm <= eps_q else Status.REJECTED
-    return _verdict(status, "upper", 0, eps, "zero", (eps_q - norm, eps_q - norm), (norm, norm), 0, "||A|| against eps (exact)")
+    return _exact("upper", 0, eps, "zero", norm <= eps_q, (eps_q - norm, eps_q - norm), (norm, norm), "||A|| against eps (exact)")
 
 
 def verify_trivial_lower(op: Operator, eps: str, k: int, *, max_prec: int = DEFAULT_MAX_PREC) -> Verdict:
@@ -370,9 +359,8 @@ def verify_trivial_lower(op: Operator, eps: str, k: int, *, max_prec: int = DEFA
     check_limits(op)
     k = _check_rank("k", k, op.p)
     if k == 0:
-        return _verdict(Status.VERIFIED, "lower", 0, eps, "trivial", None, None, 0, "every rank is >= 0")
+        return _exact("lower", 0, eps, "trivial", True, None, None, "every rank is >= 0")
     if k != 1:
         raise InvalidInputError(f"a trivial lower end must have k = 0 or k = 1, got {k!r}")
     norm = _norm_a(op, max_prec)
-    status = Status.VERIFIED if norm > eps_q else Status.REJECTED
-    return _verdict(status, "lower", 1, eps, "trivial", (norm - eps_q, norm - eps_q), (norm, norm), 0, "||A|| against eps (exact)")
+    return _exact("lower", 1, eps, "trivial", norm > eps_q, (norm - eps_q, norm - eps_q), (norm, norm), "||A|| against eps (exact)")

@@ -1,7 +1,7 @@
 """float64 interaction geometry (UNTRUSTED): C, b, the retained part T and its factors.
 
 These are estimates used to *choose* a retained part ``T``; everything reported as certified
-is recomputed from exact inputs by ``softrank_cert.kernel.geometry_bounds``.  DESIGN.md
+is recomputed from exact inputs by ``softrank_cert.geometry.bounds``.  DESIGN.md
 section 1: ``C = P_m S P_N``, ``b`` = column means of ``S P_N``, ``A = softmax(C + 1 b^T)``.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernel import Operator
-from ..kernel.geometry_bounds import require_common_support
+from .bounds import require_common_support
 from ..solvers.dense import beta_float, softmax_rows
 
 

@@ -1,5 +1,5 @@
 """The theorem's quantities for one operator, rank and tolerance (front end: UNTRUSTED search,
-CERTIFIED numbers from ``softrank_cert.kernel.geometry_bounds``).
+CERTIFIED numbers from ``softrank_cert.geometry.bounds``).
 
 Pipeline (DESIGN.md section 1):
 
@@ -26,14 +26,15 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..kernel import Operator, parse_tolerance
-from ..kernel.geometry_bounds import (Bound, factorization_radius, interaction_bounds, kappa_lower_bound,
-                                      native_gamma, phi_bound, require_common_support, residual_bounds)
-from ..numfmt import format_down, format_up
+from ..plumbing.numfmt import format_down, format_up
+from ..plumbing.reports import CERTIFIED_DIGITS
 from ..solvers.dense import attention_matrix, norm
+from .bounds import (Bound, factorization_radius, interaction_bounds, kappa_lower_bound, native_gamma, phi_bound,
+                     require_common_support, residual_bounds)
 from .interaction import balanced_factors, interaction_float, numerical_rank, retained_softmax
 from .kappa import KappaSearch, dual_search, optimise_factorization, radius
 
-DIGITS = 6
+DIGITS = CERTIFIED_DIGITS  # significant digits of every certified bound (rounded outward)
 PHI_NOTE = ("Phi is the structural factor of the theorem r_eps(A) <= min{p, C_r * Phi}; C_r is unknown, "
             "so Phi is not a rank and no rank is derived from it")
 
@@ -122,8 +123,7 @@ class GeometryReport:
         out: dict[str, Any] = {"shape": list(self.shape), "retained_rank": self.rank, "eps": self.eps, "retained": self.retained}
         out.update(self.strings())
         out["theorem_applies"] = self.theorem_applies
-        out["certified"] = {name: side for name, (side, _) in MEANINGS.items()}
-        out["certified"]["estimates"] = "float64 estimates, not certified"
+        out["certified"] = {name: side for name, (side, _) in MEANINGS.items()}  # "estimates": float64, not certified
         out["meaning"] = {name: text for name, (_, text) in MEANINGS.items()}
         out["estimates"] = {k: (v if isinstance(v, int) else float(v)) for k, v in self.estimates.items()}
         out["note"] = PHI_NOTE

@@ -1,29 +1,33 @@
 """The trusted kernel of softrank-cert: everything a verdict depends on, and nothing else.
 
-Interface (sealed: only these names are public):
+Parts: ``operator.py`` (:class:`Operator`, the exact attention operator), ``exact.py`` (exact
+parsing and conversions), ``precision.py`` (Arb's working precision), ``enclosure.py`` (Arb
+balls containing S, A, log A, in a kernel-private cache keyed by the operator), ``checks.py``
+(the four checks), ``verdict.py`` (:class:`Verdict`, :class:`Status` and :func:`decide`, the one
+constructor of verdicts) and ``float64/`` (the float64 path: environment probe, proved rounding
+bounds, its attempts).  Each step cites its written proof in ``proofs/``.
 
-* :class:`Operator` -- the exact attention operator (``operator.py``);
-* :func:`parse_tolerance` -- exact rational of a decimal tolerance string (``exact.py``);
-* :func:`verify_upper`, :func:`verify_lower`, :func:`verify_trivial_upper`,
-  :func:`verify_trivial_lower` -- the checks (``checks.py``);
-* :class:`Verdict`, :class:`Status` -- their results, constructible only here (``verdict.py``).
-
-Two arithmetic paths decide the checks: proved float64 bounds (``float64_bounds.py``,
-``fast.py``; ``proofs/float64-bounds.md``) first, then Arb balls (``enclosure.py``) for any
-claim the float64 bounds cannot decide; ``engine="arb"`` / ``"float64"`` select one of them.
-
-Imports: python-flint, numpy (array plumbing) and the standard library only; never a
-solver, never scipy.  Each step cites its written proof in ``proofs/``.
+The public interface is exactly ``__all__``; no module outside the kernel imports a submodule.
+:func:`decide` is public for the second trusted kernel (``softrank_cert.exact_kernel``) only: a
+verdict is as sound as the attempts handed to it.  The enclosure API (the ball lists, exact
+conversions, ``working_precision``, ``require_ieee_environment``) serves certified numbers that
+no verdict depends on (``softrank_cert.geometry.bounds``).  Imports: python-flint, numpy (array
+plumbing) and the standard library only; never a solver, never scipy.
 """
 
 from .checks import verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper
-from .exact import float_to_decimal_string, parse_tolerance
+from .enclosure import probability_balls, score_balls
+from .exact import (arb_lower_fraction, arb_upper_fraction, float64_matrix_to_arb, float_to_decimal_string,
+                    fraction_to_arb, parse_tolerance)
+from .float64.fpenv import require_ieee_environment
 from .operator import MAX_DIM, MAX_ENTRIES, Operator, check_shape
-from .precision import DEFAULT_MAX_PREC, LIMIT_MAX_PREC
-from .verdict import Status, Verdict
+from .precision import working_precision
+from .verdict import DEFAULT_MAX_PREC, LIMIT_MAX_PREC, START_PREC, Status, Verdict, decide, precision_schedule
 
-__all__ = [
-    "DEFAULT_MAX_PREC", "LIMIT_MAX_PREC", "MAX_DIM", "MAX_ENTRIES", "Operator", "Status", "Verdict",
-    "check_shape", "float_to_decimal_string", "parse_tolerance", "verify_lower",
-    "verify_trivial_lower", "verify_trivial_upper", "verify_upper",
+__all__ = [  # the exact operator and its inputs; the checks and their verdicts; decide; the enclosure API
+    "MAX_DIM", "MAX_ENTRIES", "Operator", "check_shape", "float_to_decimal_string", "parse_tolerance",
+    "DEFAULT_MAX_PREC", "LIMIT_MAX_PREC", "START_PREC", "Status", "Verdict", "precision_schedule",
+    "verify_lower", "verify_trivial_lower", "verify_trivial_upper", "verify_upper", "decide",
+    "arb_lower_fraction", "arb_upper_fraction", "float64_matrix_to_arb", "fraction_to_arb",
+    "probability_balls", "require_ieee_environment", "score_balls", "working_precision",
 ]

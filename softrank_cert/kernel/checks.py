@@ -3,38 +3,38 @@
 Every comparison below is a ball comparison: ``x <= y`` on Arb balls is True only when it
 holds for *every* pair of points, so a True is a proof; when neither the claim nor its
 negation is proved the precision is doubled (64, 128, 256, ... bits) and, at the maximum,
-the verdict is INCONCLUSIVE.  Proofs: ``proofs/upper-witness.md``,
-``proofs/lower-certificate.md``, ``proofs/trivial-ends.md``.
+the verdict is INCONCLUSIVE.  Proofs: ``proofs/upper-witness.md`` (Theorem U, Lemma U3),
+``proofs/lower-certificate.md`` (Theorem L, Lemma L1), ``proofs/trivial-ends.md`` (T1-T4),
+``proofs/precision-retry.md`` (Theorem P: the retry loop of :func:`.verdict.decide`).
 
-Engines of :func:`verify_upper` / :func:`verify_lower`: ``"auto"`` (default) first tries the
-float64 path (``fast.py``: proved a-priori rounding bounds, ``proofs/float64-bounds.md``) and
-hands every claim it cannot decide to the Arb balls; ``"arb"`` uses the Arb balls only;
-``"float64"`` the float64 path only (undecided -> INCONCLUSIVE; for cross-checks).
+Engines: ``"auto"`` (default) tries the float64 path first (``float64/``,
+``proofs/float64-bounds.md``) and hands what it cannot decide to the Arb balls; ``"arb"`` the
+Arb balls only; ``"float64"`` the float64 path only (undecided -> INCONCLUSIVE).  Each check
+passes its entry gate (:func:`_entry`) once, then hands :func:`.verdict.decide` its attempts.
 """
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 from flint import arb
 
 from ..errors import InvalidInputError
-from . import fast
 from .enclosure import _ball_max, enclosure, row_abs_sums, row_norm_max
-from .fpenv import require_ieee_environment
 from .exact import arb_lower_fraction, arb_upper_fraction, float64_matrix_to_arb, fraction_to_arb, parse_tolerance
+from .float64.attempts import float64_stage, lower_attempt, norm_attempt, upper_attempt
+from .float64.fpenv import require_ieee_environment
 from .operator import Operator, check_shape
-from .precision import DEFAULT_MAX_PREC, precision_schedule, working_precision
-from .verdict import _KERNEL_SEAL, Status, Verdict
+from .precision import working_precision
+from .verdict import DEFAULT_MAX_PREC, Outcome, Stage, Verdict, decide, precision_schedule
 
-# An attempt at one precision returns (decision, margin ball, value ball, reason):
+# An Arb attempt at one precision returns (decision, margin ball, value ball, reason):
 # decision True = claim proved, False = claim's certificate proved invalid, None = undecided.
 Attempt = tuple[bool | None, arb | None, arb | None, str]
 ENGINES = ("auto", "arb", "float64")
-#: Verdict.precision of a float64-path verdict (the significand bits of a double).
-FLOAT64_BITS = 53
 
 
 def _interval(ball: arb | None) -> tuple[Fraction, Fraction] | None:
@@ -45,52 +45,44 @@ def _interval(ball: arb | None) -> tuple[Fraction, Fraction] | None:
     return None if lo is None or hi is None else (lo, hi)
 
 
-def _decide(side: str, rank: int, eps: str, method: str, max_prec: int, attempt: Callable[[int], Attempt]) -> Verdict:
-    """Run ``attempt`` at increasing precision until it decides; wrap the result in a Verdict."""
-    schedule = precision_schedule(max_prec)
-    for prec in schedule:
-        with working_precision(prec):
-            decision, margin, value, reason = attempt(prec)
-            margin_q, value_q = _interval(margin), _interval(value)
-        if decision is not None or prec == schedule[-1]:
-            status = {True: Status.VERIFIED, False: Status.REJECTED, None: Status.INCONCLUSIVE}[decision]
-            return Verdict(
-                seal=_KERNEL_SEAL, status=status, side=side, rank=rank, eps=eps, method=method,
-                margin=margin_q, value=value_q, precision=prec, reason=reason, engine="arb",
-            )
-    raise AssertionError("unreachable: the schedule is never empty")
-
-
-def _check_engine(engine: str) -> None:
+def _entry(eps: str, max_prec: int, engine: str) -> Fraction:
+    """The entry gate of every check, passed once per claim: the exact ``eps``, ``max_prec`` and
+    ``engine`` validated eagerly (also when no ball arithmetic is needed), then the one probe of
+    the floating-point environment (``proofs/float64-bounds.md`` A1; ``proofs/exact-inputs.md``
+    E2: ``arb(float)`` is exact only in an IEEE process).  The rest of the claim runs behind it:
+    enclosures, exact conversions and float64 bounds do not probe again."""
+    eps_q = parse_tolerance(eps)
+    precision_schedule(max_prec)
     if engine not in ENGINES:
         raise InvalidInputError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    require_ieee_environment()
+    return eps_q
 
 
-def _decide_float64_first(side: str, rank: int, eps: str, method: str, max_prec: int, engine: str,
-                          float64_attempt: Callable[[], fast.FastAttempt], attempt: Callable[[int], Attempt]) -> Verdict:
-    """The float64 path decides if it can (engine auto/float64); otherwise the Arb balls do
-    (engine auto/arb), or the verdict is INCONCLUSIVE (engine float64)."""
+def _arb_outcome(attempt: Callable[[int], Attempt], prec: int) -> Outcome:
+    """One Arb attempt at ``prec`` bits, its balls turned into exact intervals at that precision."""
+    with working_precision(prec):
+        decision, margin, value, reason = attempt(prec)
+        return decision, _interval(margin), _interval(value), reason
+
+
+def _stages(engine: str, max_prec: int, float64_attempt: Callable[[], Outcome],
+            attempt: Callable[[int], Attempt]) -> Iterator[Stage]:
+    """The float64 path first (engines auto/float64), then the Arb balls at every precision of
+    the schedule (engines auto/arb): :func:`.verdict.decide` stops at the first decision, which
+    is sound because every attempt is sound at any precision (``proofs/precision-retry.md``,
+    Lemmas P1-P2, Theorem P; ``proofs/float64-bounds.md``, Theorems F6-F7 for the first stage)."""
     if engine != "arb":
-        try:
-            with np.errstate(all="ignore"):  # a global np.seterr(all="raise") must not interrupt the bounds
-                decision, margin, value, reason = float64_attempt()
-        except MemoryError:  # the float64 path needs ~20 m x N temporaries: let Arb decide
-            decision, margin, value, reason = None, None, None, "float64 path out of memory"
-        if decision is not None or engine == "float64":
-            status = {True: Status.VERIFIED, False: Status.REJECTED, None: Status.INCONCLUSIVE}[decision]
-            return Verdict(
-                seal=_KERNEL_SEAL, status=status, side=side, rank=rank, eps=eps, method=method,
-                margin=margin, value=value, precision=FLOAT64_BITS, reason=reason, engine="float64",
-            )
-    return _decide(side, rank, eps, method, max_prec, attempt)
+        yield float64_stage(float64_attempt)
+    if engine != "float64":
+        for prec in precision_schedule(max_prec):
+            yield "arb", prec, functools.partial(_arb_outcome, attempt, prec)
 
 
-def _exact_verdict(status: Status, side: str, rank: int, eps: str, method: str, reason: str) -> Verdict:
-    """A verdict decided by exact rational arithmetic alone (no balls needed)."""
-    return Verdict(
-        seal=_KERNEL_SEAL, status=status, side=side, rank=rank, eps=eps, method=method,
-        margin=None, value=None, precision=0, reason=reason, engine="exact",
-    )
+def _trivial(side: str, rank: int, eps: str, method: str, decision: bool, reason: str) -> Verdict:
+    """A trivial end's verdict (``proofs/trivial-ends.md``), decided by an exact comparison of
+    rationals alone: engine ``"trivial"``, no balls, precision 0."""
+    return decide(side, rank, eps, method, [("trivial", 0, lambda: (decision, None, None, reason))])
 
 
 def _factor(name: str, array: object, rows: int, cols: int) -> np.ndarray:
@@ -117,12 +109,10 @@ def verify_upper(op: Operator, eps: str, r: int, U: np.ndarray, W: np.ndarray, *
     """Decide the claim ``r_eps(A) <= r`` witnessed by ``B = U W^T`` (U m x r, W N x r).
 
     VERIFIED iff ``max_i sum_j |A_ij - B_ij| <= eps`` is proved; REJECTED iff ``> eps`` is
-    proved (the witness is false).  ``rank(U W^T) <= r`` holds by construction.
+    proved (the witness is false).  ``rank(U W^T) <= r`` holds by construction, so a proved
+    error bound proves the claim (``proofs/upper-witness.md``, Theorem U and its decision rules).
     """
-    eps_q = parse_tolerance(eps)
-    precision_schedule(max_prec)  # validate eagerly, also when no ball arithmetic is needed
-    _check_engine(engine)
-    require_ieee_environment()  # proofs/float64-bounds.md A1; exact-inputs.md (arb(float) is exact)
+    eps_q = _entry(eps, max_prec, engine)
     m, n = op.shape
     r = _check_rank("r", r, max(m, n))
     if r == 0:
@@ -132,27 +122,23 @@ def verify_upper(op: Operator, eps: str, r: int, U: np.ndarray, W: np.ndarray, *
     def attempt(prec: int) -> Attempt:
         enc = enclosure(op, prec)
         witness = float64_matrix_to_arb(U) * float64_matrix_to_arb(np.ascontiguousarray(W.T))
-        error = _ball_max(row_abs_sums(enc.probabilities - witness))  # contains ||A - U W^T||
+        error = _ball_max(row_abs_sums(enc.probabilities - witness))  # contains ||A - U W^T|| (Lemma U3)
         eps_ball = fraction_to_arb(eps_q)
         decision = True if error <= eps_ball else False if error > eps_ball else None
         return decision, eps_ball - error, error, "max-row-l1 error of U W^T against A"
 
-    return _decide_float64_first("upper", r, eps, method, max_prec, engine,
-                                 lambda: fast.upper_attempt(op, eps_q, U, W), attempt)
+    return decide("upper", r, eps, method, _stages(engine, max_prec, lambda: upper_attempt(op, eps_q, U, W), attempt))
 
 
 def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *,
                  method: str = "certificate", max_prec: int = DEFAULT_MAX_PREC, engine: str = "auto") -> Verdict:
     """Decide the claim ``r_eps(A) >= k`` certified by X (k x m), Y (N x k).
 
-    VERIFIED iff ``eps ||X|| ||Y|| ||(X A Y)^{-1}|| < 1`` is proved (the lemma in
-    ``proofs/lower-certificate.md``); REJECTED iff the product is proved ``>= 1``;
-    INCONCLUSIVE if ``X A Y`` cannot be proved invertible at the maximum precision.
+    VERIFIED iff ``eps ||X|| ||Y|| ||(X A Y)^{-1}|| < 1`` is proved (Theorem L of
+    ``proofs/lower-certificate.md``, by the Neumann Lemma L1); REJECTED iff the product is proved
+    ``>= 1``; INCONCLUSIVE if ``X A Y`` cannot be proved invertible at the maximum precision.
     """
-    eps_q = parse_tolerance(eps)
-    precision_schedule(max_prec)  # validate eagerly, also when no ball arithmetic is needed
-    _check_engine(engine)
-    require_ieee_environment()  # proofs/float64-bounds.md A1; exact-inputs.md (arb(float) is exact)
+    eps_q = _entry(eps, max_prec, engine)
     m, n = op.shape
     k = _check_rank("k", k, op.p)
     if k == 0:
@@ -167,61 +153,54 @@ def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *
             inverse = core.inv()  # Arb raises unless it proves invertibility; then contains (XAY)^{-1}
         except ZeroDivisionError:
             return None, None, None, "X A Y not proved invertible at this precision"
-        scale = row_norm_max(xa) * row_norm_max(ya) * row_norm_max(inverse)  # contains ||X|| ||Y|| ||M^-1||
+        scale = row_norm_max(xa) * row_norm_max(ya) * row_norm_max(inverse)  # ||X|| ||Y|| ||M^-1|| (Lemma U3)
         product = fraction_to_arb(eps_q) * scale
         one = arb(1)
-        decision = True if product < one else False if product >= one else None
+        decision = True if product < one else False if product >= one else None  # Theorem L, step 5
         return decision, one - product, one / scale, "eps * ||X|| * ||Y|| * ||(XAY)^-1|| against 1"
 
-    return _decide_float64_first("lower", k, eps, method, max_prec, engine,
-                                 lambda: fast.lower_attempt(op, eps_q, X, Y), attempt)
+    return decide("lower", k, eps, method, _stages(engine, max_prec, lambda: lower_attempt(op, eps_q, X, Y), attempt))
 
 
 def verify_trivial_upper(op: Operator, eps: str, r: int, *, max_prec: int = DEFAULT_MAX_PREC,
                          engine: str = "auto") -> Verdict:
-    """Trivial upper ends: ``r = p`` (B = A, rank A <= p) always; ``r = 0`` iff ``||A|| <= eps``."""
-    eps_q = parse_tolerance(eps)
-    precision_schedule(max_prec)  # validate eagerly, also when no ball arithmetic is needed
-    _check_engine(engine)
-    require_ieee_environment()  # proofs/float64-bounds.md A1; exact-inputs.md (arb(float) is exact)
+    """Trivial upper ends (``proofs/trivial-ends.md``): ``r = p`` (B = A, rank A <= p) always (T1);
+    ``r = 0`` iff ``||A|| <= eps`` (T2; ``||A||`` enclosed by Lemma U3 for ``probabilities``)."""
+    eps_q = _entry(eps, max_prec, engine)
     r = _check_rank("r", r, op.p)
     if r == op.p:
-        return _exact_verdict(Status.VERIFIED, "upper", r, eps, "identity", "B = A has rank <= p = min(m, N)")
+        return _trivial("upper", r, eps, "identity", True, "B = A has rank <= p = min(m, N)")  # T1
     if r != 0:
         raise InvalidInputError(f"a trivial upper end must have r = 0 or r = p = {op.p}, got {r!r}")
     if op.row_sums_exactly_one():
-        status = Status.VERIFIED if eps_q >= 1 else Status.REJECTED
-        return _exact_verdict(status, "upper", 0, eps, "zero", "||A|| = 1 exactly for softmax rows")
+        return _trivial("upper", 0, eps, "zero", eps_q >= 1, "||A|| = 1 exactly for softmax rows")  # T2
 
     def attempt(prec: int) -> Attempt:
         norm, eps_ball = enclosure(op, prec).row_abs_sum_max, fraction_to_arb(eps_q)
         decision = True if norm <= eps_ball else False if norm > eps_ball else None
         return decision, eps_ball - norm, norm, "||A|| against eps"
 
-    return _decide_float64_first("upper", 0, eps, "zero", max_prec, engine,
-                                 lambda: fast.norm_attempt(op, eps_q, claim_norm_above_eps=False), attempt)
+    return decide("upper", 0, eps, "zero",
+                  _stages(engine, max_prec, lambda: norm_attempt(op, eps_q, claim_norm_above_eps=False), attempt))
 
 
 def verify_trivial_lower(op: Operator, eps: str, k: int, *, max_prec: int = DEFAULT_MAX_PREC,
                          engine: str = "auto") -> Verdict:
-    """Trivial lower ends: ``k = 0`` always; ``k = 1`` iff ``||A|| > eps`` (B = 0 is then too far)."""
-    eps_q = parse_tolerance(eps)
-    precision_schedule(max_prec)  # validate eagerly, also when no ball arithmetic is needed
-    _check_engine(engine)
-    require_ieee_environment()  # proofs/float64-bounds.md A1; exact-inputs.md (arb(float) is exact)
+    """Trivial lower ends (``proofs/trivial-ends.md``): ``k = 0`` always (T3); ``k = 1`` iff
+    ``||A|| > eps`` (T4: B = 0 is then too far)."""
+    eps_q = _entry(eps, max_prec, engine)
     k = _check_rank("k", k, op.p)
     if k == 0:
-        return _exact_verdict(Status.VERIFIED, "lower", 0, eps, "trivial", "every rank is >= 0")
+        return _trivial("lower", 0, eps, "trivial", True, "every rank is >= 0")  # T3
     if k != 1:
         raise InvalidInputError(f"a trivial lower end must have k = 0 or k = 1, got {k!r}")
     if op.row_sums_exactly_one():
-        status = Status.VERIFIED if eps_q < 1 else Status.REJECTED
-        return _exact_verdict(status, "lower", 1, eps, "trivial", "||A|| = 1 exactly for softmax rows")
+        return _trivial("lower", 1, eps, "trivial", eps_q < 1, "||A|| = 1 exactly for softmax rows")  # T4
 
     def attempt(prec: int) -> Attempt:
         norm, eps_ball = enclosure(op, prec).row_abs_sum_max, fraction_to_arb(eps_q)
         decision = True if norm > eps_ball else False if norm <= eps_ball else None
         return decision, norm - eps_ball, norm, "||A|| against eps"
 
-    return _decide_float64_first("lower", 1, eps, "trivial", max_prec, engine,
-                                 lambda: fast.norm_attempt(op, eps_q, claim_norm_above_eps=True), attempt)
+    return decide("lower", 1, eps, "trivial",
+                  _stages(engine, max_prec, lambda: norm_attempt(op, eps_q, claim_norm_above_eps=True), attempt))

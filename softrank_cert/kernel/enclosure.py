@@ -16,16 +16,26 @@ rough row maximum (computed by numpy: it is only a shift, its accuracy affects b
 widths, not correctness), converted to Arb exactly; for ``qk`` it is ``c_i = beta * g_i``
 and ``S_ij - c_i`` is enclosed as ``(G_ij - g_i) * beta`` with ``G = Q K^T``.  Arb's ``exp``, ``+`` and ``/``
 return balls containing the exact results, so the quotient ball contains ``A_ij``.
+
+Enclosures are cached per operator and precision in a kernel-private ``WeakKeyDictionary``
+(never on the :class:`Operator` a caller holds).  Code outside the kernel reads them only
+through :func:`score_balls` / :func:`probability_balls`: fresh lists of immutable balls.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 from flint import arb, arb_mat
 
 from .exact import float64_matrix_to_arb, fraction_to_arb
-from .fpenv import require_ieee_environment
+from .float64.fpenv import require_ieee_environment
 from .operator import Operator
+
+#: operator -> {precision: Enclosure}; kernel-private, dropped with the operator.  Its values
+#: never refer to the operator (a strong reference would keep the weak key alive).
+_ENCLOSURES: "weakref.WeakKeyDictionary[Operator, dict[int, Enclosure]]" = weakref.WeakKeyDictionary()
 
 
 def _rough_row_shifts(op: Operator, allowed: np.ndarray) -> list[float]:
@@ -56,7 +66,6 @@ class Enclosure:
     """Arb enclosures of one operator at the current working precision."""
 
     def __init__(self, op: Operator) -> None:
-        self.op = op
         m, n = op.shape
         self.shape = (m, n)
         allowed = op.allowed()
@@ -138,9 +147,29 @@ def row_norm_max(matrix: arb_mat) -> arb:
 
 
 def enclosure(op: Operator, prec: int) -> Enclosure:
-    """The cached :class:`Enclosure` of ``op`` at ``prec`` bits (caller sets the precision)."""
-    require_ieee_environment()  # never build (and cache) an enclosure in a non-IEEE thread
-    cache = op._cache
+    """The cached :class:`Enclosure` of ``op`` at ``prec`` bits (caller sets the precision).
+
+    Kernel-internal, called only behind a check's entry gate (``checks._entry``), which has
+    probed the floating-point environment for this claim: nothing wrong is ever cached."""
+    cache = _ENCLOSURES.setdefault(op, {})
     if prec not in cache:
         cache[prec] = Enclosure(op)
     return cache[prec]
+
+
+def score_balls(op: Operator, prec: int) -> list[arb]:
+    """Public enclosure API: row-major balls containing the exact ``S_ij`` of a ``qk``/``scores``
+    operator at ``prec`` bits (caller sets the precision; Lemma 3 of proofs/softmax-enclosure.md).
+    A fresh list of immutable balls (no kernel state reachable), behind an environment probe
+    (it may fill the kernel's cache)."""
+    require_ieee_environment()  # never build (and cache) an enclosure in a non-IEEE thread
+    scores = enclosure(op, prec).scores
+    if scores is None:
+        raise ValueError("a 'probabilities' operator has no scores")
+    return scores.entries()
+
+
+def probability_balls(op: Operator, prec: int) -> list[arb]:
+    """As :func:`score_balls`, for the exact ``A_ij`` (Lemma 4; masked entries exactly 0)."""
+    require_ieee_environment()  # never build (and cache) an enclosure in a non-IEEE thread
+    return enclosure(op, prec).probabilities.entries()

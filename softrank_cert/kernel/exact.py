@@ -6,8 +6,10 @@ Contract: every value returned here is the *exact* real number the input denotes
   exact rationals (``"0.1"`` is 1/10, never the float 0.1).  Exponents, hex floats, signs,
   spaces, ``inf``/``nan`` are refused: an eps such as ``"1e-400"`` must not be misread.
 * float64 arrays become Arb matrices entry by entry through ``arb(float)``, which is
-  exact (``arb_set_d``: a double is a dyadic rational and Arb stores it with radius 0).
-  Non-finite values are refused before conversion.
+  exact (``arb_set_d``: a double is a dyadic rational and Arb stores it with radius 0) in an
+  IEEE process: callers run behind the environment gate (a check's entry, or
+  ``require_ieee_environment()`` in code outside the kernel).  Non-finite values are refused
+  before conversion.
 * Arb endpoints leave the kernel only as exact ``fractions.Fraction`` values
   (:func:`arb_lower_fraction`, :func:`arb_upper_fraction`), never through ``float(arb)``,
   which rounds to nearest and is not a bound.
@@ -24,7 +26,7 @@ import numpy as np
 from flint import arb, arb_mat, fmpq
 
 from ..errors import InvalidOperatorError, InvalidToleranceError
-from .fpenv import require_ieee_environment
+from .float64.fpenv import require_ieee_environment
 
 #: Longest decimal string accepted (an exact double needs at most ~770 significant digits).
 MAX_DECIMAL_CHARS = 1100
@@ -89,12 +91,14 @@ def fraction_to_arb(value: Fraction) -> arb:
 
 
 def float64_matrix_to_arb(array: np.ndarray) -> arb_mat:
-    """Exact Arb matrix of a finite float64 2-D array (every entry has radius 0)."""
+    """Exact Arb matrix of a finite float64 2-D array (every entry has radius 0; E2).
+
+    Call it behind the environment gate: ``arb(float)`` reads subnormals wrongly under
+    denormals-are-zero (the checks probe once at their entry, the geometry bounds at theirs)."""
     if array.dtype != np.float64 or array.ndim != 2:
         raise InvalidOperatorError("internal: expected a 2-D float64 array")
     if not np.isfinite(array).all():
         raise InvalidOperatorError("array contains NaN or Inf")
-    require_ieee_environment()  # arb(float) reads subnormals wrongly under denormals-are-zero
     rows, cols = array.shape
     if rows == 0 or cols == 0:
         raise InvalidOperatorError("array has an empty dimension")

@@ -13,13 +13,14 @@ the m queries are the *last* m of the N positions, which for a square block is t
 ``j > i``.  A causal operator therefore needs ``m <= N`` (every row keeps >= 1 key).
 
 Arrays are copied into immutable little-endian float64 buffers behind a read-only mapping at
-construction; an operator never changes afterwards (so its cached enclosures stay valid).  Sizes are checked against :data:`MAX_DIM` and
-:data:`MAX_ENTRIES` before any Arb object is allocated.
+construction; an operator never changes afterwards, and the kernel keeps no state on it (its
+enclosures live in a kernel-private cache keyed by the operator).  Sizes are checked against
+:data:`MAX_DIM` and :data:`MAX_ENTRIES` before any Arb object is allocated.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Mapping
@@ -104,7 +105,6 @@ class Operator:
     arrays: Mapping[str, np.ndarray]
     beta: str = "inv_sqrt_d"
     mask: str = "none"
-    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

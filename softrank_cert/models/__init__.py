@@ -17,20 +17,22 @@ Further families, dispatched by :func:`load_model` on ``config.json`` ``model_ty
   K, grouped-query attention, Qwen2's q/k/v biases;
 * :class:`ViTModel` (``vit``) -- image input, CLS + patches, no mask, one fixed width.
 
-Every model's ``forward`` returns a :class:`BertOutput` (``q[l]``, ``k[l]``: heads x n x d)
-and its ``beta(layer)`` a :class:`BetaInfo`; causal models have ``causal = True``.
+Every model's ``forward`` returns an :class:`AttentionOutput` (``q[l]``, ``k[l]``: heads x n x d)
+and its ``beta(layer)`` a :class:`BetaInfo`; causal models have ``causal = True``.  What the
+loaders share (config and tensor helpers, LayerNorm, softmax, one layer's attention heads, the
+text-token plumbing) is in :mod:`.common`.
 """
 
-from .bert import BertModel, BertOutput
-from .common import INV_SQRT_D, MINILM, BetaInfo, minilm_dir, resolve_model
+from .bert import BertModel
+from .common import INV_SQRT_D, MINILM, AttentionOutput, BetaInfo, minilm_dir, resolve_model
 from .gpt2 import GPT2Model
 from .llama import LlamaModel
 from .panel import MODEL_FAMILIES, PROVENANCE_KEY, build_panel, load_model, operator_names, write_panel
 from .vit import ViTModel
 
 __all__ = [
+    "AttentionOutput",
     "BertModel",
-    "BertOutput",
     "BetaInfo",
     "GPT2Model",
     "INV_SQRT_D",

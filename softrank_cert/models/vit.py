@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import math
 from pathlib import Path
 from typing import Iterable
@@ -42,8 +41,9 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import InvalidInputError
-from .bert import _ACTIVATIONS, BertOutput, layer_norm, softmax_rows
-from .common import INV_SQRT_D, BetaInfo, config_int, layer_depth, load_weights, read_config, resolve_model, weight_prefix
+from .common import (INV_SQRT_D, AttentionOutput, BetaInfo, Tensors, activation, attend, config_head_dim, config_int,
+                     layer_depth, layer_norm, linear, load_weights, read_config, read_input_file, read_json_object,
+                     resolve_model, weight_prefix)
 
 PREPROCESSOR = "preprocessor_config.json"
 
@@ -80,20 +80,14 @@ class ViTModel:
     def __init__(self, config: dict, weights: dict[str, np.ndarray], preprocessor: dict | None = None, label: str = "vit"):
         if config.get("model_type", "vit") != "vit":
             raise InvalidInputError(f"model_type {config.get('model_type')!r} is not vit")
-        act = config.get("hidden_act", "gelu")
-        if act not in _ACTIVATIONS:
-            raise InvalidInputError(f"unsupported hidden_act {act!r}")
+        self._act = activation(config, "hidden_act", "gelu")
         self.hidden_size = config_int(config, "hidden_size")
         self.num_layers = config_int(config, "num_hidden_layers")
         self.num_heads = config_int(config, "num_attention_heads")
         self.intermediate = config_int(config, "intermediate_size")
         self.num_channels = config_int(config, "num_channels") if "num_channels" in config else 3
-        if config.get("head_dim") is not None:
-            self.head_dim = config_int(config, "head_dim")
-        elif self.hidden_size % self.num_heads:
-            raise InvalidInputError("hidden_size is not a multiple of num_attention_heads")
-        else:
-            self.head_dim = self.hidden_size // self.num_heads
+        self.head_dim = config_head_dim(config, self.hidden_size, self.num_heads,
+                                        "hidden_size is not a multiple of num_attention_heads")
         self.image_size = _pair(config.get("image_size", 224), "image_size")
         self.patch_size = _pair(config.get("patch_size", 16), "patch_size")
         (ih, iw), (ph, pw) = self.image_size, self.patch_size
@@ -105,21 +99,10 @@ class ViTModel:
         self.eps = float(config.get("layer_norm_eps", 1e-12))
         qkv_bias = bool(config.get("qkv_bias", True))
         self.config, self.label = config, label
-        self._act = _ACTIVATIONS[act]
         self._preprocessing(preprocessor or {})
         p = weight_prefix(weights, "embeddings.cls_token", ("", "vit."))
-
-        def w(name: str, shape: tuple[int, ...], present: bool = True) -> np.ndarray | None:
-            if not present:
-                return None
-            if p + name not in weights:
-                raise InvalidInputError(f"checkpoint lacks the tensor {p + name}")
-            t = weights[p + name]
-            if t.shape != shape:
-                raise InvalidInputError(f"tensor {p + name} has shape {list(t.shape)}, expected {list(shape)}")
-            return t
-
-        hs, hd, nh, mi = self.hidden_size, self.head_dim, self.num_heads * self.head_dim, self.intermediate
+        w = Tensors(weights, p)
+        hs, nh, mi = self.hidden_size, self.num_heads * self.head_dim, self.intermediate
         self.cls = w("embeddings.cls_token", (1, 1, hs)).reshape(hs)
         self.pos = w("embeddings.position_embeddings", (1, self.num_tokens, hs)).reshape(self.num_tokens, hs)
         conv = w("embeddings.patch_embeddings.projection.weight", (hs, self.num_channels, ph, pw))
@@ -162,14 +145,7 @@ class ViTModel:
         """Load a checkpoint folder (config.json, model.safetensors or shards, optional preprocessor_config.json)."""
         label, folder = resolve_model(model, ("config.json",))
         config = read_config(folder)
-        pre = None
-        if (folder / PREPROCESSOR).is_file():
-            try:
-                pre = json.loads((folder / PREPROCESSOR).read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise InvalidInputError(f"cannot read {folder / PREPROCESSOR}: {exc}") from None
-            if not isinstance(pre, dict):
-                raise InvalidInputError(f"{folder / PREPROCESSOR} is not a JSON object")
+        pre = read_json_object(folder / PREPROCESSOR) if (folder / PREPROCESSOR).is_file() else None
         skip = lambda name: name.startswith(("classifier.", "pooler.", "vit.pooler."))  # noqa: E731
         return cls(config, load_weights(folder, skip), pre, label)
 
@@ -189,12 +165,7 @@ class ViTModel:
     def load_image(self, path: str | Path) -> tuple[np.ndarray, str]:
         """``(pixel values (C, H, W) float64, sha256 of the file)`` of an image file (see module docstring)."""
         path = Path(path)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise InvalidInputError(f"image file not found: {path}") from None
-        except OSError as exc:
-            raise InvalidInputError(f"cannot read image file {path}: {exc.strerror or exc}") from None
+        data = read_input_file(path, "image")
         try:
             from PIL import Image
         except ImportError:
@@ -226,7 +197,8 @@ class ViTModel:
         tokens = np.concatenate([self.cls[None, :], patches @ self.patch_w + self.patch_b])
         return tokens + self.pos
 
-    def forward(self, pixel_values: np.ndarray, layers: Iterable[int] | None = None, probabilities: bool = False) -> BertOutput:
+    def forward(self, pixel_values: np.ndarray, layers: Iterable[int] | None = None,
+                probabilities: bool = False) -> AttentionOutput:
         """Run the encoder on ``pixel_values`` (C, H, W) and record Q, K per layer.
 
         ``q[l]``, ``k[l]``: (heads, num_tokens, head_dim), token 0 = CLS, then the patches
@@ -237,20 +209,13 @@ class ViTModel:
         x = self.embed(pixel_values)
         wanted, depth = layer_depth(layers, self.num_layers)
         n, hd, H = self.num_tokens, self.head_dim, self.num_heads
-        out = BertOutput(hidden=x, depth=depth)
+        out = AttentionOutput(hidden=x, depth=depth)
         scale = 1.0 / math.sqrt(hd)
         for i in range(depth):
             L = self.layers[i]
-            qkv = layer_norm(x, *L["ln1"], self.eps) @ L["qkv_w"]
-            if L["qkv_b"] is not None:
-                qkv = qkv + L["qkv_b"]
+            qkv = linear(layer_norm(x, *L["ln1"], self.eps), L["qkv_w"], L["qkv_b"])
             q, k, v = (qkv[:, j * H * hd:(j + 1) * H * hd].reshape(n, H, hd).transpose(1, 0, 2) for j in range(3))
-            probs = softmax_rows(np.matmul(q, k.transpose(0, 2, 1)) * scale)
-            if i in wanted:
-                out.q[i], out.k[i] = np.ascontiguousarray(q), np.ascontiguousarray(k)
-                if probabilities:
-                    out.probs[i] = probs
-            ctx = np.matmul(probs, v).transpose(1, 0, 2).reshape(n, H * hd)
+            ctx = attend(out, i, q, k, v, scale, causal=False, record=i in wanted, probabilities=probabilities)
             x = x + ctx @ L["o_w"] + L["o_b"]
             x = x + self._act(layer_norm(x, *L["ln2"], self.eps) @ L["fc1_w"] + L["fc1_b"]) @ L["fc2_w"] + L["fc2_b"]
         out.hidden = layer_norm(x, *self.ln_f, self.eps) if depth == self.num_layers else x

@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..certio.certificate import Bracket, LowerEnd, UpperEnd
 from ..errors import InternalInvariantError
 from ..kernel import (Operator, Status, Verdict, parse_tolerance, verify_lower, verify_trivial_lower,
                       verify_trivial_upper, verify_upper)
@@ -29,8 +30,8 @@ POOLED_MAX_K = 40
 
 
 @dataclass(frozen=True, eq=False)
-class LowerEnd:
-    """Verified claim ``r_eps >= k``; ``X``/``Y`` None for the trivial ends (k <= 1)."""
+class VerifiedLower:
+    """Kernel-verified claim ``r_eps >= k``; ``X``/``Y`` None for the trivial ends (k <= 1)."""
 
     k: int
     X: np.ndarray | None
@@ -41,8 +42,8 @@ class LowerEnd:
 
 
 @dataclass(frozen=True, eq=False)
-class UpperEnd:
-    """Verified claim ``r_eps <= r``; ``U``/``W`` None for the trivial ends (r = 0 or p)."""
+class VerifiedUpper:
+    """Kernel-verified claim ``r_eps <= r``; ``U``/``W`` None for the trivial ends (r = 0 or p)."""
 
     r: int
     U: np.ndarray | None
@@ -53,16 +54,24 @@ class UpperEnd:
 
 
 @dataclass(frozen=True, eq=False)
-class Bracket:
+class VerifiedBracket:
     """Both verified ends at one tolerance ``eps`` (an exact decimal string)."""
 
     eps: str
-    lower: LowerEnd
-    upper: UpperEnd
+    lower: VerifiedLower
+    upper: VerifiedUpper
 
     @property
     def resolved(self) -> bool:
         return self.lower.k == self.upper.r
+
+    def to_certificate(self) -> Bracket:
+        """The certificate format's bracket of these ends (ranks, arrays and method names; the
+        kernel's verdicts and the float64 estimates stay here): the one conversion from solver
+        results to a certificate document (:func:`~softrank_cert.api.certificate_for`)."""
+        lower, upper = self.lower, self.upper
+        return Bracket(self.eps, LowerEnd(lower.k, lower.method, lower.X, lower.Y),
+                       UpperEnd(upper.r, upper.construction, upper.U, upper.W))
 
 
 class _Ends:
@@ -71,11 +80,11 @@ class _Ends:
     def __init__(self, op: Operator, eps: str) -> None:
         self.op, self.eps, self.value = op, eps, float(parse_tolerance(eps))
         one = verify_trivial_lower(op, eps, 1)
-        self.lower = (LowerEnd(1, None, None, "trivial", one) if one.status is Status.VERIFIED
-                      else LowerEnd(0, None, None, "trivial", verify_trivial_lower(op, eps, 0)))
+        self.lower = (VerifiedLower(1, None, None, "trivial", one) if one.status is Status.VERIFIED
+                      else VerifiedLower(0, None, None, "trivial", verify_trivial_lower(op, eps, 0)))
         zero = verify_trivial_upper(op, eps, 0)
-        self.upper = (UpperEnd(0, None, None, "zero", zero) if zero.status is Status.VERIFIED
-                      else UpperEnd(op.p, None, None, "identity", verify_trivial_upper(op, eps, op.p)))
+        self.upper = (VerifiedUpper(0, None, None, "zero", zero) if zero.status is Status.VERIFIED
+                      else VerifiedUpper(op.p, None, None, "identity", verify_trivial_upper(op, eps, op.p)))
         # Candidates already tried, kept alive so that id() is never reused by a new one.
         self._checked: dict[int, object] = {}
 
@@ -93,7 +102,7 @@ class _Ends:
             self._checked[id(c)] = c
             v = verify_lower(self.op, self.eps, c.k, c.X, c.Y, method=c.method)
             if v.status is Status.VERIFIED:
-                self.lower = LowerEnd(c.k, c.X, c.Y, c.method, v, c.threshold)
+                self.lower = VerifiedLower(c.k, c.X, c.Y, c.method, v, c.threshold)
                 break
         for w in prof.upper_candidates(self.value):
             if w.r >= self.upper.r:
@@ -103,7 +112,7 @@ class _Ends:
             self._checked[id(w)] = w
             v = verify_upper(self.op, self.eps, w.r, w.U, w.W, method=w.construction)
             if v.status is Status.VERIFIED:
-                self.upper = UpperEnd(w.r, w.U, w.W, w.construction, v, w.error)
+                self.upper = VerifiedUpper(w.r, w.U, w.W, w.construction, v, w.error)
                 break
         if self.lower.k > self.upper.r:
             raise InternalInvariantError(
@@ -218,7 +227,7 @@ def search_operator(op: Operator, eps_list: list[str], *, budget_seconds: float 
 
 
 def bracket_operator(op: Operator, eps_list: list[str], *, budget_seconds: float | None = None,
-                     progress: Callable[[str, float, float], None] | None = None) -> list[Bracket]:
+                     progress: Callable[[str, float, float], None] | None = None) -> list[VerifiedBracket]:
     """Kernel-verified brackets of ``r_eps(A)`` for each tolerance in ``eps_list``.
 
     ``budget_seconds`` bounds the search (default :func:`default_budget_seconds`; ``math.inf``
@@ -228,4 +237,4 @@ def bracket_operator(op: Operator, eps_list: list[str], *, budget_seconds: float
     stage.
     """
     _, ends = search_operator(op, eps_list, budget_seconds=budget_seconds, progress=progress)
-    return [Bracket(e.eps, e.lower, e.upper) for e in ends]
+    return [VerifiedBracket(e.eps, e.lower, e.upper) for e in ends]

@@ -41,7 +41,7 @@ import scipy.linalg
 from .dense import Dense, norm, threshold
 from .l1 import _quiet_highs
 from .lower_pivot import pivot_order
-from .profiles import Certificate
+from .profiles import LowerCandidate
 
 #: A certificate counts for eps when its float64 threshold exceeds eps by this relative margin.
 MARGIN = 1e-9
@@ -387,7 +387,7 @@ class LowerSearch:
     #: Its moves, in turn: random relabelling, or dropping a group and growing a new one.
     ils_moves: tuple[str, ...] = ("perturb", "regroup")
 
-    def __init__(self, d: Dense, eps_values: Sequence[float], add: Callable[[Certificate], None],
+    def __init__(self, d: Dense, eps_values: Sequence[float], add: Callable[[LowerCandidate], None],
                  ceiling: Callable[[float], int], floor: Callable[[float], int], seed: int = 0) -> None:
         self.d, self.A = d, d.A
         self.eps_values = sorted(float(e) for e in eps_values)
@@ -479,7 +479,7 @@ class LowerSearch:
         before = {eps: max(self.floor(eps), self.best_k(eps)) for eps in self.eps_values}
         self.states[k] = State(k, lab, sign, X, t, method, 0 if old is None else old.version + 1)
         if any(before[eps] < k <= self.ceiling(eps) and t > eps * (1 + MARGIN) for eps in self.eps_values):
-            self.add(Certificate(k, X, Y, t, method))
+            self.add(LowerCandidate(k, X, Y, t, method))
         return True
 
     # -- polish ------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from .upper import UPPER
 
 
 @dataclass(frozen=True, eq=False)
-class Witness:
+class UpperCandidate:
     """Float64 upper witness ``B = U W^T`` of rank <= r with float64 error ``error``."""
 
     r: int
@@ -36,7 +36,7 @@ class Witness:
 
 
 @dataclass(frozen=True, eq=False)
-class Certificate:
+class LowerCandidate:
     """Float64 lower certificate ``(X, Y)`` for k with float64 threshold ``threshold``."""
 
     k: int
@@ -66,8 +66,8 @@ class Profiles:
     def __init__(self, dense: Dense, deadline: float | None = None) -> None:
         self.d = dense
         self.deadline = deadline
-        self.witnesses: dict[int, Witness] = {}
-        self.certificates: dict[int, Certificate] = {}
+        self.witnesses: dict[int, UpperCandidate] = {}
+        self.certificates: dict[int, LowerCandidate] = {}
         self._tried: set[tuple[str, int]] = set()
         self.tsvd = tsvd_errors(dense.A, dense.svd)
 
@@ -75,7 +75,7 @@ class Profiles:
         return self.deadline is not None and time.perf_counter() > self.deadline
 
     # -- evaluations ----------------------------------------------------------------
-    def witness(self, construction: str, r: int) -> Witness | None:
+    def witness(self, construction: str, r: int) -> UpperCandidate | None:
         """Run ``construction`` at rank r once (alt_l1 starts from the best witness at r; alt_l1
         and smooth stop at the deadline);
         return the best witness now known at r.  The truncated SVD is already computed, so a
@@ -96,15 +96,15 @@ class Profiles:
             if factors is not None:
                 U, W = (np.ascontiguousarray(f, dtype=np.float64) for f in factors)
                 if np.isfinite(U).all() and np.isfinite(W).all():
-                    self.add_witness(Witness(r, U, W, witness_error(self.d.A, U, W), construction))
+                    self.add_witness(UpperCandidate(r, U, W, witness_error(self.d.A, U, W), construction))
         return self.witnesses.get(r)
 
-    def add_witness(self, w: Witness) -> None:
+    def add_witness(self, w: UpperCandidate) -> None:
         old = self.witnesses.get(w.r)
         if old is None or w.error < old.error:
             self.witnesses[w.r] = w
 
-    def certificate(self, method: str, k: int, start: Certificate | None = None) -> Certificate | None:
+    def certificate(self, method: str, k: int, start: LowerCandidate | None = None) -> LowerCandidate | None:
         """Run lower ``method`` at k once (``lp_alternation`` polishes ``start`` or the best
         certificate at k); return the best certificate now known at k."""
         if (method, k) not in self._tried and not self.out_of_time():
@@ -117,16 +117,16 @@ class Profiles:
             if pair is not None:
                 X, Y = (np.ascontiguousarray(f, dtype=np.float64) for f in pair)
                 if np.isfinite(X).all() and np.isfinite(Y).all():
-                    self.add_certificate(Certificate(k, X, Y, threshold(self.d.A, X, Y), method))
+                    self.add_certificate(LowerCandidate(k, X, Y, threshold(self.d.A, X, Y), method))
         return self.certificates.get(k)
 
-    def add_certificate(self, c: Certificate) -> None:
+    def add_certificate(self, c: LowerCandidate) -> None:
         old = self.certificates.get(c.k)
         if old is None or c.threshold > old.threshold:
             self.certificates[c.k] = c
 
     # -- read-outs ------------------------------------------------------------------
-    def upper_candidates(self, eps: float) -> list[Witness]:
+    def upper_candidates(self, eps: float) -> list[UpperCandidate]:
         """Witnesses whose float64 error is <= eps (with a hair of slack), smallest rank first."""
         ok = [w for w in self.witnesses.values() if w.error <= eps * (1 + 1e-12)]
         return sorted(ok, key=lambda w: (w.r, w.error))
@@ -135,7 +135,7 @@ class Profiles:
         """Least rank with a float64 witness of error ``<= eps`` (None if there is none)."""
         return min((w.r for w in self.witnesses.values() if w.error <= eps), default=None)
 
-    def lower_candidates(self, eps: float) -> list[Certificate]:
+    def lower_candidates(self, eps: float) -> list[LowerCandidate]:
         """Certificates whose float64 threshold exceeds eps (minus a hair), largest k first."""
         ok = [c for c in self.certificates.values() if c.threshold > eps * (1 - 1e-12)]
         return sorted(ok, key=lambda c: (-c.k, -c.threshold))

@@ -26,7 +26,7 @@ from typing import Callable, Generator, Sequence
 import numpy as np
 
 from .dense import Dense
-from .profiles import Witness
+from .profiles import UpperCandidate
 from .upper_smooth import ABORT, STAGES, SmoothState, run_stages, tsvd_start
 
 #: L-BFGS iterations per continuation stage in a probe: as many as the tolerance's share of
@@ -44,13 +44,13 @@ LEFTOVER_PASSES = 3
 class UpperSearch:
     """Smallest-rank smoothed witnesses at several tolerances at once, resumable.
 
-    ``add(witness)`` receives every improved :class:`~.profiles.Witness`; ``best_rank(eps)``
+    ``add(witness)`` receives every improved :class:`~.profiles.UpperCandidate`; ``best_rank(eps)``
     is the least rank with a known float64 witness of error ``<= eps`` (``None`` if none);
     ``floor(eps)`` the verified lower end (no rank below it can succeed).  ``seconds`` is the
     total time this search may use, split between the tolerances as described above.
     """
 
-    def __init__(self, d: Dense, eps_values: Sequence[float], add: Callable[[Witness], None],
+    def __init__(self, d: Dense, eps_values: Sequence[float], add: Callable[[UpperCandidate], None],
                  best_rank: Callable[[float], int | None], floor: Callable[[float], int], seconds: float) -> None:
         self.d, self.add, self.best_rank, self.floor = d, add, best_rank, floor
         self.eps_values = sorted(set(eps_values), reverse=True)
@@ -91,7 +91,7 @@ class UpperSearch:
 
     def _publish(self, r: int, st: SmoothState) -> None:
         if np.isfinite(st.best_error):
-            self.add(Witness(r, st.best_U, st.best_W, st.best_error, "smooth"))
+            self.add(UpperCandidate(r, st.best_U, st.best_W, st.best_error, "smooth"))
 
     def _probe(self, r: int, target: float, *, iterations: int, max_stage: int,
                abort: bool = True) -> Generator[None, None, bool]:

@@ -2,10 +2,25 @@
 
 Every certified number a study reports comes from the trusted kernel -- bracket ends are
 kernel verdicts (VERIFIED) re-checked from certificates, geometry bounds come from
-``softrank_cert.kernel.geometry_bounds`` -- while the choices, fits, bootstraps and plots here
+``softrank_cert.geometry.bounds`` -- while the choices, fits, bootstraps and plots here
 are ordinary float64 code.  A bug in a study can mislabel or mis-summarise; it cannot make an
 unproved bracket end count, because a study never builds a verdict.
 
+The commands of the same names (``softrank_cert.cli``) parse arguments, check inputs and
+outputs before any work, call a study and print or write what it returns; the study logic is
+here.  Progress bars and atomic writes come from ``softrank_cert.cli.common`` (imported where
+used).
+
+* :mod:`softrank_cert.studies.audit` -- audits of published bracket tables: confirm, tighten or
+  refute each row (``softrank audit``); its figure in :mod:`~softrank_cert.studies.audit_plot`.
+* :mod:`softrank_cert.studies.budgets` -- which rank budgets are feasible / impossible per block
+  width, over panels and as a resumable campaign (``softrank budgets``); its figure in
+  :mod:`~softrank_cert.studies.budgets_plot`.
+* :mod:`softrank_cert.studies.rank_profile` -- the certified lower and upper rank curves of one
+  operator, every step a kernel verdict (``softrank profile``).
 * :mod:`softrank_cert.studies.analyze` -- does interaction geometry predict certified rank?
-  (``softrank analyze``).
+  (``softrank analyze``); its tables, Markdown report and figure in
+  :mod:`~softrank_cert.studies.analyze_report`.
+* :mod:`softrank_cert.studies.supports` -- the supports sweeps: certified ranks against kappa on
+  grid / sphere / ball supports and the fitted exponents (``softrank supports``).
 """

@@ -66,15 +66,20 @@ bit-identical and those whose native score moves.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
 from fractions import Fraction
-from typing import Any, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from ..errors import InvalidInputError, SoftrankError
 from ..kernel import Operator, Status, parse_tolerance
+
+if TYPE_CHECKING:
+    from ..plumbing.operators_npz import NamedOperator
 
 #: Version of the per-operator results (:func:`analyze_task`): bump it whenever what they
 #: contain or how it is computed changes (study caches are keyed by it).
@@ -154,7 +159,7 @@ def _log_bound(x: Fraction):
     """Bound of ``log x`` for a rational ``x > 0`` (Arb at 128 bits, outward)."""
     from flint import arb, ctx
 
-    from ..kernel.geometry_bounds import Bound
+    from ..geometry.bounds import Bound
 
     old = ctx.prec
     ctx.prec = 128
@@ -228,8 +233,8 @@ def operator_geometry(op: Operator, grid: list[int], eps_list: list[str]) -> Geo
     """
     from ..geometry.interaction import interaction_float, retained_softmax
     from ..geometry.kappa import optimise_factorization
-    from ..kernel.geometry_bounds import (Bound, factorization_radius, interaction_bounds, native_gamma, phi_bound,
-                                          require_common_support, residual_bounds)
+    from ..geometry.bounds import (Bound, factorization_radius, interaction_bounds, native_gamma, phi_bound,
+                                   require_common_support, residual_bounds)
     from ..solvers.dense import attention_matrix, norm
 
     require_common_support(op)
@@ -324,16 +329,16 @@ def _overlap(a: tuple[Fraction, Fraction] | None, b: tuple[Fraction, Fraction] |
 
 def analyze_task(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_list: list[str],
                  ranks: list[int] | None, options: dict[str, Any]) -> dict[str, Any]:
-    """Everything about one operator (a task for :func:`~softrank_cert.parallel.run_ordered`).
+    """Everything about one operator (a task for :func:`~softrank_cert.plumbing.parallel.run_ordered`).
 
     Re-verifies the certificate (refusing it unless every claim is VERIFIED, or dropping the
     tolerances that are not with ``options["drop_unverified"]``), checks that it is about the
     panel operator ``spec`` bit for bit, computes features, geometry, scores and the
     invariance check.  Returns plain data (floats, ints, strings).
     """
-    from ..audit import operator_mismatch
-    from ..numfmt import format_up
-    from ..parallel import unpack_operator
+    from .audit import operator_mismatch
+    from ..plumbing.numfmt import format_up
+    from ..plumbing.parallel import unpack_operator
     from ..verification import check_claims, verify_certificate_bytes
 
     start = time.perf_counter()
@@ -351,8 +356,8 @@ def analyze_task(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_l
                                 "assumes one common positive support and needs scores)")
     verdicts = report.verdicts
     by_eps: dict[Fraction, tuple[Any, Any]] = {}
-    for bracket, lower, upper in zip(certificate.brackets, verdicts[0::2], verdicts[1::2]):
-        by_eps[parse_tolerance(bracket.eps)] = (lower, upper)
+    for bracket, pair in zip(certificate.brackets, report.pairs):
+        by_eps[bracket.eps_value] = pair
     brackets: dict[str, dict[str, Any]] = {}
     dropped: list[str] = []
     for eps in eps_list:
@@ -396,7 +401,8 @@ def analyze_task(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_l
     except InvalidInputError:  # the power-of-two scaling would overflow or underflow: not exact
         op2 = None
     if op2 is not None:
-        verdicts2 = check_claims(dataclasses.replace(certificate, operator=op2), max_prec=options.get("max_prec", 512))
+        verdicts2 = [v for pair in check_claims(dataclasses.replace(certificate, operator=op2),
+                                                max_prec=options.get("max_prec", 512)) for v in pair]
         geo2 = operator_geometry(op2, rank_grid(op2, ranks), eps_list)
         invariance = {
             "brackets_identical": [_verdict_key(v) for v in verdicts] == [_verdict_key(v) for v in verdicts2],
@@ -703,7 +709,7 @@ def _verdict_text(name: str, loss_ci: list[float] | None, conc_ci: list[float] |
 
 def name_groups(name: str, fallback_document: str) -> dict[str, Any]:
     """family / document / width / layer / head of a panel name (``minilm/apache2/w128/L3H7``)."""
-    from ..budgets import name_fields
+    from .budgets import name_fields
 
     document, width, layer, head = name_fields(name, fallback_document)
     return {"family": name.split("/", 1)[0] if "/" in name else fallback_document, "document": document,
@@ -836,3 +842,147 @@ def timing(ops: list[dict[str, Any]], meta: list[dict[str, Any]]) -> dict[str, A
                       "mean_total_s": round(float(np.mean([s["total"] for s in items])), 3),
                       "max_total_s": round(float(np.max([s["total"] for s in items])), 3)}
     return out
+
+
+# ----------------------------------------------------------------------------- the study over certificates
+
+def _load_panels(paths: list[str]) -> tuple[dict[str, NamedOperator], dict[str, str]]:
+    from ..plumbing.operators_npz import load_operators
+
+    operators: dict[str, NamedOperator] = {}
+    stems: dict[str, str] = {}
+    where: dict[str, str] = {}
+    for path in paths:
+        for item in load_operators(Path(path)):
+            if item.name in operators:
+                raise InvalidInputError(f"operator {item.name!r} is in both {where[item.name]} and {path}")
+            operators[item.name], stems[item.name], where[item.name] = item, Path(path).stem, path
+    return operators, stems
+
+
+def _read_certificates(paths: list[str]) -> list[tuple[str, bytes, str, list[str]]]:
+    """``(path, bytes, operator id, eps strings)`` of each certificate, schema-checked (exit 2)."""
+    from ..certio.certificate import MAX_CERTIFICATE_BYTES, check_schema, parse_json_strict
+
+    out = []
+    for path in paths:
+        try:
+            if Path(path).stat().st_size > MAX_CERTIFICATE_BYTES:
+                raise InvalidInputError(f"{path}: larger than {MAX_CERTIFICATE_BYTES} bytes")
+            raw = Path(path).read_bytes()
+        except OSError as exc:
+            raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        try:
+            document = parse_json_strict(raw)
+            check_schema(document)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"{path}: {exc}") from None
+        out.append((path, raw, document["operator"]["id"], [b["eps"] for b in document["brackets"]]))
+    return out
+
+
+def _choose_eps(requested: str | None, certificates: list[tuple[str, bytes, str, list[str]]]) -> list[str]:
+    """Requested tolerances (each in every certificate) or those common to all certificates."""
+    from ..cli.common import parse_eps_list
+
+    def values(eps: list[str]) -> dict[Fraction, str]:
+        return {parse_tolerance(e): e for e in eps}
+
+    if requested is not None:
+        wanted = parse_eps_list(requested)
+        for path, _raw, _name, eps in certificates:
+            have = values(eps)
+            for e in wanted:
+                if parse_tolerance(e) not in have:
+                    raise InvalidInputError(f"{path}: no bracket at eps {e} (it has {', '.join(eps)})")
+        # the certificates' own spelling (so that "0.250" matches "0.25")
+        first = values(certificates[0][3])
+        return [first[parse_tolerance(e)] for e in wanted]
+    common = set(values(certificates[0][3]))
+    for _path, _raw, _name, eps in certificates[1:]:
+        common &= set(values(eps))
+    if not common:
+        raise InvalidInputError("the certificates share no tolerance: choose with --eps")
+    first = values(certificates[0][3])
+    return [first[v] for v in sorted(common)]
+
+
+def analysis(certificates: list[str], panels: list[str], eps: str | None = None, *, ranks: list[int] | None = None,
+             resamples: int = 2000, seed: int = 20260, trusted_keys: frozenset[str] | None = None,
+             require_signature: bool = False, drop_unverified: bool = False, jobs: int = 1,
+             scheduler: str | None = None, show_progress: bool = True, cache: Path | None = None) -> dict[str, Any]:
+    """Run the analysis (``softrank analyze``; see the module docstring) and return the report.
+
+    ``cache`` (``--resume``; studies): a folder of per-operator results keyed by the SHA-256 of
+    the certificate's bytes, the panel operator, the tolerances and the options, each written
+    atomically as soon as its operator is done, so that an interrupted analysis resumes where it
+    stopped.  A recorded result (verdicts included) is reused only under exactly the same key.
+    """
+    from contextlib import closing
+
+    from ..cli.common import expand_json_paths, progress_bar, safe_text, write_text_atomic
+    from ..kernel import DEFAULT_MAX_PREC
+    from ..plumbing.operators_npz import natural_key
+    from ..plumbing.parallel import pack_operator, run_ordered
+    from ..plumbing.reports import envelope
+
+    for path in panels:
+        if not Path(path).is_file():
+            raise InvalidInputError(f"{path}: no such file")
+    paths = expand_json_paths(certificates)
+    if not paths:
+        raise InvalidInputError("no certificate files found")
+    operators, stems = _load_panels(panels)
+    read = _read_certificates(paths)
+    seen: dict[str, str] = {}
+    for path, _raw, name, _eps in read:
+        if name not in operators:
+            raise InvalidInputError(f"{path}: certificate operator {name!r} is not in the panels "
+                                    f"({', '.join(Path(p).name for p in panels)})")
+        if name in seen:
+            raise InvalidInputError(f"{path} and {seen[name]} are both about {name!r}")
+        seen[name] = path
+    eps_list = _choose_eps(eps, read)
+    read.sort(key=lambda item: natural_key(item[2]))
+    options = {"trusted_keys": trusted_keys, "require_signature": require_signature,
+               "drop_unverified": drop_unverified, "max_prec": DEFAULT_MAX_PREC}
+    tasks = [(pack_operator(operators[name].operator), name, raw, path, eps_list, ranks, options)
+             for path, raw, name, _eps in read]
+    start = time.perf_counter()
+    results: list[Any] = [None] * len(tasks)
+    keys = [_cache_key(task) for task in tasks] if cache is not None else []
+    if cache is not None:
+        for i, key in enumerate(keys):
+            hit = Path(cache) / f"{key}.json"
+            if hit.is_file():
+                results[i] = json.loads(hit.read_text(encoding="utf-8"))
+    todo = [i for i, result in enumerate(results) if result is None]
+    with progress_bar(show_progress) as bar:
+        task = bar.add_task("analysing", total=len(todo))
+        with closing(run_ordered(analyze_task, [tasks[i] for i in todo], jobs=jobs, scheduler=scheduler,
+                                 done=lambda j: bar.update(task, advance=1,
+                                                           description=safe_text(read[todo[j]][2])))) as out:
+            for i, result in zip(todo, out):
+                results[i] = result
+                if cache is not None:
+                    write_text_atomic(Path(cache) / f"{keys[i]}.json", json.dumps(result))
+    report = envelope("analyze", build_report(results, stems, eps_list, resamples=resamples, seed=seed))
+    report["inputs"] = {"certificates": len(paths), "panels": [str(p) for p in panels],
+                        "operators_without_certificate": len(set(operators) - set(seen))}
+    report["seconds"] = round(time.perf_counter() - start, 1)
+    return report
+
+
+def _cache_key(task: tuple) -> str:
+    """SHA-256 of everything a per-operator result depends on (and of the result format's version)."""
+    import hashlib
+
+    spec, name, raw, path, eps_list, ranks, options = task
+    digest = hashlib.sha256()
+    digest.update(RESULT_VERSION.encode())
+    digest.update(raw)
+    for key in sorted(spec["arrays"]):
+        digest.update(key.encode() + spec["arrays"][key].astype("<f8").tobytes())
+    digest.update(json.dumps([name, spec["beta"], spec["mask"], eps_list, ranks, options["drop_unverified"],
+                              options["require_signature"], sorted(options["trusted_keys"] or [])]).encode())
+    return digest.hexdigest()

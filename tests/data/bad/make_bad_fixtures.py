@@ -6,7 +6,7 @@ Every fixture is a small edit of one VALID base certificate (a peaked 3x3 'score
 operator; at eps 0.25 the bracket [3, 3] with X = Y = U = W = I; at eps 0.5 the trivial
 bracket [1, 3]) and is named after the one thing that is wrong with it.  ``softrank-verify``
 must exit 2 on each, with a one-line reason.  The output is deterministic (fixed key seed,
-fixed timestamps), so ``tests/test_certificate_format.py`` checks that the committed files
+fixed timestamps), so ``tests/certio/test_certificate_format.py`` checks that the committed files
 equal a fresh regeneration.
 """
 

@@ -1,0 +1,493 @@
+"""Parallel campaigns (front end): one task per operator on a local process pool or a Dask cluster.
+
+:func:`run_tasks` runs ``fn(*task)`` for every task and yields one :class:`TaskOutcome` per task
+as each finishes (completion order); :func:`run_ordered` yields the plain results **in task
+order**, so that the files a campaign writes do not depend on the number of workers.  Three
+back ends, one contract:
+
+* ``jobs <= 1`` (default): in this process, one task after the other (the serial behaviour);
+* ``jobs = N``: N worker processes started with the ``spawn`` method -- every worker is a fresh
+  interpreter with its own python-flint state (Arb precision is process-global, so it must
+  never be shared or inherited half-set);
+* ``scheduler = "tcp://HOST:PORT"``: a Dask distributed cluster (``pip install
+  'softrank-cert[dask]'`` here and on every worker).  Tasks carry their data as arrays
+  (:func:`pack_operator`), never file paths, so workers need no shared file system.
+
+Faults.  A task that raises an error fails at once with its one-line reason (the same inputs
+and the same code give the same error again).  A *worker* that dies under a task (killed, out
+of memory, a crash in native code) costs that task one retry: the local pool starts a fresh
+worker and runs the task again, alone (in case memory was the cause); a ``MemoryError`` raised
+in a worker is retried the same way.  On Dask the scheduler itself re-runs a task whose worker
+left the cluster (up to its ``distributed.scheduler.allowed-failures``, default 3; set it to 1
+for exactly one retry), and any other loss of a task costs one resubmission.  A task that fails
+:data:`MAX_ATTEMPTS` times is reported failed (:attr:`TaskOutcome.failure`), and the other
+tasks go on.  Only a broken invariant of the checker (``InternalInvariantError``, an unsafe
+floating-point environment) stops everything, loudly.
+
+Memory.  With ``memory`` (the estimated peak bytes of each task, see :mod:`softrank_cert.plumbing.memory`)
+and ``max_memory``, a task larger than ``max_memory`` is refused before it starts
+(:attr:`TaskOutcome.refused`), and the local pool starts a task only while the estimates of the
+tasks running together fit in ``max_memory`` (otherwise it waits: the tasks are serialised).
+
+In a worker, :func:`_call` sets the Arb working precision, runs one task at a time per process
+(a lock: a Dask worker started with several threads must not interleave two kernels on the one
+global precision) and turns any exception into a :class:`_Failure` value.  Workers ignore
+SIGINT (the client stops them) and exit when the client process is gone.
+
+Soundness does not depend on this module: every end is VERIFIED by the kernel inside the task,
+and ``softrank-verify`` re-checks the certificates anywhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections import deque
+from contextlib import closing
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, InvalidInputError, SoftrankError
+from ..kernel import Operator
+from .memory import format_bytes
+
+#: Arb precision (bits) each task starts from; the kernel raises it per check as it needs.
+WORKER_PREC = 53
+#: Seconds to wait for a Dask scheduler before giving up with a one-line error.
+CONNECT_TIMEOUT = 10.0
+
+#: Attempts of one task whose worker died (or raised MemoryError) before it is reported failed.
+MAX_ATTEMPTS = 2
+#: Failures that stop a whole campaign: the checker caught itself inconsistent (exit 4).
+FATAL_KINDS = frozenset({"InternalInvariantError", "FloatingPointEnvironmentError"})
+#: Failures worth another attempt (the task itself did not fail: its worker did, or memory ran out).
+RETRIED_KINDS = frozenset({"WorkerDied", "WorkerLost", "MemoryError"})
+
+_TASK_LOCK = threading.Lock()
+
+
+class WorkerError(SoftrankError):
+    """A task failed in a worker; the message is one line and the exit code is the task's."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_INTERNAL) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """An exception of a task, as a plain value (exceptions may not survive pickling)."""
+
+    kind: str
+    message: str
+    exit_code: int
+
+
+def pack_operator(op: Operator) -> dict[str, Any]:
+    """The exact inputs of ``op`` as plain picklable data (kind, float64 arrays, beta, mask)."""
+    return {"kind": op.kind, "arrays": {name: np.array(a) for name, a in op.arrays.items()},
+            "beta": op.beta, "mask": op.mask}
+
+
+def unpack_operator(spec: dict[str, Any]) -> Operator:
+    """Rebuild the operator of :func:`pack_operator` (bit-identical arrays; the kernel re-checks them)."""
+    return Operator(spec["kind"], spec["arrays"], beta=spec["beta"], mask=spec["mask"])
+
+
+def resolve_jobs(jobs: int) -> int:
+    """``--jobs`` value: N >= 1 as given, 0 = one worker per CPU; negative values are refused."""
+    if jobs < 0:
+        raise InvalidInputError(f"--jobs must be >= 0 (0 = one per CPU), got {jobs}")
+    return jobs or (os.cpu_count() or 1)
+
+
+def _init_worker() -> None:
+    from flint import ctx
+
+    ctx.prec = WORKER_PREC
+
+
+def _call(fn: Callable[..., Any], args: tuple) -> Any:
+    """Run ``fn(*args)`` in a worker: fresh Arb precision, one task per process at a time, errors as values."""
+    with _TASK_LOCK:
+        from flint import ctx
+
+        ctx.prec = WORKER_PREC
+        try:
+            return fn(*args)
+        except SoftrankError as exc:
+            return _Failure(type(exc).__name__, str(exc), exc.exit_code)
+        except MemoryError:
+            return _Failure("MemoryError", "out of memory for this input", EXIT_INVALID_INPUT)
+        except Exception as exc:  # a bug in a task: one line, exit 4
+            return _Failure(type(exc).__name__, f"internal error in a worker: {type(exc).__name__}: "
+                            + " ".join(str(exc).split())[:300], EXIT_INTERNAL)
+
+
+def _timed_call(fn: Callable[..., Any], args: tuple) -> tuple[Any, float]:
+    """:func:`_call` and its wall seconds (measured in the worker)."""
+    start = time.perf_counter()
+    result = _call(fn, args)
+    return result, time.perf_counter() - start
+
+
+@dataclass
+class TaskOutcome:
+    """What became of one task: its ``value``, or the one-line ``failure`` after ``attempts`` tries.
+
+    ``refused``: never started, because its memory estimate exceeds ``max_memory``.
+    ``seconds``: wall seconds of the last attempt (0 for a refused task).
+    """
+
+    index: int
+    value: Any = None
+    failure: str | None = None
+    exit_code: int = 0
+    kind: str = ""
+    attempts: int = 1
+    seconds: float = 0.0
+    refused: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    def unwrap(self) -> Any:
+        """The value, or :class:`WorkerError` with the failure's line and exit code."""
+        if self.failure is not None:
+            raise WorkerError(self.failure, self.exit_code)
+        return self.value
+
+
+def _outcome(index: int, result: Any, seconds: float, attempts: int) -> TaskOutcome:
+    if isinstance(result, _Failure):
+        if result.kind in FATAL_KINDS:
+            raise WorkerError(result.message, result.exit_code)
+        return TaskOutcome(index, None, result.message, result.exit_code, result.kind, attempts, seconds)
+    return TaskOutcome(index, result, attempts=attempts, seconds=seconds)
+
+
+def _retry(result: Any, attempts: int, limit: int) -> bool:
+    return isinstance(result, _Failure) and result.kind in RETRIED_KINDS and attempts < limit
+
+
+def _refusal(index: int, need: int, limit: int) -> TaskOutcome:
+    return TaskOutcome(index, None, f"needs about {format_bytes(need)} of memory, more than the limit of "
+                       f"{format_bytes(limit)} (--max-memory): not started", EXIT_INVALID_INPUT, "MemoryLimit",
+                       attempts=0, refused=True)
+
+
+def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *, jobs: int = 1, scheduler: str | None = None,
+              done: Callable[[int], None] | None = None, memory: Sequence[int] | None = None,
+              max_memory: int | None = None, attempts: int = MAX_ATTEMPTS) -> Iterator[TaskOutcome]:
+    """Yield one :class:`TaskOutcome` per task, in completion order (see the module docstring).
+
+    ``fn`` must be a module-level function of an installed module (workers import it by name)
+    and the tasks plain picklable data.  ``done(i)`` is called when task ``i`` is finished (also
+    when it failed or was refused).  ``memory[i]``: estimated peak bytes of task ``i``;
+    ``max_memory``: what the tasks running at one time may use together (None: no limit).
+    Raises :class:`WorkerError` at once for a fatal failure (a checker bug, exit 4).
+    """
+    if memory is not None and len(memory) != len(tasks):
+        raise ValueError("memory needs one estimate per task")
+    if scheduler:
+        runner = _run_dask(fn, tasks, scheduler, memory, max_memory, attempts)
+    elif jobs <= 1 or len(tasks) <= 1:
+        runner = _run_serial(fn, tasks, memory, max_memory, attempts)
+    else:
+        runner = _run_pool(fn, tasks, jobs, memory, max_memory, attempts)
+    try:
+        for outcome in runner:
+            if done is not None:
+                done(outcome.index)
+            yield outcome
+    finally:
+        runner.close()
+
+
+def run_ordered(fn: Callable[..., Any], tasks: Sequence[tuple], *, jobs: int = 1, scheduler: str | None = None,
+                done: Callable[[int], None] | None = None, memory: Sequence[int] | None = None,
+                max_memory: int | None = None) -> Iterator[Any]:
+    """Yield ``fn(*task)`` for every task, in task order (see the module docstring).
+
+    ``done(i)`` is called when task ``i`` finishes (in completion order: drive a progress bar
+    with it).  A failed task (after its retries, see :func:`run_tasks`) raises
+    :class:`WorkerError` (one line) when its turn comes; the remaining tasks are cancelled.
+    """
+    outcomes: dict[int, TaskOutcome] = {}
+    following = 0
+    with closing(run_tasks(fn, tasks, jobs=jobs, scheduler=scheduler, done=done, memory=memory,
+                            max_memory=max_memory)) as results:
+        for outcome in results:
+            outcomes[outcome.index] = outcome
+            while following in outcomes:
+                yield outcomes.pop(following).unwrap()
+                following += 1
+
+
+def _run_serial(fn: Callable[..., Any], tasks: Sequence[tuple], memory: Sequence[int] | None,
+                max_memory: int | None, attempts: int) -> Iterator[TaskOutcome]:
+    """In this process, in order.  Errors become failures exactly as in a worker (but a fatal one,
+    and an interrupt, propagate)."""
+    for i, task in enumerate(tasks):
+        if memory is not None and max_memory is not None and memory[i] > max_memory:
+            yield _refusal(i, memory[i], max_memory)
+            continue
+        tries = 0
+        while True:
+            tries += 1
+            start = time.perf_counter()
+            try:
+                result: Any = fn(*task)
+            except SoftrankError as exc:
+                if type(exc).__name__ in FATAL_KINDS:
+                    raise
+                result = _Failure(type(exc).__name__, str(exc), exc.exit_code)
+            except MemoryError:
+                result = _Failure("MemoryError", "out of memory for this input", EXIT_INVALID_INPUT)
+            except Exception as exc:  # a bug in a task: one line, exit 4
+                result = _Failure(type(exc).__name__, f"internal error: {type(exc).__name__}: "
+                                  + " ".join(str(exc).split())[:300], EXIT_INTERNAL)
+            if not _retry(result, tries, attempts):
+                break
+        yield _outcome(i, result, time.perf_counter() - start, tries)
+
+
+# --------------------------------------------------------------------------- the local pool
+
+def _watch_parent(parent: int) -> None:
+    """Exit this worker when the client process is gone (e.g. killed with SIGKILL)."""
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            os._exit(1)
+
+
+def _worker_main(conn: Any, parent: int) -> None:
+    """A pool worker: receive ``(index, fn, args)``, send ``(index, result, seconds)``; None ends."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the client, which stops us
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    _init_worker()
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        index, fn, args = message
+        result, seconds = _timed_call(fn, args)
+        try:
+            conn.send((index, result, seconds))
+        except (BrokenPipeError, EOFError, OSError):
+            return
+        except Exception as exc:  # the result does not pickle: a bug in the task, reported as such
+            conn.send((index, _Failure(type(exc).__name__, f"internal error in a worker: result not transferable: "
+                                       f"{type(exc).__name__}: " + " ".join(str(exc).split())[:200], EXIT_INTERNAL),
+                       seconds))
+
+
+class _Worker:
+    """One worker process and the pipe to it."""
+
+    def __init__(self, context: Any) -> None:
+        here, there = context.Pipe(duplex=True)
+        self.process = context.Process(target=_worker_main, args=(there, os.getpid()), daemon=True,
+                                       name="softrank-worker")
+        self.process.start()
+        there.close()
+        self.conn = here
+        self.task: int | None = None
+        self.started = 0.0
+
+    def death(self) -> str:
+        """Why the process ended, in words."""
+        self.process.join(timeout=5)
+        code = self.process.exitcode
+        if code is None:
+            return "its worker process stopped answering"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            hint = " (killed: out of memory?)" if -code == signal.SIGKILL else ""
+            return f"its worker process died of {name}{hint}"
+        return f"its worker process exited with code {code}"
+
+    def stop(self, now: bool) -> None:
+        if not now and self.process.is_alive():
+            try:
+                self.conn.send(None)
+            except (BrokenPipeError, EOFError, OSError):
+                pass
+        if now and self.process.is_alive():
+            self.process.terminate()
+        self.process.join(timeout=5 if now else 30)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout=5)
+        self.conn.close()
+
+
+def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], jobs: int, memory: Sequence[int] | None,
+              max_memory: int | None, attempts: int) -> Iterator[TaskOutcome]:
+    from multiprocessing.connection import wait
+
+    context = multiprocessing.get_context("spawn")
+    size = min(jobs, len(tasks))
+    pending = deque(range(len(tasks)))
+    tries = [0] * len(tasks)
+    alone: set[int] = set()  # retried after a worker death: run with no other task beside it
+    idle: list[_Worker] = []
+    busy: list[_Worker] = []
+    clean = False
+
+    def need(i: int) -> int:
+        return 0 if memory is None else int(memory[i])
+
+    try:
+        while pending or busy:
+            while pending:  # start what fits
+                i = pending[0]
+                if memory is not None and max_memory is not None and need(i) > max_memory:
+                    pending.popleft()
+                    yield _refusal(i, need(i), max_memory)
+                    continue
+                if busy and (i in alone or any(w.task in alone for w in busy)):
+                    break
+                if busy and max_memory is not None and sum(need(w.task) for w in busy) + need(i) > max_memory:
+                    break  # serialised: wait for memory to come free
+                if not idle and len(busy) >= size:
+                    break
+                worker = idle.pop() if idle else _Worker(context)
+                try:
+                    worker.conn.send((i, fn, tasks[i]))
+                except (BrokenPipeError, EOFError, OSError):  # it died while idle: replace it, same attempt
+                    worker.stop(now=True)
+                    continue
+                pending.popleft()
+                tries[i] += 1
+                worker.task, worker.started = i, time.perf_counter()
+                busy.append(worker)
+            if not busy:
+                continue
+            ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout=1.0))
+            for worker in [w for w in busy if w.conn in ready or w.process.sentinel in ready]:
+                i = worker.task
+                message = None
+                try:
+                    if worker.conn.poll():
+                        message = worker.conn.recv()
+                except (EOFError, OSError):
+                    message = None
+                busy.remove(worker)
+                worker.task = None
+                if message is not None:
+                    _index, result, seconds = message
+                    idle.append(worker)
+                else:
+                    result = _Failure("WorkerDied", f"{worker.death()} while running this task", EXIT_INTERNAL)
+                    seconds = time.perf_counter() - worker.started
+                    worker.stop(now=True)
+                if _retry(result, tries[i], attempts):
+                    pending.appendleft(i)
+                    alone.add(i)
+                    continue
+                yield _outcome(i, result, seconds, tries[i])
+        clean = True
+    finally:  # after an error or an interrupt: stop the workers now, not after their tasks
+        for worker in busy + idle:
+            worker.stop(now=not clean)
+
+
+def connect(address: str, timeout: float = CONNECT_TIMEOUT) -> Any:
+    """A ``dask.distributed.Client`` on ``address``, or a one-line InvalidInputError (exit 2)."""
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise InvalidInputError("--scheduler needs Dask: pip install 'softrank-cert[dask]' "
+                                "(on this machine and on every worker)") from None
+    if "://" not in address:
+        raise InvalidInputError(f"--scheduler expects an address such as tcp://HOST:8786, got {address!r}")
+    quiet = [logging.getLogger(name) for name in ("distributed", "distributed.client", "distributed.comm.core")]
+    levels = [log.level for log in quiet]
+    for log in quiet:
+        log.setLevel(logging.CRITICAL)
+    try:
+        return Client(address, timeout=timeout)
+    except Exception as exc:
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise InvalidInputError(f"cannot reach the Dask scheduler at {address}: {reason}") from None
+    finally:
+        for log, level in zip(quiet, levels):
+            log.setLevel(level)
+
+
+
+def check_scheduler(address: str | None) -> None:
+    """Fail now, with one line (exit 2), when the Dask scheduler cannot be reached -- before a
+    campaign writes anything."""
+    if address:
+        connect(address).close()
+
+
+def _dask_memory_limit(client: Any) -> int | None:
+    """The smallest ``memory_limit`` of the cluster's workers (None when none is set)."""
+    try:
+        limits = [int(w.get("memory_limit") or 0) for w in client.scheduler_info().get("workers", {}).values()]
+    except Exception:
+        return None
+    limits = [n for n in limits if n > 0]
+    return min(limits) if limits else None
+
+
+def _run_dask(fn: Callable[..., Any], tasks: Sequence[tuple], address: str, memory: Sequence[int] | None,
+              max_memory: int | None, attempts: int) -> Iterator[TaskOutcome]:
+    from dask.distributed import as_completed
+
+    client = connect(address)
+    live: dict[str, tuple[int, Any]] = {}
+    try:
+        if memory is not None and max_memory is None:
+            max_memory = _dask_memory_limit(client)
+        tries = [0] * len(tasks)
+        queue = as_completed()
+
+        def submit(i: int) -> None:
+            tries[i] += 1
+            future = client.submit(_timed_call, fn, tasks[i], pure=False)
+            live[future.key] = (i, future)
+            queue.add(future)
+
+        for i in range(len(tasks)):
+            if memory is not None and max_memory is not None and memory[i] > max_memory:
+                yield _refusal(i, int(memory[i]), max_memory)
+            else:
+                submit(i)
+        for future in queue:
+            i, _ = live.pop(future.key)
+            try:
+                result, seconds = future.result()
+            except Exception as exc:  # the task was lost with its worker(s), or the cluster failed
+                killed = type(exc).__name__ == "KilledWorker"  # the scheduler already re-ran it
+                reason = " ".join(str(exc).split())[:200]
+                result, seconds = _Failure("WorkerLost", f"lost on the Dask cluster: {type(exc).__name__}"
+                                           + (f": {reason}" if reason else ""), EXIT_INTERNAL), 0.0
+                if killed:
+                    tries[i] = max(tries[i], attempts)
+            if _retry(result, tries[i], attempts):
+                submit(i)
+                continue
+            yield _outcome(i, result, seconds, tries[i])
+    finally:
+        try:
+            client.cancel([future for _, future in live.values()])
+        finally:
+            client.close()

@@ -1,0 +1,132 @@
+"""Tests of the untrusted lower-certificate search (softrank_cert.solvers.lower_search)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from softrank_cert.kernel import Operator, Status, verify_lower
+from softrank_cert.plumbing.operators_npz import load_operators
+from softrank_cert.solvers import lower_search
+from softrank_cert.solvers.dense import Dense, threshold
+from softrank_cert.solvers.lower_pooled import pooled
+from softrank_cert.solvers.lower_search import LowerSearch, RowLP, feasible, key_moves, signed_y
+from softrank_cert.solvers.profiles import LowerCandidate
+
+PANEL = Path(__file__).resolve().parents[2] / "examples" / "panels" / "minilm-apache2-w32.npz"
+EPS = [0.1, 0.25, 0.5]
+
+
+def down_eps(t: float) -> str:
+    """A decimal tolerance just below a float64 threshold."""
+    return f"{t * 0.999:.12f}"
+
+
+def qk_operator(seed: int, n: int, d: int = 16, scale: float = 1.5) -> Operator:
+    rng = np.random.default_rng(seed)
+    return Operator("qk", {"Q": scale * rng.standard_normal((n, d)), "K": rng.standard_normal((n, d))})
+
+
+def search(op: Operator, eps: list[float], ceiling: int | None = None, floor: int = 1
+           ) -> tuple[LowerSearch, list[LowerCandidate]]:
+    got: list[LowerCandidate] = []
+    d = Dense.of(op)
+    top = d.p if ceiling is None else ceiling
+    return LowerSearch(d, eps, got.append, lambda e: top, lambda e: floor), got
+
+
+@pytest.fixture(scope="module")
+def heads() -> list[Operator]:
+    return [item.operator for item in load_operators(PANEL, ["minilm/apache2/w32/L0H0", "minilm/apache2/w32/L5H2"])]
+
+
+def test_every_certificate_handed_over_verifies(heads: list[Operator]) -> None:
+    for op in heads + [qk_operator(1, 24)]:
+        s, got = search(op, EPS)
+        s.run(time.perf_counter() + 1.5)
+        assert got, "the search must find something above the trivial k = 1"
+        A = Dense.of(op).A
+        for c in got:
+            assert c.X.shape == (c.k, A.shape[0]) and c.Y.shape == (A.shape[1], c.k)
+            assert np.isclose(c.threshold, threshold(A, c.X, c.Y), rtol=1e-12)
+            assert np.abs(c.Y).sum(axis=1).max() == 1.0  # signed key groups: ||Y|| = 1
+            assert verify_lower(op, down_eps(c.threshold), c.k, c.X, c.Y).status is Status.VERIFIED
+        for eps in EPS:  # the best k per tolerance was handed over
+            assert max((c.k for c in got if c.threshold > eps), default=1) == max(s.best_k(eps), 1)
+
+
+def test_ceiling_and_floor_are_respected(heads: list[Operator]) -> None:
+    s, got = search(heads[0], EPS, ceiling=4, floor=2)
+    assert s.run(time.perf_counter() + 10)  # little to do: finishes early
+    assert got and all(2 < c.k <= 4 for c in got)
+
+
+def test_row_lp_is_exact_and_lazy_rows_keep_the_optimum() -> None:
+    A = Dense.of(qk_operator(2, 30)).A
+    rng = np.random.default_rng(0)
+    k = 5
+    lab, sign = rng.integers(-1, k, 30), rng.choice([-1.0, 1.0], 30)
+    lab[:k] = np.arange(k)
+    Y = signed_y(lab, sign, k)
+    lp = RowLP()
+    X = lp.solve(A @ Y, time.perf_counter() + 10)
+    assert np.allclose(X @ A @ Y, np.eye(k), atol=1e-10)
+    start = feasible(A, np.abs(rng.standard_normal((k, 30))), Y)
+    lazy = lp.solve(A @ Y, time.perf_counter() + 10, start)
+    assert np.allclose(lazy @ A @ Y, np.eye(k), atol=1e-9)
+    assert np.isclose(np.abs(lazy).sum(axis=1).max(), np.abs(X).sum(axis=1).max(), rtol=1e-9)
+    # no feasible X has a smaller worst row: spot-check against random feasible ones
+    for _ in range(20):
+        other = feasible(A, rng.standard_normal((k, 30)), Y)
+        assert np.abs(other).sum(axis=1).max() >= np.abs(X).sum(axis=1).max() * (1 - 1e-9)
+
+
+def test_key_moves_never_raise_the_inverse_norm() -> None:
+    A = Dense.of(qk_operator(3, 40)).A
+    rng = np.random.default_rng(1)
+    k = 6
+    lab, sign = rng.integers(0, k, 40), rng.choice([-1.0, 1.0], 40)
+    C = np.abs(rng.standard_normal((k, 40))) @ A
+    before = np.abs(np.linalg.inv(C @ signed_y(lab, sign, k))).sum(axis=1).max()
+    lab2, sign2, moved = key_moves(C, lab, sign, time.perf_counter() + 10)
+    after = np.abs(np.linalg.inv(C @ signed_y(lab2, sign2, k))).sum(axis=1).max()
+    assert moved and after < before
+
+
+def test_run_returns_near_its_deadline_on_256() -> None:
+    s, _ = search(qk_operator(4, 256, d=32, scale=1.0), EPS)
+    for seconds in (1.0, 0.6):
+        until = time.perf_counter() + seconds
+        s.run(until)
+        assert time.perf_counter() - until < 1.0
+
+
+def test_planted_blocks_at_least_pooled() -> None:
+    rng = np.random.default_rng(0)
+    blocks = np.kron(np.eye(6), np.ones((8, 8)))
+    op = Operator("scores", {"S": 6.0 * blocks + 0.3 * rng.standard_normal((48, 48))})
+    d = Dense.of(op)
+    for eps in (0.1, 0.25):
+        k_pooled = 1
+        while threshold(d.A, *pooled(d, k_pooled + 1, kinds=("sqrt",))) > eps:
+            k_pooled += 1
+        s, got = search(op, [eps])
+        s.run(time.perf_counter() + 2.0)
+        assert s.best_k(eps) >= k_pooled >= 6
+
+
+def test_resumed_runs_do_the_same_work(heads: list[Operator], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lower_search, "ILS_PATIENCE", 6)
+    one, _ = search(heads[1], EPS)
+    assert one.run(time.perf_counter() + 60)
+    sliced, _ = search(heads[1], EPS)
+    calls = 0
+    while not sliced.run(time.perf_counter() + 0.25):
+        calls += 1
+    assert calls >= 2
+    for eps in EPS:
+        assert sliced.best_k(eps) >= one.best_k(eps)
+    assert {k: s.t for k, s in sliced.states.items()} == {k: s.t for k, s in one.states.items()}

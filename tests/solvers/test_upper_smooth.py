@@ -1,0 +1,115 @@
+"""Smoothed-minimax witnesses, the resumable rank search and the time-aware driver."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from softrank_cert.kernel import Operator, Status, verify_upper
+from softrank_cert.solvers import Dense, UpperCandidate, bracket_operator, norm
+from softrank_cert.solvers.bracket import default_budget_seconds
+from softrank_cert.solvers.profiles import tsvd_errors
+from softrank_cert.solvers.upper_search import UpperSearch
+from softrank_cert.solvers.upper_smooth import SmoothState, run_stages, smooth, tsvd_start
+
+
+def up_eps(error: float) -> str:
+    """A decimal tolerance just above a float64 error."""
+    return repr(float(np.nextafter(error * (1 + 1e-9), np.inf)))
+
+
+def planted(seed: int = 0, m: int = 60, n: int = 50, r: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """Rank-r nonnegative ``L`` plus sparse noise ``E`` (two entries per row): ``||A - L|| = ||E||``."""
+    rng = np.random.default_rng(seed)
+    L = rng.uniform(0, 1, (m, r)) @ rng.uniform(0, 1, (r, n)) / n
+    E = np.zeros((m, n))
+    for i in range(m):
+        E[i, rng.choice(n, 2, replace=False)] = rng.uniform(-1, 1, 2) * 0.02
+    return L + E, E
+
+
+def qk(seed: int, n: int, d: int = 16, scale: float = 2.0) -> Operator:
+    rng = np.random.default_rng(seed)
+    return Operator("qk", {"Q": scale * rng.standard_normal((n, d)), "K": rng.standard_normal((n, d))})
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_smooth_reaches_planted_optimum(seed: int) -> None:
+    """The optimum at rank r is at most ||E||; the truncated SVD is far from it."""
+    A, E = planted(seed)
+    d = Dense(A)
+    U0, W0 = tsvd_start(d, 4)
+    U, W = smooth(d, 4, iterations=300)
+    assert norm(A - U @ W.T) <= norm(E) * 1.01
+    assert norm(A - U0 @ W0.T) > 1.5 * norm(E)
+
+
+def test_smooth_never_worse_than_start_and_stops_at_target() -> None:
+    A, _ = planted(2)
+    d = Dense(A)
+    state = SmoothState.start(A, *tsvd_start(d, 3))
+    start = state.best_error
+    target = 0.9 * start
+    assert run_stages(d, state, stages=5, iterations=200, target=target)
+    assert state.best_error <= target and norm(A - state.best_U @ state.best_W.T) == state.best_error
+    assert state.best_error < start
+
+
+def test_smooth_witnesses_verify() -> None:
+    op = qk(3, 32)
+    d = Dense.of(op)
+    for r in (2, 5, 9):
+        U, W = smooth(d, r, iterations=100)
+        error = norm(d.A - U @ W.T)
+        assert error < tsvd_errors(d.A, d.svd)[r]
+        assert verify_upper(op, up_eps(error), r, U, W).status is Status.VERIFIED
+
+
+def test_upper_search_is_resumable_and_reports_every_improvement() -> None:
+    op = qk(4, 48)
+    d = Dense.of(op)
+    seen: list[UpperCandidate] = []
+    tsvd = tsvd_errors(d.A, d.svd)
+
+    def best_rank(eps: float) -> int | None:
+        ranks = [w.r for w in seen if w.error <= eps] + [r for r in range(d.p + 1) if tsvd[r] <= eps]
+        return min(ranks, default=None)
+
+    search = UpperSearch(d, [0.25, 0.5], seen.append, best_rank, lambda eps: 1, seconds=4.0)
+    for _ in range(10):  # resumed slice after slice; each returns at its deadline
+        until = time.perf_counter() + 0.3
+        finished = search.run(until)
+        assert time.perf_counter() - until < 0.5
+        if finished:
+            break
+    assert seen and search.spent > 0.3
+    for eps in (0.25, 0.5):
+        assert best_rank(eps) < next(r for r in range(d.p + 1) if tsvd[r] <= eps)
+    assert all(w.construction == "smooth" and np.isclose(w.error, norm(d.A - w.U @ w.W.T)) for w in seen)
+
+
+def test_default_budget_scales_with_size() -> None:
+    assert default_budget_seconds(128, 128) == 16.0
+    assert 100 < default_budget_seconds(512, 512) < 120
+    assert default_budget_seconds(8, 8) == 4.0 and default_budget_seconds(10 ** 5, 10 ** 5) == 600.0
+
+
+def test_tiny_budget_on_a_256_wide_operator_is_respected() -> None:
+    op = qk(5, 256, d=32)
+    start = time.perf_counter()
+    brackets = bracket_operator(op, ["0.1", "0.25", "0.5"], budget_seconds=2.0)
+    seconds = time.perf_counter() - start
+    assert seconds <= 1.3 * 2.0 + 3.0
+    for b in brackets:
+        assert b.lower.verdict.status is Status.VERIFIED and b.upper.verdict.status is Status.VERIFIED
+        assert 1 <= b.lower.k <= b.upper.r < op.p
+
+
+def test_progress_names_stages() -> None:
+    stages: list[tuple[str, float, float]] = []
+    bracket_operator(qk(6, 40), ["0.25"], budget_seconds=2.0, progress=lambda *a: stages.append(a))
+    names = [s[0] for s in stages]
+    assert names[:2] == ["tsvd", "pivot"] and any(n.startswith("smooth") for n in names)
+    assert all(0 <= elapsed <= budget == 2.0 for _, elapsed, budget in stages)
