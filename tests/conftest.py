@@ -100,6 +100,19 @@ def run_softrank(*args: Any, cwd: Path | None = None, timeout: float = 120) -> C
     return _run([*SOFTRANK_CMD, *map(str, args)], cwd=cwd, timeout=timeout)
 
 
+def run_in_process(capsys, *args: str) -> tuple[int, str, str]:
+    """Run ``softrank ARGS`` in this process (argparse and run_main exit through SystemExit):
+    ``(exit code, stdout, stderr)``."""
+    from softrank_cert.cli.common import run_main
+    from softrank_cert.cli.main import build_parser
+
+    with pytest.raises(SystemExit) as exc:
+        parsed = build_parser().parse_args(list(args))
+        run_main(f"softrank {parsed.command}", lambda: parsed.run(parsed))
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
 def assert_one_line_error(result: CliResult, code: int = 2, max_seconds: float = 5.0) -> None:
     """Exit ``code``, exactly one non-empty stderr line, no traceback, quick."""
     assert result.returncode == code, (result.returncode, result.stderr, result.stdout[-2000:])

@@ -21,20 +21,9 @@ from softrank_cert.studies.analyze import (
     bootstrap_weights, concordance, fit_interval_model, interval_loss, operator_features, operator_geometry,
     rank_grid, refactored_operator, score_concordance,
 )
+from conftest import run_in_process as cli
 
 EPS = ["0.1", "0.25", "0.5"]
-
-
-def cli(capsys, *args: str) -> tuple[int, str, str]:
-    """Run ``softrank ARGS`` in this process (argparse and run_main exit through SystemExit)."""
-    from softrank_cert.cli.common import run_main
-    from softrank_cert.cli.main import build_parser
-
-    with pytest.raises(SystemExit) as exc:
-        parsed = build_parser().parse_args(list(args))
-        run_main(f"softrank {parsed.command}", lambda: parsed.run(parsed))
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def rank_one(beta: str = "1") -> Operator:

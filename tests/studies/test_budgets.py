@@ -20,6 +20,7 @@ from softrank_cert.errors import EXIT_INVALID_INPUT, InternalInvariantError, Inv
 from softrank_cert.kernel import Status, verify_lower, verify_upper
 from softrank_cert.plumbing.operators_npz import load_operators
 from softrank_cert.plumbing.parallel import pack_operator
+from conftest import run_in_process as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PANEL = ROOT / "examples" / "panels" / "minilm-apache2-w32.npz"
@@ -29,18 +30,6 @@ TIMEOUT = 120
 def softrank(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "softrank_cert.cli.main", *args], capture_output=True, text=True,
                           timeout=TIMEOUT)
-
-
-def cli(capsys, *args: str) -> tuple[int, str, str]:
-    """Run ``softrank ARGS`` in this process (argparse and run_main exit through SystemExit)."""
-    from softrank_cert.cli.common import run_main
-    from softrank_cert.cli.main import build_parser
-
-    with pytest.raises(SystemExit) as exc:
-        parsed = build_parser().parse_args(list(args))
-        run_main(f"softrank {parsed.command}", lambda: parsed.run(parsed))
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def deterministic(report: dict) -> dict:
