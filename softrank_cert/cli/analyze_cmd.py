@@ -39,8 +39,9 @@ exit codes: 0 the analysis ran; 2 invalid input (unreadable or invalid certifica
 certificate about another operator or not in the panels, a tolerance missing from a
 certificate, a causal or probabilities operator, unusable --out/--plot/--table: checked
 before any work; a failed run writes nothing); 1 / 3 a certificate with a REJECTED /
-INCONCLUSIVE claim (without --drop-unverified); 4 a checker bug; 130 interrupted (the
-per-operator results finished so far stay in REPORT-cache/ with --resume: run it again).
+INCONCLUSIVE claim (without --drop-unverified); 4 a checker bug; 130 interrupted by Ctrl-C
+or SIGTERM (with --resume the per-operator results finished so far stay in REPORT-cache/:
+run it again).
 """
 
 

@@ -48,7 +48,7 @@ peak does not fit and starts tasks only while they fit together.
 exit codes: 0 every certificate written (or kept); 2 invalid input, or an output that cannot
 be written (full disk: one line, the manifest and every finished certificate stay intact);
 4 a checker bug; 6 the campaign finished but some operators failed or were refused (see the
-manifest); 130 interrupted (resume with --resume).
+manifest); 130 interrupted by Ctrl-C or SIGTERM (resume with --resume).
 """
 
 

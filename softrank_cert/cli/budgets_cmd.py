@@ -50,7 +50,8 @@ exit codes: 0 the study ran; 2 invalid input (bad --budgets or --eps, unreadable
 an operator name in two panels, an unusable --out/--table/--plot: checked before any work;
 a failed run writes no report) or an output that cannot be written (a full disk);
 4 a checker bug (verified lower above verified upper); 6 the study ran but some operators
-failed or were refused (listed under "failed"); 130 interrupted (resume with --resume).
+failed or were refused (listed under "failed"); 130 interrupted by Ctrl-C or
+SIGTERM (resume with --resume).
 """
 
 

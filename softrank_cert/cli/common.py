@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, NoReturn
 
@@ -71,15 +73,29 @@ def make_parser(prog: str, description: str, epilog: str) -> OneLineParser:
 _ENVIRONMENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG})
 
 
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _interrupt_on_sigterm() -> Any:
+    """Make SIGTERM (``kill``, batch schedulers before their SIGKILL) the same clean interruption
+    as Ctrl-C: campaigns record "interrupted", stop their workers and exit 130.  Returns the
+    previous handler (None when not in the main thread, where no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
 def run_main(prog: str, body: Callable[[], int], *, json_errors: bool = False) -> NoReturn:
     """Run ``body`` and exit with its code; errors become one line on stderr.
 
     SoftrankError -> its exit code; invalid memory requests -> 2; anything else is a bug:
-    one line and exit 4 (set SOFTRANK_DEBUG=1 to see the traceback).  With ``json_errors``
+    one line and exit 4 (set SOFTRANK_DEBUG=1 to see the traceback); Ctrl-C or SIGTERM -> 130.  With ``json_errors``
     (the command's ``--json``) a failure also prints the JSON error document on stdout
     (:func:`softrank_cert.plumbing.reports.error_document`); exit codes are the same.
     """
     message: str | None = None
+    previous = _interrupt_on_sigterm()
     try:
         code = body()
     except SoftrankError as exc:
@@ -107,6 +123,9 @@ def run_main(prog: str, body: Callable[[], int], *, json_errors: bool = False) -
         message = (f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
                    "(set SOFTRANK_DEBUG=1 for a traceback)")
         code = EXIT_INTERNAL
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     if message is not None:
         print(f"{prog}: {message}", file=sys.stderr)
         if json_errors:
