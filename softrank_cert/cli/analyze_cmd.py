@@ -79,13 +79,9 @@ def add_analyze(sub: Any) -> None:
 # ----------------------------------------------------------------------------- --resume
 
 def resume_cache(out: Path) -> Path:
-    """The per-operator results folder of ``--resume``: ``REPORT-cache/`` beside ``--out`` (created)."""
-    folder = out.with_name(out.stem + "-cache")
-    try:
-        folder.mkdir(exist_ok=True)
-    except OSError as exc:
-        raise InvalidInputError(f"cannot create the --resume folder {folder}: {exc.strerror or exc}") from None
-    return folder
+    """The per-operator results folder of ``--resume``: ``REPORT-cache/`` beside ``--out``
+    (created by the analysis once its inputs have checked, so a refused run leaves nothing)."""
+    return out.with_name(out.stem + "-cache")
 
 
 # ----------------------------------------------------------------------------- command

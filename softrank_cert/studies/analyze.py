@@ -952,6 +952,10 @@ def analysis(certificates: list[str], panels: list[str], eps: str | None = None,
     results: list[Any] = [None] * len(tasks)
     keys = [_cache_key(task) for task in tasks] if cache is not None else []
     if cache is not None:
+        try:
+            Path(cache).mkdir(exist_ok=True)
+        except OSError as exc:
+            raise InvalidInputError(f"cannot create the --resume folder {cache}: {exc.strerror or exc}") from None
         for i, key in enumerate(keys):
             hit = Path(cache) / f"{key}.json"
             if hit.is_file():

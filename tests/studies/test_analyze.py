@@ -246,9 +246,11 @@ def test_analyze_refuses_bad_input(toy, tmp_path, capsys):
     common = ["--operators", str(panel), "--out", str(tmp_path / "r.json")]
     code, _, err = cli(capsys, "analyze", str(certs), *common, "--plot", str(tmp_path / "f.txt"))
     assert code == EXIT_INVALID_INPUT and "unsupported file type" in err and len(err.strip().splitlines()) == 1
-    code, _, err = cli(capsys, "analyze", str(certs), *common, "--plot", str(tmp_path / "f.png"), "--eps", "0.3")
+    code, _, err = cli(capsys, "analyze", str(certs), *common, "--plot", str(tmp_path / "f.png"), "--eps", "0.3",
+                       "--resume")
     assert code == EXIT_INVALID_INPUT and "no bracket at eps 0.3" in err
     assert not (tmp_path / "r.json").exists()  # nothing written by a failed run
+    assert not (tmp_path / "r-cache").exists()  # not even the --resume folder
 
 
 def test_analyze_refuses_a_certificate_that_does_not_match_the_panel(toy, tmp_path, capsys):
