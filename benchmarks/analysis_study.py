@@ -36,13 +36,15 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import budget_study  # noqa: E402
+
 from softrank_cert.studies.analyze import analysis  # noqa: E402
 from softrank_cert.studies.analyze_report import analysis_figure, markdown_report  # noqa: E402
 from softrank_cert.cli.bracket_cmd import bracket_document, bracket_task, certificate_path  # noqa: E402
 from softrank_cert.cli.common import OutputFiles, comma_items, int_list  # noqa: E402
 from softrank_cert.cli.keys import write_json_atomic  # noqa: E402
-from softrank_cert.models import build_panel, write_panel  # noqa: E402
-from softrank_cert.plumbing.operators_npz import PROVENANCE_KEY, load_operators, natural_key  # noqa: E402
+from softrank_cert.plumbing.operators_npz import load_operators, natural_key  # noqa: E402
 from softrank_cert.plumbing.parallel import pack_operator, run_ordered  # noqa: E402
 
 DOCUMENTS = ("apache2", "mpl2", "gpl3")
@@ -53,27 +55,10 @@ EPS = "0.1,0.25,0.5"
 BUDGETS = {64: 2.0, 128: 3.0, 256: 4.0}
 
 
-def _spread(items: list[str], limit: int | None) -> list[str]:
-    if limit is None or limit >= len(items):
-        return items
-    picks = np.linspace(0, len(items) - 1, limit).round().astype(int)
-    return [items[i] for i in sorted(set(picks.tolist()))]
-
-
 def make_panel(document: str, widths: list[int], limit: int | None, folder: Path) -> Path:
-    """MiniLM panel of examples/data/DOCUMENT.txt at the widths (``limit`` heads per width); kept."""
-    path = folder / f"minilm-{document}.npz"
-    arrays = build_panel("minilm", ROOT / "examples" / "data" / f"{document}.txt", widths)
-    provenance = json.loads(str(arrays[PROVENANCE_KEY]))
-    keep: set[str] = set()
-    for width in widths:
-        names = sorted((n for n in provenance if provenance[n]["width"] == width),
-                       key=lambda n: (provenance[n]["layer"], provenance[n]["head"]))
-        keep.update(_spread(names, limit))
-    chosen = {key: value for key, value in arrays.items()
-              if key == PROVENANCE_KEY or key.endswith("/tokens") or key.rsplit("/", 1)[0] in keep}
-    chosen[PROVENANCE_KEY] = np.array(json.dumps({n: provenance[n] for n in sorted(keep)}, sort_keys=True))
-    return write_panel(path, chosen)
+    """MiniLM panel of examples/data/DOCUMENT.txt at the widths (``limit`` heads per width): the
+    budget study's panel maker (``benchmarks/budget_study.py``), all layers and heads."""
+    return budget_study.make_panel(document, widths, None, None, limit, folder)
 
 
 def bracket_missing(panel: Path, certs: Path, eps_list: list[str], budgets: dict[int, float], jobs: int,

@@ -136,7 +136,9 @@ def test_constructors_from_arrays():
     assert sc.Operator.from_qk(Q32, K32, beta="0.3").beta_exact == Fraction(3, 10)
     assert sc.Operator.from_qk(Q32, K32, beta=8).beta == "8"
     assert Fraction(sc.Operator.from_qk(Q32, K32, beta=0.1).beta) == Fraction(0.1)  # the double, exactly
-    for bad in (Fraction(1, 3), True, float("nan")):
+    assert sc.Operator.from_qk(Q32, K32, beta=np.float32(0.1)).beta_exact == Fraction(np.float32(0.1).item())
+    wider = [np.longdouble(1) / 3] if np.finfo(np.longdouble).nmant > 52 else []  # not a double: refused, not rounded
+    for bad in (Fraction(1, 3), True, float("nan"), *wider):
         with pytest.raises(InvalidOperatorError, match="beta must be"):
             sc.Operator.from_qk(Q32, K32, beta=bad)
     S = sc.Operator.from_scores([[0.0, 1.0], [2.0, -1.0]])

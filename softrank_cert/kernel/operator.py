@@ -88,7 +88,7 @@ def beta_text(beta: object) -> str:
         return beta
     if isinstance(beta, (int, np.integer)) and not isinstance(beta, bool):
         return str(int(beta))
-    if isinstance(beta, (float, np.floating)) and np.isfinite(beta):
+    if isinstance(beta, (float, np.float32, np.float16)) and np.isfinite(beta):  # each a double: float() exact
         return float_to_decimal_string(float(beta))
     raise InvalidOperatorError(f"beta must be None, a decimal string, an int or a finite float, got {beta!r}")
 
