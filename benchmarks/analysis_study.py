@@ -41,9 +41,10 @@ import budget_study  # noqa: E402
 
 from softrank_cert.studies.analyze import analysis  # noqa: E402
 from softrank_cert.studies.analyze_report import analysis_figure, markdown_report  # noqa: E402
-from softrank_cert.cli.bracket_cmd import bracket_document, bracket_task, certificate_path  # noqa: E402
-from softrank_cert.cli.common import OutputFiles, comma_items, int_list  # noqa: E402
-from softrank_cert.cli.keys import write_json_atomic  # noqa: E402
+from softrank_cert.cli.bracket_cmd import bracket_document, bracket_task  # noqa: E402
+from softrank_cert.cli.common import comma_items, int_list  # noqa: E402
+from softrank_cert.plumbing.certificate_files import certificate_path  # noqa: E402
+from softrank_cert.plumbing.files import OutputFiles, write_json_atomic  # noqa: E402
 from softrank_cert.plumbing.operators_npz import load_operators, natural_key  # noqa: E402
 from softrank_cert.plumbing.parallel import pack_operator, run_ordered  # noqa: E402
 

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
+from softrank_cert.certio.signing import sign_certificate
 from softrank_cert.cli.bracket_cmd import bracket_document
-from softrank_cert.cli.keys import sign_certificate, write_json_atomic
 from softrank_cert.kernel import Operator
+from softrank_cert.plumbing.files import write_json_atomic
 from softrank_cert.solvers.bracket import bracket_operator
 
 ROOT = Path(__file__).resolve().parent.parent

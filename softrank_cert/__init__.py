@@ -22,16 +22,22 @@ Layout (the trust boundary is the folder layout):
   arithmetic (``softrank-verify --kernel exact``).
 * ``softrank_cert.verification`` -- certificate bytes -> kernel claims -> verdicts (the one
   verification path; decides nothing itself).
-* ``softrank_cert.certio``  -- certificate format (JSON Schema, arrays, eddsa-jcs-2022 proofs).
+* ``softrank_cert.certio``  -- certificate format (JSON Schema, arrays, eddsa-jcs-2022 proofs,
+  ``certio.signing.sign_certificate``) and issuing (``certio.issuing``: ``certificate_for``,
+  ``BracketResult``).
 * ``softrank_cert.solvers`` -- UNTRUSTED float64 proposers of bracket ends.
 * ``softrank_cert.models``  -- UNTRUSTED loaders of real checkpoints.
 * ``softrank_cert.geometry`` -- interaction geometry; its certified bounds
   (``geometry.bounds``) are built on the kernel's public enclosures.
 * ``softrank_cert.studies`` -- UNTRUSTED studies: audit, budgets, rank profile, analyze.
 * ``softrank_cert.plumbing`` -- UNTRUSTED front-end plumbing: operator files, worker pools,
-  campaigns, memory, number formats, the JSON contract, figures.
+  campaigns, memory, number formats, the JSON contract, figures, output files and atomic
+  writes, progress, escaping of untrusted text, certificate paths, tolerance lists.
 * ``softrank_cert.api``, ``softrank_cert.errors`` -- the Python API and the one exception
-  hierarchy; ``softrank_cert.cli`` -- ``softrank`` and ``softrank-verify``, callers of the API.
+  hierarchy; ``softrank_cert.cli`` -- ``softrank`` and ``softrank-verify``, callers of the API:
+  argument parsing, the options several commands share, tables.  Imports go one way: the front
+  ends (the CLI, the API and this top level) import everything else and nothing else imports
+  a front end (``tests/plumbing/test_layering.py``).
 """
 
 __version__ = "0.1.0"
@@ -41,7 +47,7 @@ __version__ = "0.1.0"
 _API = {
     "Operator": "kernel", "Status": "kernel", "Verdict": "kernel",
     "load_operator": "api", "load_panel": "api", "operator_id": "api", "bracket": "api", "verify": "api",
-    "profile": "api", "operator_provenance": "api", "BracketResult": "api", "VerifyReport": "api",
+    "profile": "api", "operator_provenance": "api", "BracketResult": "certio.issuing", "VerifyReport": "api",
     "Profile": "studies.rank_profile", "LowerStep": "studies.rank_profile", "UpperStep": "studies.rank_profile",
     "SoftrankError": "errors", "InvalidInputError": "errors",
 }

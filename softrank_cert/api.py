@@ -21,14 +21,15 @@ import hashlib
 import os
 import time
 import weakref
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from .errors import InvalidInputError, InvalidOperatorError, InvalidToleranceError
-from .kernel import DEFAULT_MAX_PREC, Operator, parse_tolerance
+from .certio.issuing import BracketResult
+from .errors import InvalidInputError, InvalidOperatorError
+from .kernel import DEFAULT_MAX_PREC, Operator
+from .plumbing.tolerances import parse_eps
 from .verification import VerifyReport, verify_certificate_bytes, verify_certificate_document, verify_certificate_file
 
 Progress = Callable[[str, float, float], None]
@@ -45,7 +46,6 @@ __all__ = [
 #: Names and provenance of operators loaded from panels (front-end metadata, keyed by the
 #: operator object; the kernel's Operator itself is never touched).
 _NAMES: "weakref.WeakKeyDictionary[Operator, tuple[str, dict[str, Any]]]" = weakref.WeakKeyDictionary()
-#: Largest integer magnitude that converts to float64 exactly.
 
 
 def load_operator(path: str | os.PathLike[str], name: str | None = None) -> Operator:
@@ -101,143 +101,8 @@ def _require_operator(op: Any) -> Operator:
 
 
 # --------------------------------------------------------------------------------------
-# Tolerances
+# Brackets and profiles (tolerances: plumbing.tolerances; certificates: certio.issuing)
 # --------------------------------------------------------------------------------------
-
-def parse_eps(eps: str | Iterable[str]) -> list[str]:
-    """Tolerances as exact decimal strings, sorted by value: ``"0.25"``, ``"0.1,0.25"`` or a list
-    of strings.  Floats are refused (the float 0.1 is not 1/10); so are repeats."""
-    items: list[Any] = [part.strip() for part in eps.split(",")] if isinstance(eps, str) else list(eps)
-    if not items:
-        raise InvalidToleranceError("no tolerance given")
-    for item in items:
-        if isinstance(item, (float, np.floating)):
-            raise InvalidToleranceError(f"tolerance {item!r} is a float: pass the exact decimal string '{item!r}' "
-                                        "(a float such as 0.1 is not exactly one tenth)")
-        parse_tolerance(item)
-    values = [parse_tolerance(item) for item in items]
-    if len(set(values)) != len(values):
-        raise InvalidToleranceError(f"a tolerance is listed twice: {', '.join(items)}")
-    return [item for _, item in sorted(zip(values, items))]
-
-
-# --------------------------------------------------------------------------------------
-# Certificates
-# --------------------------------------------------------------------------------------
-
-def _load_key(key: Any) -> Any:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    from .certio.signing import load_private_key
-
-    return key if isinstance(key, Ed25519PrivateKey) else load_private_key(key)
-
-
-def certificate_for(name: str, op: Operator, brackets: Iterable[Any], provenance: Mapping[str, Any] | None = None,
-                    key: Any = None) -> dict[str, Any]:
-    """A certificate document (schema-checked) of verified brackets, signed with ``key`` (a key
-    file written by ``softrank keygen`` or an ``Ed25519PrivateKey``) when one is given.
-
-    ``brackets``: :class:`~softrank_cert.solvers.bracket.VerifiedBracket` values (the driver's,
-    converted by their :meth:`~softrank_cert.solvers.bracket.VerifiedBracket.to_certificate`) or
-    plain :class:`~softrank_cert.certio.certificate.Bracket` values."""
-    from .certio.certificate import Bracket, certificate_document
-    from .certio.signing import sign_document, utc_now_rfc3339, verification_method_for
-
-    plain = [b if isinstance(b, Bracket) else b.to_certificate() for b in brackets]
-    document = certificate_document(name, op, plain, created=utc_now_rfc3339(), provenance=dict(provenance or {}) or None)
-    if key is None:
-        return document
-    private = _load_key(key)
-    return sign_document(document, private, created=utc_now_rfc3339(),
-                         verification_method=verification_method_for(private.public_key()))
-
-
-def _write_json(target: Path, document: Any) -> Path:
-    from .cli.common import canonical_dump, write_text_atomic
-
-    write_text_atomic(target, canonical_dump(document))
-    return target
-
-
-@dataclass(frozen=True, eq=False)
-class BracketResult:
-    """Kernel-verified brackets of one operator, one per tolerance (ascending).
-
-    ``lower`` / ``upper`` / ``resolved`` map each tolerance to its verified ends; ``brackets``
-    holds the ends themselves (ranks, arrays, methods and the kernel's verdicts).
-    """
-
-    operator: Operator = field(repr=False)
-    brackets: tuple[Any, ...] = field(repr=False)
-    operator_id: str = "operator"
-    provenance: dict[str, Any] = field(default_factory=dict, repr=False)
-    seconds: float = 0.0
-    budget_seconds: float | None = None
-
-    @property
-    def eps(self) -> tuple[str, ...]:
-        return tuple(b.eps for b in self.brackets)
-
-    @property
-    def lower(self) -> dict[str, int]:
-        """Verified lower end ``k`` (``r_eps >= k``) per tolerance."""
-        return {b.eps: b.lower.k for b in self.brackets}
-
-    @property
-    def upper(self) -> dict[str, int]:
-        """Verified upper end ``r`` (``r_eps <= r``) per tolerance."""
-        return {b.eps: b.upper.r for b in self.brackets}
-
-    @property
-    def resolved(self) -> dict[str, bool]:
-        """Whether the two ends meet (``r_eps`` known exactly) per tolerance."""
-        return {b.eps: b.lower.k == b.upper.r for b in self.brackets}
-
-    def __getitem__(self, eps: str) -> Any:
-        value = parse_tolerance(eps)
-        for b in self.brackets:
-            if parse_tolerance(b.eps) == value:
-                return b
-        raise KeyError(eps)
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.brackets)
-
-    def __len__(self) -> int:
-        return len(self.brackets)
-
-    def to_certificate(self, key: Any = None, *, operator_id: str | None = None) -> dict[str, Any]:
-        """The certificate document (a dict), signed when ``key`` is given."""
-        return certificate_for(operator_id or self.operator_id, self.operator, self.brackets, self.provenance, key)
-
-    def save(self, path: str | os.PathLike[str], key: Any = None, *, operator_id: str | None = None) -> Path:
-        """Write the certificate to ``path`` (atomically; a folder or unwritable place is refused)."""
-        target = check_output(path)
-        document = self.to_certificate(key, operator_id=operator_id)
-        return _write_json(target, document)
-
-    def to_json(self) -> dict[str, Any]:
-        """A plain summary (no arrays): ends, methods and verdicts per tolerance."""
-        return {"operator": self.operator_id, "p": self.operator.p, "seconds": round(self.seconds, 3),
-                "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r, "resolved": b.lower.k == b.upper.r,
-                              "lower_method": b.lower.method, "upper_construction": b.upper.construction}
-                             for b in self.brackets]}
-
-    def __repr__(self) -> str:
-        m, n = self.operator.shape
-        ends = ", ".join(f"{b.eps}: {b.lower.k} (resolved)" if b.lower.k == b.upper.r else f"{b.eps}: [{b.lower.k}, {b.upper.r}]"
-                         for b in self.brackets)
-        return f"<BracketResult {self.operator_id} ({m}x{n} {self.operator.kind}) eps {ends}; {self.seconds:.1f} s>"
-
-
-def check_output(path: str | os.PathLike[str]) -> Path:
-    """Pre-flight check of an output file (exit 2 / InvalidInputError for a folder, a non-regular
-    file or an unwritable place)."""
-    from .cli.common import check_output_file
-
-    return check_output_file(path, "path")
-
 
 def bracket(op: Operator, eps: str | Iterable[str], *, budget_seconds: float | None = None,
             progress: Progress | None = None) -> BracketResult:

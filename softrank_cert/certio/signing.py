@@ -306,6 +306,15 @@ def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
     return private_key
 
 
+def sign_certificate(document: dict[str, Any], key_path: str | Path) -> dict[str, Any]:
+    """``document`` signed with the private key file at ``key_path`` (eddsa-jcs-2022, created now,
+    verification method the key's did:key); any proof it had is replaced."""
+    key = load_private_key(key_path)
+    unsigned = {k: v for k, v in document.items() if k != "proof"}
+    return sign_document(unsigned, key, created=utc_now_rfc3339(),
+                         verification_method=verification_method_for(key.public_key()))
+
+
 def _checked_did(entry: object, where: str) -> str:
     """Return ``entry`` if it is a plain ``did:key`` of an Ed25519 key; else KeyFileError."""
     if not isinstance(entry, str) or not entry.startswith(DID_KEY_PREFIX) or "#" in entry:

@@ -5,15 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..plumbing.tolerances import parse_eps_list
 from ..errors import InvalidInputError
+from ..plumbing.files import OutputFiles, check_output_file
 from ..plumbing.parallel import resolve_jobs
+from ..plumbing.plotting import PLOT_SUFFIXES
 from ..plumbing.reports import dumps
+from ..plumbing.untrusted_text import safe_text
 from ..studies.analyze_report import (HELDOUT_COLUMNS, SCORE_COLUMNS, analysis_figure, heldout_rows, invariance_line,
                                       markdown_report, score_rows)
-from .common import (
-    PLOT_HELP, PLOT_SUFFIXES, OutputFiles, add_command, add_parallel_options, check_distinct_outputs, check_output_file,
-    int_list, parse_eps_list, safe_text, stdout_console,
-)
+from .common import PLOT_HELP, add_command, add_parallel_options, check_distinct_outputs, int_list, stdout_console
 
 EPILOG = """\
 examples:

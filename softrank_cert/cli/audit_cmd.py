@@ -6,16 +6,18 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from ..certio.signing import sign_certificate
 from ..errors import InvalidInputError
+from ..plumbing.files import OutputFiles, check_output_file
 from ..plumbing.numfmt import format_down
 from ..plumbing.parallel import resolve_jobs
+from ..plumbing.plotting import PLOT_SUFFIXES
+from ..plumbing.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
+from ..plumbing.untrusted_text import safe_text
 from ..studies.audit_plot import ratio_figure
-from .common import (
-    PLOT_HELP, PLOT_SUFFIXES, OperatorProgress, OutputFiles, add_campaign_options, add_command, add_parallel_options,
-    budget_help, campaign_memory, check_distinct_outputs, check_output_file, name_table, safe_text, stdout_console,
-)
-from .keys import sign_certificate
+from .common import (PLOT_HELP, add_campaign_options, add_command, add_parallel_options, budget_help, campaign_memory,
+                     check_distinct_outputs, name_table, stdout_console)
 
 EPILOG = """\
 examples:

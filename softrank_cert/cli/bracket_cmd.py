@@ -8,17 +8,20 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from ..plumbing.tolerances import parse_eps_list
 from ..certio.certificate import Bracket
 from ..certio.signing import load_private_key
 from ..errors import InvalidInputError, SoftrankError
+from ..plumbing.campaign import budget_json
+from ..plumbing.certificate_files import certificate_path
+from ..plumbing.files import check_output_file, check_output_folder, write_json_atomic
 from ..plumbing.operators_npz import NamedOperator, load_operators, operator_names
 from ..plumbing.parallel import check_scheduler, pack_operator, resolve_jobs, run_tasks
-from ..plumbing.campaign import budget_json
+from ..plumbing.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
-from .common import (OperatorProgress, add_campaign_options, add_command, add_parallel_options, brackets_summary,
-                     budget_help, campaign_memory, certificate_path, check_output_file, check_output_folder,
-                     name_table, parse_eps_list, plain_text, stdout_console)
-from .keys import write_json_atomic
+from ..plumbing.untrusted_text import plain_text
+from .common import (add_campaign_options, add_command, add_parallel_options, brackets_summary, budget_help,
+                     campaign_memory, name_table, stdout_console)
 
 EPILOG = """\
 examples:
@@ -124,7 +127,7 @@ def bracket_document(name: str, op: Any, brackets: list[Any], provenance: dict[s
     """Certificate of verified brackets (the driver's
     :class:`~softrank_cert.solvers.bracket.VerifiedBracket` values or plain
     :class:`~softrank_cert.certio.certificate.Bracket` values), signed with ``key`` when one is given."""
-    from ..api import certificate_for
+    from ..certio.issuing import certificate_for
 
     return certificate_for(name, op, brackets, provenance, key)
 

@@ -8,14 +8,15 @@ from typing import Any
 from ..certio.signing import load_private_key
 from ..errors import InvalidInputError
 from ..kernel import parse_tolerance
+from ..plumbing.certificate_files import certificate_path
+from ..plumbing.files import OutputFiles, check_output_file, check_output_folder
 from ..plumbing.parallel import resolve_jobs
+from ..plumbing.plotting import PLOT_SUFFIXES
 from ..plumbing.reports import dumps
+from ..plumbing.untrusted_text import safe_text
 from .audit_cmd import stage_certificates
-from .common import (
-    PLOT_HELP, PLOT_SUFFIXES, OutputFiles, add_campaign_options, add_command, add_parallel_options, budget_help,
-    campaign_memory, certificate_path, check_distinct_outputs, check_output_file, check_output_folder, safe_text,
-    stdout_console,
-)
+from .common import (PLOT_HELP, add_campaign_options, add_command, add_parallel_options, budget_help, campaign_memory,
+                     check_distinct_outputs, stdout_console)
 
 EPILOG = """\
 examples:

@@ -1,4 +1,11 @@
-"""Shared CLI plumbing: one-line errors with documented exit codes, never a traceback."""
+"""Shared CLI plumbing: one-line errors with documented exit codes, never a traceback; the
+parser, the options several commands share, tables.
+
+What the studies and the API share with the commands is in :mod:`softrank_cert.plumbing`
+(output files and atomic writes in ``files``, progress in ``progress``, escaping of untrusted
+text in ``untrusted_text``, certificate paths in ``certificate_files``): nothing outside
+``softrank_cert.cli`` imports the CLI.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +14,12 @@ import errno
 import os
 import signal
 import sys
-import tempfile
 import threading
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, InvalidInputError, SoftrankError
-from ..plumbing.plotting import PLOT_SUFFIXES
+from ..plumbing.untrusted_text import safe_text
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -133,13 +139,6 @@ def run_main(prog: str, body: Callable[[], int], *, json_errors: bool = False) -
     sys.exit(code)
 
 
-def canonical_dump(document: object) -> str:
-    """Readable, stable JSON text for certificates and reports (keys sorted, 1-space indent)."""
-    import json
-
-    return json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-
-
 def comma_items(text: str, convert: Callable[[str], Any] = str) -> list[Any]:
     """``convert`` of every non-blank item of the comma-separated ``text``, stripped
     (``" 8, 16,,32"`` -> ``["8", "16", "32"]``): the one splitter of the comma-list options."""
@@ -208,39 +207,6 @@ def add_parallel_options(p: Any) -> None:
                      help="run the tasks on this Dask distributed scheduler (softrank-cert installed on its workers)")
 
 
-def parse_eps_list(text: str) -> list[str]:
-    """``--eps`` as exact decimal strings sorted by value (repeats and non-decimals refused, exit 2)."""
-    from ..api import parse_eps
-    from ..errors import InvalidToleranceError
-
-    try:
-        return parse_eps(text)
-    except InvalidToleranceError as exc:
-        if "listed twice" in str(exc):
-            raise InvalidInputError(f"--eps lists a tolerance twice: {text}") from None
-        raise
-
-
-def certificate_path(out: Path, name: str) -> Path:
-    """``out/NAME.json`` with the panel name's '/' as sub-folders; refuses names that escape ``out``."""
-    parts = PurePosixPath(name).parts
-    if not parts or any(part in ("", ".", "..") or part.startswith("/") for part in parts):
-        raise InvalidInputError(f"operator name {name!r} cannot be used as a file name")
-    return out.joinpath(*parts[:-1], parts[-1] + ".json")
-
-
-def progress_bar(enabled: bool = True):
-    """A rich progress bar on stderr (hidden when stderr is not a terminal)."""
-    import sys
-
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TimeRemainingColumn(), console=Console(stderr=True), transient=True,
-                    disable=not (enabled and sys.stderr.isatty()))
-
-
 #: What ``--budget-seconds`` defaults to (the driver's
 #: :func:`~softrank_cert.solvers.bracket.default_budget_seconds`; written out here so that
 #: ``--help`` does not import the solvers -- ``tests/test_api.py`` checks that they agree).
@@ -251,78 +217,6 @@ DEFAULT_BUDGET_HELP = ("default: 16 s x (m N / 128^2)^0.7, between 4 and 600 s: 
 def budget_help(what: str) -> str:
     """Help text of a ``--budget-seconds`` option: ``what`` it bounds, then the default."""
     return f"{what} ({DEFAULT_BUDGET_HELP}; the best verified ends found by then are kept)"
-
-
-def plain_text(text: str) -> str:
-    """Untrusted text for a plain line on a terminal or in a log: control and format characters
-    become visible escapes (no terminal injection)."""
-    import unicodedata
-
-    return "".join(ch if unicodedata.category(ch)[0] != "C" else ascii(ch)[1:-1] for ch in text)
-
-
-class OperatorProgress:
-    """Progress of a run over operators, on stderr.
-
-    On a terminal (and with ``bar``): a rich bar over the operators whose text shows the current
-    operator and, where the solver reports it, its search stage (``stage_callback``).  When
-    stderr is not a terminal (a log file, CI): one line per finished operator
-    (:meth:`finished`), since a bar would not be seen there.
-    """
-
-    def __init__(self, prog: str, total: int | None, *, bar: bool = True, lines: bool = True,
-                 label: str = "operators") -> None:
-        self.prog, self.total, self.label = prog, total, label
-        self.tty = sys.stderr.isatty()
-        self.lines = lines and not self.tty
-        self._count = 0
-        self._bar = None
-        if bar and self.tty:
-            from rich.console import Console
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
-
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[stage]}"),
-                                 console=Console(stderr=True), transient=True)
-            self._task = self._bar.add_task(label, total=total, stage="")
-
-    def __enter__(self) -> "OperatorProgress":
-        if self._bar is not None:
-            self._bar.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(*exc)
-
-    def stage(self, name: str, stage: str, elapsed: float, budget: float) -> None:
-        """Show that operator ``name`` is in search ``stage`` (bar only)."""
-        if self._bar is not None:
-            digits = 1 if budget < 10 else 0
-            budget_text = "" if budget == float("inf") else f"/{budget:.{digits}f}"
-            self._bar.update(self._task, description=safe_text(name),
-                             stage=safe_text(f"{stage} ({elapsed:.{digits}f}{budget_text} s)"))
-
-    def stage_callback(self, name: str) -> Callable[[str, float, float], None] | None:
-        """A ``progress(stage, elapsed, budget)`` callback for the bracket driver (None without a bar)."""
-        if self._bar is None:
-            return None
-        return lambda stage, elapsed, budget: self.stage(name, stage, elapsed, budget)
-
-    def advance(self, name: str | None = None) -> None:
-        """Count one more finished operator on the bar (completion order)."""
-        if self._bar is not None:
-            self._bar.update(self._task, advance=1, stage="", total=self.total,
-                             **({"description": safe_text(name)} if name is not None else {}))
-
-    def finished(self, name: str, summary: str = "") -> None:
-        """One line for a finished operator when stderr is not a terminal."""
-        self._count += 1
-        if self.lines:
-            total = f"/{self.total}" if self.total is not None else ""
-            text = f"{self.prog}: [{self._count}{total}] {plain_text(name)}" + (f": {plain_text(summary)}" if summary else "")
-            print(text, file=sys.stderr, flush=True)
 
 
 def brackets_summary(brackets: list[Any], seconds: float | None = None) -> str:
@@ -343,23 +237,6 @@ def stdout_console():
         return Console()
     columns = os.environ.get("COLUMNS", "")
     return Console(width=int(columns) if columns.isdigit() and int(columns) >= 40 else 200)
-
-
-def expand_json_paths(paths: list[str]) -> list[str]:
-    """Files as given; folders replaced by the ``*.json`` files below them (in natural order:
-    ``L0H2`` before ``L0H10``), except a campaign's manifest (``softrank-campaign.json``,
-    which is not a certificate)."""
-    from ..plumbing.campaign import MANIFEST_NAME
-    from ..plumbing.operators_npz import natural_key
-
-    out: list[str] = []
-    for item in paths:
-        path = Path(item)
-        if path.is_dir():
-            out.extend(sorted((str(p) for p in path.rglob("*.json") if p.name != MANIFEST_NAME), key=natural_key))
-        else:
-            out.append(item)
-    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -410,78 +287,12 @@ def name_table(title: str, names: list[str], columns: list[str], *, name_column:
 
 
 # --------------------------------------------------------------------------------------
-# Output files: checked before any work, written together at the end
+# Output options (the checks and the atomic writes: softrank_cert.plumbing.files)
 # --------------------------------------------------------------------------------------
 
-#: Figure formats of every ``--plot`` option (``PLOT_SUFFIXES``, from ``softrank_cert.plumbing.plotting``):
-#: matplotlib writes each without extra packages and the suffix of the file name chooses.
-#: What every ``--plot`` option's help says about the formats.
+#: What every ``--plot`` option's help says about the figure formats (``PLOT_SUFFIXES`` of
+#: ``softrank_cert.plumbing.plotting``: matplotlib writes each without extra packages).
 PLOT_HELP = "PNG, PDF or SVG as the file name's suffix says (.png, .pdf, .svg)"
-
-
-def _is_folder_spec(text: str) -> bool:
-    return text.endswith(("/", os.sep)) or Path(text).is_dir()
-
-
-def _probe_writable(folder: Path, option: str, text: str, probed: set[Path] | None) -> None:
-    """The nearest existing ancestor of ``folder`` must be a folder in which we can create files
-    (checked by creating and removing an empty temporary file there)."""
-    ancestor = folder if str(folder) else Path(".")
-    while not ancestor.exists() and not ancestor.is_symlink() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if probed is not None and ancestor in probed:
-        return
-    if not ancestor.is_dir():
-        raise InvalidInputError(f"{option} {text}: {ancestor} is not a folder")
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".softrank-write-test-", dir=ancestor)
-    except OSError as exc:
-        raise InvalidInputError(f"{option} {text}: cannot write in {ancestor} ({exc.strerror or exc})") from None
-    os.close(fd)
-    os.unlink(probe)
-    if probed is not None:
-        probed.add(ancestor)
-
-
-def check_output_file(text: str | os.PathLike[str], option: str, *, suffixes: tuple[str, ...] | None = None,
-                      probed: set[Path] | None = None) -> Path:
-    """Pre-flight check of an output *file* named on the command line, before any work.
-
-    Refused with one line (InvalidInputError, exit 2): a name ending in ``/`` or naming an
-    existing folder, an existing target that is not a regular file (e.g. ``/dev/null``), a
-    suffix outside ``suffixes``, and a location where no file can be created.  Missing parent
-    folders are fine (they are created when the file is written).
-    """
-    text = os.fspath(text)
-    path = Path(text)
-    if _is_folder_spec(text):
-        raise InvalidInputError(f"{option} {text}: is a folder; name a file")
-    if suffixes is not None and path.suffix.lower() not in suffixes:
-        got = f"'{path.suffix}'" if path.suffix else "no suffix"
-        raise InvalidInputError(f"{option} {text}: unsupported file type ({got}); use {', '.join(suffixes)}")
-    if path.exists() and not path.is_file():
-        raise InvalidInputError(f"{option} {text}: exists and is not a regular file")
-    _probe_writable(path.parent, option, text, probed)
-    return path
-
-
-def check_plot_file(text: str | os.PathLike[str] | None, option: str = "--plot", *,
-                    probed: set[Path] | None = None) -> Path | None:
-    """A ``--plot`` file (None when not given): :func:`check_output_file` with the figure
-    suffixes (.png, .pdf, .svg; anything else: one line, exit 2, before any work)."""
-    if text is None:
-        return None
-    return check_output_file(text, option, suffixes=PLOT_SUFFIXES, probed=probed)
-
-
-def check_output_folder(text: str | os.PathLike[str], option: str, *, probed: set[Path] | None = None) -> Path:
-    """Pre-flight check of an output *folder* (existing or to be created): see :func:`check_output_file`."""
-    text = os.fspath(text)
-    path = Path(text)
-    if path.exists() and not path.is_dir():
-        raise InvalidInputError(f"{option} {text}: is a file, not a folder")
-    _probe_writable(path, option, text, probed)
-    return path
 
 
 def check_distinct_outputs(outputs: dict[str, Path | None], inputs: dict[str, Path] | None = None) -> None:
@@ -500,181 +311,3 @@ def check_distinct_outputs(outputs: dict[str, Path | None], inputs: dict[str, Pa
     for what, path in (inputs or {}).items():
         if key(path) in seen:
             raise InvalidInputError(f"{seen[key(path)]} {path} would overwrite the {what}")
-
-
-def _published_mode() -> int:
-    """The mode of an ordinary new file: 0666 less the umask (0644 with the usual umask 022)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-class OutputWriteError(InvalidInputError):
-    """An output file could not be written (a full disk, an unwritable folder): one line, exit 2;
-    nothing partial is left (the temporary file is removed, the target keeps its old content)."""
-
-    def __init__(self, path: Path, exc: OSError) -> None:
-        super().__init__(f"cannot write {path}: {exc.strerror or exc}")
-        self.errno = exc.errno
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (best effort: not every file system allows it)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-class OutputFiles:
-    """The files of one run, written together: each is first written to a temporary file beside
-    its target; :meth:`commit` renames them all into place.  If the run fails before that (an
-    exception inside the ``with`` block, or in a later ``stage``), every temporary file and every
-    folder it created are removed, so a failed run leaves no partial report behind.
-
-    Files get the usual mode (0666 less the umask: 0644), not ``mkstemp``'s 0600.
-    """
-
-    def __init__(self) -> None:
-        self._staged: list[tuple[Path, Path]] = []
-        self._made: list[Path] = []
-
-    def _mkdirs(self, folder: Path) -> None:
-        missing = []
-        while not folder.exists() and folder != folder.parent:
-            missing.append(folder)
-            folder = folder.parent
-        for item in reversed(missing):
-            item.mkdir()
-            self._made.append(item)
-
-    def stage(self, path: Path, write: Callable[[str], None], suffix: str = ".tmp") -> None:
-        """Write ``path``'s future content with ``write(temporary_path)`` (renamed at commit).
-
-        A write that fails (a full disk, a folder that became unwritable) raises
-        :class:`OutputWriteError` (one line, exit 2) after removing what it had written."""
-        path = Path(path)
-        try:
-            self._mkdirs(path.parent if str(path.parent) else Path("."))
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
-            os.close(fd)
-        except OSError as exc:
-            raise OutputWriteError(path, exc) from None
-        self._staged.append((Path(tmp), path))
-        try:
-            write(tmp)
-            os.chmod(tmp, _published_mode())
-        except OSError as exc:
-            raise OutputWriteError(path, exc) from None
-
-    def stage_text(self, path: Path, text: str) -> None:
-        self.stage(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-
-    def stage_json(self, path: Path, document: object) -> None:
-        self.stage_text(path, canonical_dump(document))
-
-    def stage_figure(self, fig: Any, path: Path, *, dpi: int | None = None) -> None:
-        """A matplotlib figure in the format its suffix names (.png, .pdf or .svg; PNG when it
-        has none: :func:`softrank_cert.plumbing.plotting.save_figure`, ``dpi`` for PNG); closes it."""
-        import matplotlib.pyplot as plt
-
-        from ..plumbing.plotting import DPI, save_figure
-
-        path = Path(path)
-        try:
-            self.stage(path, lambda tmp: save_figure(fig, tmp, name=path, dpi=dpi or DPI), path.suffix or ".png")
-        finally:
-            plt.close(fig)
-
-    def commit(self) -> None:
-        """Flush every staged file to the disk (``fsync``), then rename each into place and
-        flush the folders: after a crash or a power cut a target is its old or its new content,
-        never a torn file.  A failure raises :class:`OutputWriteError` (exit 2)."""
-        folders: set[Path] = set()
-        for tmp, path in self._staged:
-            try:
-                _fsync_file(tmp)
-            except OSError as exc:
-                raise OutputWriteError(path, exc) from None
-        done = 0
-        for tmp, path in self._staged:
-            try:
-                os.replace(tmp, path)
-            except OSError as exc:
-                del self._staged[:done]
-                raise OutputWriteError(path, exc) from None
-            done += 1
-            folders.add(path.parent if str(path.parent) else Path("."))
-        self._staged.clear()
-        self._made.clear()
-        for folder in folders:
-            _fsync_folder(folder)
-
-    def rollback(self) -> None:
-        for tmp, _path in self._staged:
-            tmp.unlink(missing_ok=True)
-        self._staged.clear()
-        for folder in reversed(self._made):
-            try:
-                folder.rmdir()
-            except OSError:  # not empty any more (something else wrote there): leave it
-                pass
-        self._made.clear()
-
-    def __enter__(self) -> "OutputFiles":
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            try:
-                self.commit()
-            except BaseException:
-                self.rollback()
-                raise
-        else:
-            self.rollback()
-
-
-def safe_text(text: str) -> str:
-    """Untrusted text (operator ids, method names) for a rich table: control and format
-    characters become visible escapes (no terminal injection) and ``[`` is escaped (no markup)."""
-    import unicodedata
-
-    from rich.markup import escape
-
-    shown = "".join(ch if unicodedata.category(ch)[0] != "C" else ascii(ch)[1:-1] for ch in text)
-    return escape(shown)
-
-
-def replace_atomically(path: Path, write: Callable[[str], None], suffix: str = ".tmp") -> None:
-    """Create ``path`` by ``write(temporary_path)`` in the same folder, then a rename: a reader
-    never sees a partial file, and a failure leaves no temporary file (or new folder) behind.
-    The file gets the usual mode (0644 with umask 022)."""
-    with OutputFiles() as outputs:
-        outputs.stage(path, write, suffix)
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write UTF-8 ``text`` to ``path`` atomically (see :func:`replace_atomically`)."""
-    replace_atomically(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-
-
-def save_figure_atomic(fig: Any, path: Path) -> None:
-    """Save a matplotlib figure atomically in the format its suffix names (PNG by default), then
-    close it."""
-    with OutputFiles() as outputs:
-        outputs.stage_figure(fig, path)

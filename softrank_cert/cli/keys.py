@@ -7,13 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from ..certio.certificate import FORMAT_NAME, MAX_CERTIFICATE_BYTES, decode_certificate, read_json_file
-from ..certio.signing import (
-    did_key, load_private_key, sign_document, utc_now_rfc3339, verification_method_for, write_key_file,
-    generate_private_key,
-)
+from ..certio.signing import did_key, generate_private_key, load_private_key, sign_certificate, write_key_file
 from ..errors import CertificateFormatError, InvalidInputError
+from ..plumbing.files import check_output_file, write_json_atomic
 from ..plumbing.reports import dumps, envelope
-from .common import add_command, canonical_dump, check_output_file, write_text_atomic
+from .common import add_command
 
 
 def add_keygen(sub: Any) -> None:
@@ -53,13 +51,6 @@ def add_sign(sub: Any) -> None:
     p.add_argument("--out", metavar="FILE", help="write the signed certificate here instead of in place")
     p.add_argument("--json", action="store_true", help="print a JSON summary (file, signer) instead of the line")
     p.set_defaults(run=run_sign)
-
-
-def sign_certificate(document: dict[str, Any], key_path: str | Path) -> dict[str, Any]:
-    key = load_private_key(key_path)
-    unsigned = {k: v for k, v in document.items() if k != "proof"}
-    return sign_document(unsigned, key, created=utc_now_rfc3339(),
-                         verification_method=verification_method_for(key.public_key()))
 
 
 def _what_document(raw: bytes) -> str | None:
@@ -117,8 +108,3 @@ def run_sign(args: Any) -> int:
         return 0
     print(f"signed {out} as {method.split('#')[0]}")
     return 0
-
-
-def write_json_atomic(path: Path, document: dict[str, Any]) -> None:
-    """Write JSON to ``path`` via a temporary file and rename: never a partial file."""
-    write_text_atomic(Path(path), canonical_dump(document))

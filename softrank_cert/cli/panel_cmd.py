@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..plumbing.files import check_output_file
+from ..plumbing.progress import progress_bar
 from ..plumbing.reports import dumps, envelope
-from .common import add_command, check_output_file, int_list, progress_bar
+from .common import add_command, int_list
 
 EPILOG = """\
 examples:

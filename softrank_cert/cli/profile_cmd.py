@@ -6,9 +6,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInputError
+from ..plumbing.files import OutputFiles, check_output_file
+from ..plumbing.plotting import PLOT_SUFFIXES
+from ..plumbing.progress import OperatorProgress
 from ..plumbing.reports import dumps
-from .common import (PLOT_HELP, PLOT_SUFFIXES, OperatorProgress, OutputFiles, add_command, budget_help, check_distinct_outputs,
-                     check_output_file, stdout_console)
+from .common import PLOT_HELP, add_command, budget_help, check_distinct_outputs, stdout_console
 
 EPILOG = """\
 examples:
@@ -54,7 +56,7 @@ def add_profile(sub: Any) -> None:
 
 
 def _tolerances(text: str | None, option: str) -> list[str] | None:
-    from ..api import parse_eps
+    from ..plumbing.tolerances import parse_eps
     from ..errors import InvalidToleranceError
 
     if text is None:
@@ -66,7 +68,8 @@ def _tolerances(text: str | None, option: str) -> list[str] | None:
 
 
 def run_profile(args: Any) -> int:
-    from ..api import certificate_for, load_operator, operator_id, operator_provenance
+    from ..api import load_operator, operator_id, operator_provenance
+    from ..certio.issuing import certificate_for
     from ..certio.signing import load_private_key
     from ..geometry.supports import stdout_to_stderr
     from ..studies.rank_profile import DEFAULT_GRID, compute_profile
@@ -119,7 +122,7 @@ def render(report: dict[str, Any]) -> None:
     """The brackets the profile certifies at the grid (and --eps) tolerances, then a summary of its steps."""
     from rich.table import Table
 
-    from .common import plain_text as safe_text
+    from ..plumbing.untrusted_text import plain_text as safe_text
 
     m, n = report["shape"]
     print(f"softrank profile of {safe_text(report['operator'])} ({m} x {n} {report['kind']}, p = {report['p']})")

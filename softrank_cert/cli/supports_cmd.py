@@ -9,10 +9,12 @@ from rich.table import Table
 
 from ..errors import InvalidInputError
 from ..kernel import parse_tolerance
+from ..plumbing.files import OutputFiles, check_output_file
 from ..plumbing.parallel import resolve_jobs
+from ..plumbing.plotting import PLOT_SUFFIXES
+from ..plumbing.progress import progress_bar
 from ..plumbing.reports import dumps, envelope
-from .common import (PLOT_HELP, PLOT_SUFFIXES, OutputFiles, add_command, add_parallel_options, check_output_file,
-                     comma_items, progress_bar, stdout_console)
+from .common import PLOT_HELP, add_command, add_parallel_options, comma_items, stdout_console
 
 EPILOG = """\
 examples:

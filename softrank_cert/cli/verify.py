@@ -8,19 +8,21 @@ from typing import Any
 from rich.console import Console
 
 from .. import __version__
+from ..api import VerifyReport, verify
 from ..certio.signing import load_trusted_keys
 from ..errors import (
     EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_INVALID_INPUT, EXIT_NOT_CHECKED, EXIT_REJECTED, EXIT_VERIFIED,
     FloatingPointEnvironmentError, InvalidInputError, KernelLimitError, SoftrankError,
 )
 from ..kernel import DEFAULT_MAX_PREC, Status, Verdict, precision_schedule
-from ..plumbing.numfmt import format_down
-from ..api import VerifyReport, verify
+from ..plumbing.certificate_files import expand_json_paths
 from ..plumbing.memory import parse_size
+from ..plumbing.numfmt import format_down
+from ..plumbing.progress import progress_bar
 from ..plumbing.reports import dumps, envelope, verdict_fields
+from ..plumbing.untrusted_text import safe_text
 from ..verification import KERNELS
-from .common import (expand_json_paths, make_parser, name_table, parse_command_line, progress_bar, run_main, safe_text,
-                     stdout_console)
+from .common import make_parser, name_table, parse_command_line, run_main, stdout_console
 
 EPILOG = """\
 examples:

@@ -1,18 +1,16 @@
 """The trusted kernel of softrank-cert: everything a verdict depends on, and nothing else.
 
 Parts: ``operator.py`` (:class:`Operator`, the exact attention operator), ``exact.py`` (exact
-parsing and conversions), ``precision.py`` (Arb's working precision), ``enclosure.py`` (Arb
-balls containing S, A, log A, in a kernel-private cache keyed by the operator), ``checks.py``
-(the four checks), ``verdict.py`` (:class:`Verdict`, :class:`Status` and :func:`decide`, the one
-constructor of verdicts) and ``float64/`` (the float64 path: environment probe, proved rounding
-bounds, its attempts).  Each step cites its written proof in ``proofs/``.
+parsing and conversions), ``enclosure.py`` (Arb balls containing S and A, cached privately per
+operator), ``checks.py`` (the four checks), ``verdict.py`` (:class:`Verdict`, :class:`Status`,
+:func:`decide`, their one constructor, and Arb's precision) and ``float64/`` (the float64 path:
+environment probe, proved rounding bounds, its attempts).  Each step cites its proof in ``proofs/``.
 
 The public interface is exactly ``__all__``; no module outside the kernel imports a submodule.
-:func:`decide` is public for the second trusted kernel (``softrank_cert.exact_kernel``) only: a
-verdict is as sound as the attempts handed to it.  The enclosure API (the ball lists, exact
-conversions, ``working_precision``, ``require_ieee_environment``) serves certified numbers that
-no verdict depends on (``softrank_cert.geometry.bounds``).  Imports: python-flint, numpy (array
-plumbing) and the standard library only; never a solver, never scipy.
+:func:`decide` is public for the second trusted kernel (``softrank_cert.exact_kernel``) only.  The
+enclosure API (ball lists, exact conversions, ``working_precision``, ``require_ieee_environment``)
+serves certified numbers no verdict depends on (``softrank_cert.geometry.bounds``).  Imports:
+python-flint, numpy and the standard library only; never a solver, never scipy.
 """
 
 from .checks import verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper
@@ -21,8 +19,8 @@ from .exact import (arb_lower_fraction, arb_upper_fraction, float64_matrix_to_ar
                     fraction_to_arb, parse_tolerance)
 from .float64.fpenv import require_ieee_environment
 from .operator import MAX_DIM, MAX_ENTRIES, Operator, check_shape
-from .precision import working_precision
-from .verdict import DEFAULT_MAX_PREC, LIMIT_MAX_PREC, START_PREC, Status, Verdict, decide, precision_schedule
+from .verdict import (DEFAULT_MAX_PREC, LIMIT_MAX_PREC, START_PREC, Status, Verdict, decide, precision_schedule,
+                      working_precision)
 
 __all__ = [  # the exact operator and its inputs; the checks and their verdicts; decide; the enclosure API
     "MAX_DIM", "MAX_ENTRIES", "Operator", "check_shape", "float_to_decimal_string", "parse_tolerance",

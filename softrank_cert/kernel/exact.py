@@ -1,20 +1,13 @@
-"""Exact parsing of everything that enters a bound (TRUSTED).
+"""Exact parsing of everything that enters a bound (TRUSTED; ``proofs/exact-inputs.md``).
 
-Contract: every value returned here is the *exact* real number the input denotes.
+Every value returned here is the *exact* real number the input denotes:
 
-* Tolerances and decimal ``beta`` values are decimal strings of a strict grammar, parsed to
-  exact rationals (``"0.1"`` is 1/10, never the float 0.1).  Exponents, hex floats, signs,
-  spaces, ``inf``/``nan`` are refused: an eps such as ``"1e-400"`` must not be misread.
-* float64 arrays become Arb matrices entry by entry through ``arb(float)``, which is
-  exact (``arb_set_d``: a double is a dyadic rational and Arb stores it with radius 0) in an
-  IEEE process: callers run behind the environment gate (a check's entry, or
-  ``require_ieee_environment()`` in code outside the kernel).  Non-finite values are refused
-  before conversion.
-* Arb endpoints leave the kernel only as exact ``fractions.Fraction`` values
-  (:func:`arb_lower_fraction`, :func:`arb_upper_fraction`), never through ``float(arb)``,
-  which rounds to nearest and is not a bound.
-
-See ``proofs/exact-inputs.md``.
+* tolerances and decimal ``beta`` values are strings of a strict decimal grammar, parsed to exact
+  rationals (``"0.1"`` is 1/10); exponents, hex floats, signs, spaces, ``inf``/``nan`` are refused;
+* float64 arrays become Arb matrices through ``arb(float)``, exact (radius 0) in an IEEE process:
+  callers run behind the environment gate (a check's entry, or ``require_ieee_environment()``);
+* Arb endpoints leave the kernel only as exact ``Fraction`` bounds (:func:`arb_lower_fraction`,
+  :func:`arb_upper_fraction`), never through ``float(arb)``, which rounds to nearest.
 """
 
 from __future__ import annotations
@@ -91,10 +84,8 @@ def fraction_to_arb(value: Fraction) -> arb:
 
 
 def float64_matrix_to_arb(array: np.ndarray) -> arb_mat:
-    """Exact Arb matrix of a finite float64 2-D array (every entry has radius 0; E2).
-
-    Call it behind the environment gate: ``arb(float)`` reads subnormals wrongly under
-    denormals-are-zero (the checks probe once at their entry, the geometry bounds at theirs)."""
+    """Exact Arb matrix of a finite float64 2-D array (every entry has radius 0; E2), behind the
+    environment gate: ``arb(float)`` reads subnormals as 0 under denormals-are-zero."""
     if array.dtype != np.float64 or array.ndim != 2:
         raise InvalidOperatorError("internal: expected a 2-D float64 array")
     if not np.isfinite(array).all():
@@ -112,8 +103,12 @@ def float64_matrix_to_arb(array: np.ndarray) -> arb_mat:
 EXPONENT_LIMIT = 4096
 
 
-def _dyadic_bound(point: arb, up: bool) -> Fraction | None:
-    """Exact point ``m * 2**e`` -> a Fraction >= it (``up``) or <= it, or None if out of range."""
+def _dyadic_bound(x: arb, up: bool) -> Fraction | None:
+    """A Fraction >= every point of the ball ``x`` (``up``) or <= every point; None if ``x`` is not
+    finite or that endpoint lies beyond ``2**EXPONENT_LIMIT`` in magnitude (E4)."""
+    if not x.is_finite():
+        return None
+    point = x.upper() if up else x.lower()  # an exact endpoint, rounded outward by Arb
     mantissa, exponent = point.man_exp()  # exact: point = mantissa * 2**exponent
     mantissa, exponent = int(mantissa), int(exponent)
     if exponent >= 0:
@@ -129,13 +124,9 @@ def _dyadic_bound(point: arb, up: bool) -> Fraction | None:
 
 def arb_lower_fraction(x: arb) -> Fraction | None:
     """An exact rational <= every point of the ball ``x`` (None if x is not finite or huge)."""
-    if not x.is_finite():
-        return None
-    return _dyadic_bound(x.lower(), up=False)  # arb.lower() is rounded towards -inf
+    return _dyadic_bound(x, up=False)
 
 
 def arb_upper_fraction(x: arb) -> Fraction | None:
     """An exact rational >= every point of the ball ``x`` (None if x is not finite or huge)."""
-    if not x.is_finite():
-        return None
-    return _dyadic_bound(x.upper(), up=True)  # arb.upper() is rounded towards +inf
+    return _dyadic_bound(x, up=True)

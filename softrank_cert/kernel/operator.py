@@ -1,20 +1,13 @@
 """The attention operator as exact data (TRUSTED).
 
-An :class:`Operator` is the exact real matrix ``A`` (m queries x N keys) that DESIGN.md
-section 1 defines from exact float64 inputs:
+An :class:`Operator` is the exact real matrix ``A`` (m queries x N keys) that DESIGN.md section 1
+defines from exact float64 inputs: ``qk``, ``A = softmax_rows(beta * Q K^T)`` (Q m x d, K N x d);
+``scores``, ``A = softmax_rows(S)``; ``probabilities``, ``A`` itself.  ``beta`` is the exact real
+``1/sqrt(d)`` (``"inv_sqrt_d"``) or an exact rational.  The causal mask sets ``A_ij = 0`` exactly
+for ``j > i + (N - m)`` (the m queries are the *last* m of N positions), so it needs ``m <= N``.
 
-* ``qk``:            ``A = softmax_rows(beta * Q K^T)``, Q (m x d), K (N x d);
-* ``scores``:        ``A = softmax_rows(S)``, S (m x N);
-* ``probabilities``: ``A`` is the given matrix itself.
-
-``beta`` is either the exact real ``1/sqrt(d)`` (``"inv_sqrt_d"``) or an exact rational.
-The causal mask sets ``S_ij = -inf`` (so ``A_ij = 0`` exactly) for ``j > i + (N - m)``:
-the m queries are the *last* m of the N positions, which for a square block is the usual
-``j > i``.  A causal operator therefore needs ``m <= N`` (every row keeps >= 1 key).
-
-Arrays are copied into immutable little-endian float64 buffers behind a read-only mapping at
-construction; an operator never changes afterwards, and the kernel keeps no state on it (its
-enclosures live in a kernel-private cache keyed by the operator).  Sizes are checked against
+Arrays are copied into immutable little-endian float64 buffers behind a read-only mapping; an
+operator never changes afterwards and the kernel keeps no state on it.  Sizes are checked against
 :data:`MAX_DIM` and :data:`MAX_ENTRIES` before any Arb object is allocated.
 """
 
@@ -53,13 +46,22 @@ def check_shape(name: str, shape: tuple[int, ...]) -> None:
         raise SizeLimitError(f"array {name} has {rows * cols} entries, limit {MAX_ENTRIES}")
 
 
-def _frozen_copy(name: str, value: object) -> np.ndarray:
+def checked_float64(name: str, value: object, shape: tuple[int, int] | None = None) -> np.ndarray:
+    """``value`` as a finite 2-D float64 array of acceptable size (and of ``shape`` if given),
+    checked before anything is converted; used for operator arrays and witness factors alike."""
     array = np.asarray(value)
     if array.dtype != np.float64:
         raise InvalidOperatorError(f"array {name} must be float64, is {array.dtype}")
     check_shape(name, tuple(int(n) for n in array.shape))
+    if shape is not None and array.shape != shape:
+        raise InvalidOperatorError(f"array {name} has shape {list(array.shape)}, expected {list(shape)}")
     if not np.isfinite(array).all():
         raise InvalidOperatorError(f"array {name} contains NaN or Inf")
+    return array
+
+
+def _frozen_copy(name: str, value: object) -> np.ndarray:
+    array = checked_float64(name, value)
     # A view of immutable bytes: read-only for good (numpy cannot make it writable again).
     frozen = np.frombuffer(np.ascontiguousarray(array, dtype="<f8").tobytes(), dtype="<f8")
     return frozen.reshape(array.shape)
@@ -95,11 +97,8 @@ def beta_text(beta: object) -> str:
 
 @dataclass(frozen=True, eq=False)
 class Operator:
-    """Exact attention operator.  See the module docstring for the mathematics.
-
-    ``beta`` is ``"inv_sqrt_d"`` or a plain decimal string (only for ``qk``); its exact
-    value is :attr:`beta_exact`.
-    """
+    """Exact attention operator (module docstring); ``beta`` is ``"inv_sqrt_d"`` or a plain decimal
+    string (``qk`` only), exactly :attr:`beta_exact`."""
 
     kind: str
     arrays: Mapping[str, np.ndarray]

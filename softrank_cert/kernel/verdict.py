@@ -1,20 +1,23 @@
-"""The verdict type and its one constructor, :func:`decide` (TRUSTED).
+"""The verdict type, its one constructor :func:`decide`, and Arb's precision (TRUSTED).
 
 A :class:`Verdict` is sealed in the HOL Light sense: its constructor demands the private
-``_KERNEL_SEAL`` token, which only :func:`decide` (below) passes; its attributes cannot be
-reassigned.  :func:`decide` owns what every verdict of every engine shares -- the precision
-schedule (:func:`precision_schedule`), the attempt loop and the status mapping -- and the
-engines hand it their attempt functions: the Arb balls and the float64 path (``checks.py``)
-and the exact-rational second kernel (``softrank_cert.exact_kernel``), which keeps its own
-arithmetic.  Soundness of the loop: ``proofs/precision-retry.md`` (Theorem P).  Front ends
-read verdicts; they never make them.
+``_KERNEL_SEAL`` token, which only :func:`decide` passes; its attributes cannot be reassigned.
+:func:`decide` owns what the verdicts of every engine share (the attempt loop, the status
+mapping); the engines hand it their attempts: the Arb balls and the float64 path
+(``checks.py``) and the exact-rational second kernel (``softrank_cert.exact_kernel``), which
+keeps its own arithmetic.  Soundness: ``proofs/precision-retry.md`` (Theorem P).  Precision
+(process-global in python-flint, set per block by :func:`working_precision`) affects only the
+*width* of balls, never their correctness (Lemma P1).
 """
 
 from __future__ import annotations
 
 import enum
+from contextlib import contextmanager
 from fractions import Fraction
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
+
+from flint import ctx
 
 from ..errors import InvalidInputError
 
@@ -44,6 +47,17 @@ def precision_schedule(max_prec: int) -> list[int]:
     return steps
 
 
+@contextmanager
+def working_precision(bits: int) -> Iterator[None]:
+    """Arb's working precision is ``bits`` inside the block, restored afterwards."""
+    saved = ctx.prec
+    ctx.prec = bits
+    try:
+        yield
+    finally:
+        ctx.prec = saved
+
+
 class Status(enum.Enum):
     """Three-valued outcome of a check.
 
@@ -61,23 +75,17 @@ _STATUS = {True: Status.VERIFIED, False: Status.REJECTED, None: Status.INCONCLUS
 
 
 class Verdict:
-    """Outcome of one kernel check.
+    """Outcome of one kernel check: ``side`` "upper" (claim ``r_eps(A) <= rank``) or "lower"
+    (claim ``r_eps(A) >= rank``).
 
-    ``side`` is ``"upper"`` (claim ``r_eps(A) <= rank``) or ``"lower"`` (claim
-    ``r_eps(A) >= rank``).  ``margin`` is an exact rational interval ``[lo, hi]`` containing
-
-    * upper: ``eps - ||A - U W^T||`` (verified iff provably >= 0);
-    * lower: ``1 - eps ||X|| ||Y|| ||(XAY)^{-1}||`` (verified iff provably > 0);
-
-    ``value`` an exact rational interval containing the witness error ``||A - U W^T||``
-    (upper) or the certificate threshold ``1 / (||X|| ||Y|| ||(XAY)^{-1}||)`` (lower); either
-    may be ``None`` when the check did not get that far (e.g. ``XAY`` not provably
-    invertible) or the end is trivial.  ``precision`` is the Arb precision in bits of the
-    final attempt (0 when no ball arithmetic was needed, 53 for the float64 path).
-    ``engine`` names what decided: ``"arb"`` (Arb balls), ``"float64"`` (proved float64
-    bounds, ``proofs/float64-bounds.md``), ``"trivial"`` (a trivial end, decided by an exact
-    comparison: no arithmetic on the operator needed) or ``"rational"`` (the second,
-    exact-rational kernel, ``softrank-verify --kernel exact``).
+    ``margin``: an exact rational interval containing ``eps - ||A - U W^T||`` (upper; verified iff
+    provably >= 0) or ``1 - eps ||X|| ||Y|| ||(XAY)^{-1}||`` (lower; verified iff provably > 0).
+    ``value``: one containing the witness error ``||A - U W^T||`` (upper) or the certificate
+    threshold ``1 / (||X|| ||Y|| ||(XAY)^{-1}||)`` (lower).  Either is None when the check did not
+    get that far (``XAY`` not provably invertible) or the end is trivial.  ``precision``: bits of
+    the final attempt (0: no arithmetic, 53: the float64 path).  ``engine``: what decided --
+    "arb" (Arb balls), "float64" (``proofs/float64-bounds.md``), "trivial" (an exact comparison,
+    no arithmetic on the operator) or "rational" (the exact-rational kernel, ``--kernel exact``).
     """
 
     __slots__ = ("status", "side", "rank", "eps", "method", "margin", "value", "precision", "reason", "engine")
@@ -86,12 +94,9 @@ class Verdict:
                  margin: Interval | None, value: Interval | None, precision: int, reason: str, engine: str) -> None:
         if seal is not _KERNEL_SEAL:
             raise TypeError("verdicts are constructed by softrank_cert.kernel only")
-        for name, item in (
-            ("status", status), ("side", side), ("rank", rank), ("eps", eps), ("method", method),
-            ("margin", margin), ("value", value), ("precision", precision), ("reason", reason),
-            ("engine", engine),
-        ):
-            object.__setattr__(self, name, item)
+        fields = locals()
+        for name in self.__slots__:
+            object.__setattr__(self, name, fields[name])
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("verdicts are immutable")
@@ -109,14 +114,11 @@ class Verdict:
 
 
 def decide(side: str, rank: int, eps: str, method: str, stages: Iterable[Stage]) -> Verdict:
-    """The verdict of the first stage whose attempt decides, else INCONCLUSIVE with the last
-    stage's data: the only code that builds a :class:`Verdict`.
-
-    ``stages`` run in order (e.g. the float64 path at 53 bits, then the Arb balls at every
-    precision of ``precision_schedule(max_prec)``); each attempt must be sound on its own.
-    Stopping at the first decision is then sound: no stage can decide the opposite of another
-    (``proofs/precision-retry.md``, Lemmas P1-P2, Theorem P).  The status is the decision's:
-    True -> VERIFIED, False -> REJECTED, None -> INCONCLUSIVE.
+    """The verdict of the first stage whose attempt decides (True -> VERIFIED, False ->
+    REJECTED), else INCONCLUSIVE with the last stage's data: the only code that builds a
+    :class:`Verdict`.  ``stages`` run in order (e.g. the float64 path at 53 bits, then the Arb
+    balls at every precision of the schedule); each attempt must be sound on its own, and then
+    no stage can decide the opposite of another (``proofs/precision-retry.md``, P1-P2, Theorem P).
     """
     last = None
     for engine, prec, attempt in stages:

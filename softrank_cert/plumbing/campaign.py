@@ -47,6 +47,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import SoftrankError
+from .files import canonical_dump, write_text_atomic
 
 FORMAT = "softrank-campaign"
 VERSION = 1
@@ -88,9 +89,7 @@ def _now() -> str:
 
 
 def write_durably(path: Path, text: str) -> None:
-    """Replace ``path`` by ``text`` atomically and durably (see :func:`.cli.common.write_text_atomic`)."""
-    from ..cli.common import write_text_atomic
-
+    """Replace ``path`` by ``text`` atomically and durably (see :func:`.files.write_text_atomic`)."""
     write_text_atomic(path, text)
 
 
@@ -156,8 +155,6 @@ class Manifest:
 
     def save(self) -> None:
         """Write the manifest atomically (a full disk is one line, exit 2; the old one stays)."""
-        from ..cli.common import canonical_dump
-
         self.data["updated"] = _now()
         self.data["summary"] = self.summary()
         write_durably(self.path, canonical_dump(self.data))

@@ -4,7 +4,8 @@
   file name's suffix says (matplotlib writes each without extra packages); anything else is
   refused before any work (``check_output_file(..., suffixes=PLOT_SUFFIXES)``, exit 2).
 * :func:`save_figure`: the one place figures are saved (format from the suffix, PNG at
-  :data:`DPI`).
+  :data:`DPI`); :func:`save_figure_atomic` writes one to its file atomically
+  (:class:`~softrank_cert.plumbing.files.OutputFiles`) and closes it.
 * :func:`label_log_axis`: plain-number tick labels on a log axis, at least a few of them even
   when the data span less than a decade (no ``2 x 10^0`` labels, no axis with one label).
 """
@@ -14,6 +15,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 from typing import Any, Iterable
+
+from .files import OutputFiles
 
 #: Figure formats of every ``--plot`` option.
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
@@ -44,6 +47,13 @@ def save_figure(fig: Any, target: str | Path, *, name: str | Path | None = None,
     if fmt in ("pdf", "svg"):
         options["metadata"] = {"Creator": "softrank-cert"}
     fig.savefig(target, **options)
+
+
+def save_figure_atomic(fig: Any, path: Path) -> None:
+    """Save a matplotlib figure atomically in the format its suffix names (PNG by default), then
+    close it."""
+    with OutputFiles() as outputs:
+        outputs.stage_figure(fig, path)
 
 
 def log_ticks(low: float, high: float, *, minimum: int = 4, maximum: int = 12) -> list[float]:
@@ -103,4 +113,5 @@ def label_log_axis(axis: Any, values: Iterable[float], *, integers: bool = False
     axis.set_minor_formatter(NullFormatter())
 
 
-__all__ = ["DPI", "PLOT_SUFFIXES", "figure_format", "label_log_axis", "log_ticks", "plain_number", "save_figure"]
+__all__ = ["DPI", "PLOT_SUFFIXES", "figure_format", "label_log_axis", "log_ticks", "plain_number", "save_figure",
+           "save_figure_atomic"]

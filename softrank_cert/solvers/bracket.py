@@ -68,7 +68,7 @@ class VerifiedBracket:
     def to_certificate(self) -> Bracket:
         """The certificate format's bracket of these ends (ranks, arrays and method names; the
         kernel's verdicts and the float64 estimates stay here): the one conversion from solver
-        results to a certificate document (:func:`~softrank_cert.api.certificate_for`)."""
+        results to a certificate document (:func:`~softrank_cert.certio.issuing.certificate_for`)."""
         lower, upper = self.lower, self.upper
         return Bracket(self.eps, LowerEnd(lower.k, lower.method, lower.X, lower.Y),
                        UpperEnd(upper.r, upper.construction, upper.U, upper.W))

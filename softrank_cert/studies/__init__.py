@@ -8,8 +8,8 @@ unproved bracket end count, because a study never builds a verdict.
 
 The commands of the same names (``softrank_cert.cli``) parse arguments, check inputs and
 outputs before any work, call a study and print or write what it returns; the study logic is
-here.  Progress bars and atomic writes come from ``softrank_cert.cli.common`` (imported where
-used).
+here.  Progress bars, atomic writes and certificate paths come from
+:mod:`softrank_cert.plumbing`; nothing here imports the CLI.
 
 * :mod:`softrank_cert.studies.audit` -- audits of published bracket tables: confirm, tighten or
   refute each row (``softrank audit``); its figure in :mod:`~softrank_cert.studies.audit_plot`.

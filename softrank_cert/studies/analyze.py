@@ -75,8 +75,13 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from ..plumbing.tolerances import parse_eps_list
 from ..errors import InvalidInputError, SoftrankError
 from ..kernel import Operator, Status, parse_tolerance
+from ..plumbing.certificate_files import expand_json_paths
+from ..plumbing.files import write_text_atomic
+from ..plumbing.progress import progress_bar
+from ..plumbing.untrusted_text import safe_text
 
 if TYPE_CHECKING:
     from ..plumbing.operators_npz import NamedOperator
@@ -883,8 +888,6 @@ def _read_certificates(paths: list[str]) -> list[tuple[str, bytes, str, list[str
 
 def _choose_eps(requested: str | None, certificates: list[tuple[str, bytes, str, list[str]]]) -> list[str]:
     """Requested tolerances (each in every certificate) or those common to all certificates."""
-    from ..cli.common import parse_eps_list
-
     def values(eps: list[str]) -> dict[Fraction, str]:
         return {parse_tolerance(e): e for e in eps}
 
@@ -920,7 +923,6 @@ def analysis(certificates: list[str], panels: list[str], eps: str | None = None,
     """
     from contextlib import closing
 
-    from ..cli.common import expand_json_paths, progress_bar, safe_text, write_text_atomic
     from ..kernel import DEFAULT_MAX_PREC
     from ..plumbing.operators_npz import natural_key
     from ..plumbing.parallel import pack_operator, run_ordered

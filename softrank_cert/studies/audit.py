@@ -38,8 +38,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..certio.certificate import MAX_CERTIFICATE_BYTES, Certificate
+from ..certio.issuing import certificate_for
 from ..errors import InvalidInputError, SoftrankError
 from ..kernel import Operator, Status, Verdict, parse_tolerance
+from ..plumbing.files import canonical_dump, write_text_atomic
 from ..plumbing.reports import verdict_fields
 from ..plumbing.operators_npz import load_operators, operator_names
 from ..plumbing.parallel import pack_operator, run_tasks, unpack_operator
@@ -332,7 +334,6 @@ def audit_with_certificate(row: PublishedRow, op: Operator, checked: CheckedCert
 def audit_by_reproduction(op_name: str, op: Operator, rows: list[PublishedRow], *, budget_seconds: float | None,
                           evidence_path: Path, provenance: dict[str, Any]) -> tuple[list[RowResult], dict[str, Any] | None]:
     """One solver run for all tolerances of ``rows``; the evidence certificate (or None)."""
-    from ..api import certificate_for
     from ..solvers.bracket import bracket_operator
 
     eps_by_value: dict[Fraction, str] = {}  # the first spelling of each tolerance, in row order
@@ -571,8 +572,6 @@ class _AuditCampaign:
         return rows, (Path(evidence_rel), json.loads(raw))
 
     def record(self, name: str, rows: list[RowResult], evidence: tuple[Path, dict[str, Any]] | None, outcome: Any) -> None:
-        from ..cli.common import canonical_dump, write_text_atomic
-
         rel = None
         if evidence is not None:
             rel = Path(evidence[0]).as_posix()

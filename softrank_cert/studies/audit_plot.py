@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..plumbing.plotting import save_figure_atomic
+
 
 def plot_ratios(rows: list[Any], path: Path) -> None:
     """Scatter of published vs audited ``upper / max(lower, 1)`` (log-log), written atomically."""
-    from ..cli.common import save_figure_atomic
-
     save_figure_atomic(ratio_figure(rows), path)
 
 

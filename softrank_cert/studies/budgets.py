@@ -30,8 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from ..certio.signing import sign_certificate
 from ..errors import InternalInvariantError, InvalidInputError
 from ..kernel import Operator, Status, parse_tolerance, verify_lower, verify_upper
+from ..plumbing.certificate_files import certificate_path
+from ..plumbing.files import write_json_atomic
+from ..plumbing.progress import OperatorProgress
 
 if TYPE_CHECKING:
     from ..plumbing.operators_npz import NamedOperator
@@ -290,8 +294,6 @@ def study(panels: list[str], eps: str, budgets: list[int], budget_seconds: float
     resumed run keeps a recorded result only when its certificate there still verifies and
     holds the same ends.
     """
-    from ..cli.common import certificate_path
-    from ..cli.keys import sign_certificate, write_json_atomic
     from ..plumbing.campaign import budget_json
     from ..plumbing.parallel import pack_operator
     from ..plumbing.reports import envelope
@@ -380,7 +382,6 @@ def _run_study(operators: list[tuple[NamedOperator, str]], tasks: list[tuple], t
                failed: list[dict[str, Any]], campaign: Any, eps: str, jobs: int, scheduler: str | None,
                show_progress: bool, max_memory: int | None,
                finished: Callable[[int, Any], None] | None = None) -> None:
-    from ..cli.common import OperatorProgress
     from ..plumbing.memory import operator_task_bytes
     from ..plumbing.parallel import run_tasks
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..plumbing.plotting import save_figure_atomic
+
 
 def plot_budgets(report: dict[str, Any], path: Path) -> None:
     """One panel per document: fraction of heads against block width (log2 axis); per budget a
     colour, solid = feasible, dashed = impossible, dotted = unresolved.  Written atomically."""
-    from ..cli.common import save_figure_atomic
-
     save_figure_atomic(budgets_figure(report), path)
 
 

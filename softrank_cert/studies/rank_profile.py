@@ -37,9 +37,11 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from ..certio.issuing import BracketResult
 from ..errors import InternalInvariantError, InvalidInputError
 from ..kernel import (Operator, Status, Verdict, parse_tolerance, verify_lower, verify_trivial_lower,
                      verify_trivial_upper, verify_upper)
+from ..plumbing.tolerances import parse_eps
 
 #: Tolerances the searches aim at by default: 11 values, roughly log-spaced from 0.02 to 0.9.
 DEFAULT_GRID = ("0.02", "0.03", "0.05", "0.075", "0.1", "0.15", "0.25", "0.35", "0.5", "0.7", "0.9")
@@ -349,7 +351,7 @@ class Profile:
     ``lower`` (k ascending) and ``upper`` (r ascending) hold only kernel-VERIFIED steps;
     :meth:`lower_at` / :meth:`upper_at` read the certified ends at any tolerance, and
     :meth:`bracket` turns them into a certificate-ready
-    :class:`~softrank_cert.api.BracketResult` (re-verified at the tolerances asked for).
+    :class:`~softrank_cert.certio.issuing.BracketResult` (re-verified at the tolerances asked for).
     """
 
     operator: Operator = field(repr=False)
@@ -385,13 +387,12 @@ class Profile:
 
     def bracket(self, eps: str | Iterable[str]) -> Any:
         """Kernel-verified brackets at ``eps`` read off the profile, as a
-        :class:`~softrank_cert.api.BracketResult` (``.save(path)`` writes the certificate).
+        :class:`~softrank_cert.certio.issuing.BracketResult` (``.save(path)`` writes the certificate).
 
         Each end is the best profile step that covers ``eps``, VERIFIED again at ``eps``
         itself (the claim a certificate at ``eps`` makes); a step that does not verify there
         gives way to the next one, down to the trivial ends.
         """
-        from ..api import BracketResult, parse_eps
         from ..solvers.bracket import VerifiedBracket, VerifiedLower, VerifiedUpper
 
         start = time.perf_counter()

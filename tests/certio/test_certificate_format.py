@@ -350,7 +350,7 @@ def test_tampered_signed_certificate_cli(tmp_path, issuer_key):
 def test_resigned_with_other_key_needs_trust(tmp_path, issuer_key, other_key, keys_dir):
     """An attacker may re-sign a tampered certificate with their own key: the signature is
     then valid, and only --trusted-keys tells the difference."""
-    from softrank_cert.cli.keys import sign_certificate
+    from softrank_cert.certio.signing import sign_certificate
 
     text = _small_signed_text(tmp_path, issuer_key)
     doc = json.loads(text)

@@ -226,7 +226,7 @@ def test_a_failed_run_leaves_no_partial_report(tmp_path, table_rows, capsys, mon
 
 
 def test_output_files_commit_together_or_not_at_all(tmp_path):
-    from softrank_cert.cli.common import OutputFiles
+    from softrank_cert.plumbing.files import OutputFiles
 
     with pytest.raises(RuntimeError):
         with OutputFiles() as outputs:
@@ -242,7 +242,8 @@ def test_output_files_commit_together_or_not_at_all(tmp_path):
 
 
 def test_check_output_file_rules(tmp_path):
-    from softrank_cert.cli.common import PLOT_SUFFIXES, check_output_file, check_output_folder
+    from softrank_cert.plumbing.files import check_output_file, check_output_folder
+    from softrank_cert.plumbing.plotting import PLOT_SUFFIXES
 
     (tmp_path / "plain.txt").write_text("x")
     assert check_output_file(tmp_path / "new" / "deeper" / "r.json", "--out") == tmp_path / "new" / "deeper" / "r.json"
@@ -363,7 +364,7 @@ def test_end_of_run_hint_is_pasteable(tmp_path, tiny_panel):
 
 
 def test_operator_names_in_natural_order(tmp_path, tiny_panel):
-    from softrank_cert.cli.common import expand_json_paths
+    from softrank_cert.plumbing.certificate_files import expand_json_paths
     from softrank_cert.plumbing.operators_npz import load_operators, natural_key, operator_names
 
     natural = ["tiny/doc/w4/L0H1", "tiny/doc/w4/L0H2", "tiny/doc/w4/L0H10"]

@@ -705,7 +705,7 @@ def test_no_module_outside_the_kernel_imports_a_kernel_submodule():
 
 #: A ratchet on the size of the kernel core (``kernel/`` except ``kernel/float64/``): issue 13's
 #: goal is 800 lines; lower this when the core shrinks, never raise it without a review.
-CORE_LINE_CEILING = 900
+CORE_LINE_CEILING = 800
 
 
 def test_kernel_core_stays_small():

@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from softrank_cert.cli.bracket_cmd import bracket_document, certificate_path
-from softrank_cert.cli.keys import write_json_atomic
+from softrank_cert.cli.bracket_cmd import bracket_document
 from softrank_cert.errors import EXIT_INVALID_INPUT, InvalidInputError
 from softrank_cert.kernel import Operator
+from softrank_cert.plumbing.certificate_files import certificate_path
+from softrank_cert.plumbing.files import write_json_atomic
 from softrank_cert.solvers.dense import attention_matrix
 from softrank_cert.studies.analyze import (
     bootstrap_weights, concordance, fit_interval_model, interval_loss, operator_features, operator_geometry,

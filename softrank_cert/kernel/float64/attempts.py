@@ -27,7 +27,7 @@ from flint import arb, arb_mat
 from ..enclosure import row_norm_max
 from ..exact import arb_lower_fraction, arb_upper_fraction, fraction_to_arb
 from ..operator import Operator
-from ..precision import working_precision
+from ..verdict import working_precision
 from .bounds import (EXP_MAX, EXP_MIN, EXP_TINY_UP, down, down_nonneg, exp_bounds, fraction_down, fraction_up,
                      product_bound, product_enclosure, row_sums_lower, row_sums_upper, up, up_nonneg)
 from .fpenv import has_subnormals

@@ -26,7 +26,7 @@ from flint import arb
 
 from ...errors import InternalInvariantError
 from ..exact import arb_upper_fraction
-from ..precision import working_precision
+from ..verdict import working_precision
 from .fpenv import SMALLEST_NORMAL, has_subnormals, pow2, subnormal_mask
 
 #: Unit roundoff for faithful rounding (any IEEE rounding mode); round-to-nearest has 2**-53.
