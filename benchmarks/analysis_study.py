@@ -41,7 +41,8 @@ import budget_study  # noqa: E402
 
 from softrank_cert.studies.analyze import analysis  # noqa: E402
 from softrank_cert.studies.analyze_report import analysis_figure, markdown_report  # noqa: E402
-from softrank_cert.cli.bracket_cmd import bracket_document, bracket_task  # noqa: E402
+from softrank_cert.certio.issuing import certificate_for  # noqa: E402
+from softrank_cert.cli.bracket_cmd import bracket_task  # noqa: E402
 from softrank_cert.cli.common import comma_items, int_list  # noqa: E402
 from softrank_cert.plumbing.certificate_files import certificate_path  # noqa: E402
 from softrank_cert.plumbing.files import OutputFiles, write_json_atomic  # noqa: E402
@@ -79,7 +80,7 @@ def bracket_missing(panel: Path, certs: Path, eps_list: list[str], budgets: dict
     with closing(run_ordered(bracket_task, tasks, jobs=jobs)) as results:
         for i, (item, (brackets, solver_s)) in enumerate(zip(todo, results)):
             write_json_atomic(certificate_path(certs, item.name),
-                              bracket_document(item.name, item.operator, brackets, item.provenance))
+                              certificate_for(item.name, item.operator, brackets, item.provenance))
             width = str(name_fields(item.name, "")[1])
             seconds.setdefault(width, []).append(solver_s)
             with open(log, "a", encoding="utf-8") as handle:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from softrank_cert.certio.signing import sign_certificate
-from softrank_cert.cli.bracket_cmd import bracket_document
+from softrank_cert.certio.issuing import certificate_for
 from softrank_cert.kernel import Operator
 from softrank_cert.plumbing.files import write_json_atomic
 from softrank_cert.solvers.bracket import bracket_operator
@@ -48,7 +48,7 @@ def main() -> None:
     out = Path(args.out)
     for name, (op, provenance) in operators().items():
         brackets = bracket_operator(op, EPS)
-        doc = bracket_document(f"examples/{name}", op, brackets, provenance)
+        doc = certificate_for(f"examples/{name}", op, brackets, provenance)
         write_json_atomic(out / f"{name}.json", sign_certificate(doc, args.key))
         print(name, [(b.eps, b.lower.k, b.upper.r) for b in brackets])
     shutil.copyfile(args.key + ".pub", out / "issuer.pub")

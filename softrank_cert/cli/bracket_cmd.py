@@ -8,8 +8,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from ..plumbing.tolerances import parse_eps_list
 from ..certio.certificate import Bracket
+from ..certio.issuing import certificate_for
 from ..certio.signing import load_private_key
 from ..errors import InvalidInputError, SoftrankError
 from ..plumbing.campaign import budget_json
@@ -19,6 +19,7 @@ from ..plumbing.operators_npz import NamedOperator, load_operators, operator_nam
 from ..plumbing.parallel import check_scheduler, pack_operator, resolve_jobs, run_tasks
 from ..plumbing.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
+from ..plumbing.tolerances import parse_eps_list
 from ..plumbing.untrusted_text import plain_text
 from .common import (add_campaign_options, add_command, add_parallel_options, brackets_summary, budget_help,
                      campaign_memory, name_table, stdout_console)
@@ -122,16 +123,6 @@ def bracket_task(spec: dict[str, Any], eps_list: list[str], budget_seconds: floa
     return [b.to_certificate() for b in result.brackets], result.seconds
 
 
-def bracket_document(name: str, op: Any, brackets: list[Any], provenance: dict[str, Any] | None,
-                     key: Any = None) -> dict[str, Any]:
-    """Certificate of verified brackets (the driver's
-    :class:`~softrank_cert.solvers.bracket.VerifiedBracket` values or plain
-    :class:`~softrank_cert.certio.certificate.Bracket` values), signed with ``key`` when one is given."""
-    from ..certio.issuing import certificate_for
-
-    return certificate_for(name, op, brackets, provenance, key)
-
-
 def _entry(item: NamedOperator, target: Path, brackets: list[Any], seconds: float | None, signed: bool,
            resumed: bool = False) -> dict[str, Any]:
     entry = {"operator": item.name, "certificate": str(target),
@@ -185,7 +176,7 @@ def run_bracket(args: Any) -> int:
                     if not outcome.ok:
                         status = "refused" if outcome.refused else "failed"
                         manifest.update(item.name, status=status, reason=outcome.failure, attempts=outcome.attempts,
-                                        seconds=round(outcome.seconds, 3))
+                                        task_seconds=round(outcome.seconds, 3))
                         manifest.run["failed"] += 1
                         manifest.save()
                         failed.append({"operator": item.name, "status": status, "reason": outcome.failure,
@@ -196,9 +187,10 @@ def run_bracket(args: Any) -> int:
                                   file=sys.stderr)
                         continue
                     brackets, seconds = outcome.value
-                    write_json_atomic(target, bracket_document(item.name, item.operator, brackets, item.provenance, key))
-                    manifest.update(item.name, status="done", seconds=round(seconds, 3), attempts=outcome.attempts,
-                                    reason=None, resumed=False)
+                    write_json_atomic(target, certificate_for(item.name, item.operator, brackets, item.provenance, key))
+                    manifest.update(item.name, status="done", seconds=round(seconds, 3),
+                                    task_seconds=round(outcome.seconds, 3), attempts=outcome.attempts, reason=None,
+                                    resumed=False)
                     manifest.run["computed"] += 1
                     manifest.save()
                     bar.finished(item.name, brackets_summary(brackets, seconds))
@@ -247,7 +239,7 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
                                done=lambda i: bar.advance(item.name))) as results:
             (outcome,) = list(results)
         brackets, seconds = outcome.unwrap()
-        write_json_atomic(target, bracket_document(item.name, item.operator, brackets, item.provenance, key))
+        write_json_atomic(target, certificate_for(item.name, item.operator, brackets, item.provenance, key))
         bar.finished(item.name, brackets_summary(brackets, seconds))
     summary = [_entry(item, target, brackets, seconds, bool(key))]
     if args.json:
@@ -292,7 +284,8 @@ def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], target
                 continue
             before = old.get(item.name, {}) if isinstance(old.get(item.name), dict) else {}
             seconds = before.get("seconds") if isinstance(before.get("seconds"), (int, float)) else None
-            manifest.update(item.name, status="done", resumed=True, seconds=seconds,
+            task_seconds = before.get("task_seconds") if isinstance(before.get("task_seconds"), (int, float)) else None
+            manifest.update(item.name, status="done", resumed=True, seconds=seconds, task_seconds=task_seconds,
                             attempts=before.get("attempts", 0) if isinstance(before.get("attempts"), int) else 0,
                             finished=before.get("finished"))
             manifest.run["skipped"] += 1

@@ -27,8 +27,13 @@ Schema (version 1)::
      "summary": {"done": 4, "failed": 0, "refused": 0, "pending": 0},
      "operators": {"NAME": {"status": "pending" | "done" | "failed" | "refused",
                             "operator_sha256": "<hex>", "output": "NAME.json", "seconds": 1.25,
-                            "attempts": 1, "estimated_bytes": 180000000, "finished": "<RFC 3339>",
+                            "task_seconds": 1.41, "attempts": 1, "estimated_bytes": 180000000, "finished": "<RFC 3339>",
                             "resumed": false, "reason": null}}}
+
+``seconds``: the operator's own time (``bracket``: the solver's search, which a time budget
+bounds; ``budgets``: the study's checks; ``audit``: the task); ``task_seconds``: the wall seconds
+of its last attempt in a worker (solving, kernel verification, packing; not the pool's start-up),
+the figure for cost models; both kept from the earlier run for an operator a resume keeps.
 
 ``done``: the certificate (or result) is in place; ``failed``: the task failed (after its
 retry when its worker died), ``reason`` is its one line; ``refused``: never started, because
@@ -128,8 +133,8 @@ class Manifest:
         """A manifest for a new run: every operator ``pending`` (its ``entries`` fields set).  With
         ``resume``, a previous manifest's run history and creation time are kept."""
         previous = cls.read(path) if resume else None
-        operators = {name: {"status": "pending", "seconds": None, "attempts": 0, "finished": None, "resumed": False,
-                            "reason": None, **fields} for name, fields in entries}
+        operators = {name: {"status": "pending", "seconds": None, "task_seconds": None, "attempts": 0, "finished": None,
+                            "resumed": False, "reason": None, **fields} for name, fields in entries}
         return cls(path, command, parameters, operators, previous)
 
     @property

@@ -547,6 +547,7 @@ class _AuditCampaign:
                 continue
             self.kept[i] = kept
             self.manifest.update(name, status="done", resumed=True, seconds=entry.get("seconds"),
+                                 task_seconds=entry.get("task_seconds"),
                                  attempts=entry.get("attempts", 0), finished=entry.get("finished"),
                                  result=entry["result"])
             self.manifest.run["skipped"] += 1
@@ -576,13 +577,15 @@ class _AuditCampaign:
         if evidence is not None:
             rel = Path(evidence[0]).as_posix()
             write_text_atomic(self.staging / rel, canonical_dump(evidence[1]))
-        self.manifest.update(name, status="done", seconds=round(outcome.seconds, 3), attempts=outcome.attempts,
+        self.manifest.update(name, status="done", seconds=round(outcome.seconds, 3),
+                             task_seconds=round(outcome.seconds, 3), attempts=outcome.attempts,
                              reason=None, resumed=False, result={"rows": [r.to_json() for r in rows], "evidence": rel})
         self.manifest.run["computed"] += 1
         self.manifest.save()
 
     def failed(self, name: str, status: str, outcome: Any) -> None:
-        self.manifest.update(name, status=status, reason=outcome.failure, attempts=outcome.attempts)
+        self.manifest.update(name, status=status, reason=outcome.failure, attempts=outcome.attempts,
+                             task_seconds=round(outcome.seconds, 3))
         self.manifest.run["failed"] += 1
         self.manifest.save()
 

@@ -400,7 +400,8 @@ def _run_study(operators: list[tuple[NamedOperator, str]], tasks: list[tuple], t
                     failed.append({"operator": name, "status": status, "reason": outcome.failure,
                                    "attempts": outcome.attempts})
                     if campaign is not None:
-                        campaign.manifest.update(name, status=status, reason=outcome.failure, attempts=outcome.attempts)
+                        campaign.manifest.update(name, status=status, reason=outcome.failure, attempts=outcome.attempts,
+                                                 task_seconds=round(outcome.seconds, 3))
                         campaign.manifest.run["failed"] += 1
                         campaign.manifest.save()
                     bar.finished(name, f"{status.upper()}: {outcome.failure}")
@@ -411,7 +412,7 @@ def _run_study(operators: list[tuple[NamedOperator, str]], tasks: list[tuple], t
                     finished(i, item)
                 if campaign is not None:
                     campaign.manifest.update(name, status="done", seconds=round(item.seconds, 3),
-                                             attempts=outcome.attempts, result=item.to_json(), resumed=False)
+                                             task_seconds=round(outcome.seconds, 3), attempts=outcome.attempts, result=item.to_json(), resumed=False)
                     campaign.manifest.run["computed"] += 1
                     campaign.manifest.save()
                 classes = ", ".join(f"{b} {cls}" for b, cls in item.classes.items())
@@ -459,6 +460,7 @@ def _budgets_campaign(path: Path, resume: bool, operators: list[tuple[NamedOpera
                 continue
             kept[i] = result
             manifest.update(item.name, status="done", resumed=True, seconds=entry.get("seconds"),
+                            task_seconds=entry.get("task_seconds"),
                             attempts=entry.get("attempts", 0), finished=entry.get("finished"), result=entry["result"])
             manifest.run["skipped"] += 1
     manifest.save()

@@ -190,6 +190,8 @@ def test_interrupted_campaign_resumes_to_the_same_certificates(panel16, referenc
     final = manifest(out)
     assert final["state"] == "complete" and final["summary"]["done"] == 4 and len(final["runs"]) == 2
     assert all(entry["seconds"] is not None for entry in final["operators"].values())
+    # the task's own wall time (kept across the resume) covers the solver's search in it
+    assert all(entry["task_seconds"] >= entry["seconds"] for entry in final["operators"].values())
 
 
 def test_resume_recomputes_exactly_what_does_not_check(panel8, reference8, tmp_path):
@@ -244,6 +246,7 @@ def test_budgets_resume_keeps_recorded_results(panel8, tmp_path):
     assert strip(json.loads(again.stdout)) == strip(json.loads(first.stdout))
     state = json.loads((tmp_path / "budgets-campaign.json").read_text())
     assert state["runs"][-1]["skipped"] == 4 and state["runs"][-1]["computed"] == 0
+    assert all(entry["task_seconds"] > 0 for entry in state["operators"].values())  # kept from the first run
 
 
 def test_audit_resume_keeps_unchanged_operators(panel8, tmp_path):
@@ -269,6 +272,7 @@ def test_audit_resume_keeps_unchanged_operators(panel8, tmp_path):
     assert again.returncode == 0, again.stderr
     state = json.loads((tmp_path / "audit-campaign.json").read_text())
     assert (state["runs"][-1]["skipped"], state["runs"][-1]["computed"]) == (3, 1)
+    assert all(entry["task_seconds"] > 0 for entry in state["operators"].values())
     strip = lambda doc: [{k: v for k, v in row.items() if k != "evidence"} for row in doc["rows"]][1:]  # noqa: E731
     assert strip(json.loads(again.stdout)) == strip(json.loads(first.stdout))
     assert sorted(p.name for p in (tmp_path / "audit-evidence").rglob("*.json")) == \
@@ -345,6 +349,7 @@ def test_task_failing_twice_is_recorded_and_the_campaign_completes(panel8, refer
     assert [entry["operator"] for entry in summary["failed"]] == [name]
     entry = manifest(out)["operators"][name]
     assert entry["status"] == "failed" and entry["attempts"] == 2
+    assert entry["seconds"] is None and entry["task_seconds"] > 0  # no solver result; the attempt's time
     assert "SIGKILL" in entry["reason"] and "\n" not in entry["reason"]
     assert manifest(out)["state"] == "incomplete"
     got = contents(out)

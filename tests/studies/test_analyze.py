@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from softrank_cert.cli.bracket_cmd import bracket_document
+from softrank_cert.certio.issuing import certificate_for
 from softrank_cert.errors import EXIT_INVALID_INPUT, InvalidInputError
 from softrank_cert.kernel import Operator
 from softrank_cert.plumbing.certificate_files import certificate_path
@@ -197,7 +197,7 @@ def toy(tmp_path_factory):
     certs = folder / "certs"
     for item in load_operators(panel):
         brackets = bracket_operator(item.operator, EPS, budget_seconds=0.3)
-        write_json_atomic(certificate_path(certs, item.name), bracket_document(item.name, item.operator, brackets, None))
+        write_json_atomic(certificate_path(certs, item.name), certificate_for(item.name, item.operator, brackets, None))
     return panel, certs
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from softrank_cert.studies.audit import STATUSES, audit_table, judge, parse_row, read_table
 from softrank_cert.certio.signing import sign_certificate
-from softrank_cert.cli.bracket_cmd import bracket_document
+from softrank_cert.certio.issuing import certificate_for
 from softrank_cert.cli.main import build_parser
 from softrank_cert.errors import InvalidInputError
 from softrank_cert.kernel import Operator, verify_trivial_lower
@@ -49,7 +49,7 @@ def make_panel(path: Path) -> None:
 
 def write_certificate(path: Path, panel: Path, name: str, eps: list[str], *, signed: bool) -> dict:
     op = load_operators(panel, [name])[0].operator
-    document = bracket_document(name, op, bracket_operator(op, eps, budget_seconds=20), None)
+    document = certificate_for(name, op, bracket_operator(op, eps, budget_seconds=20), None)
     if signed:
         document = sign_certificate(document, KEY)
     write_json_atomic(path, document)
