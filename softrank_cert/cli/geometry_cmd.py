@@ -1,5 +1,5 @@
 """``softrank geometry``: the theorem's quantities (C, tau, kappa, Phi, native Gamma) with
-certified sides (``softrank_cert.kernel.geometry_bounds``, ``proofs/geometry-bounds.md``)."""
+certified sides (``softrank_cert.geometry.bounds``, ``proofs/geometry-bounds.md``)."""
 
 from __future__ import annotations
 

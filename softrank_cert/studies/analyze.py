@@ -88,7 +88,7 @@ if TYPE_CHECKING:
 
 #: Version of the per-operator results (:func:`analyze_task`): bump it whenever what they
 #: contain or how it is computed changes (study caches are keyed by it).
-RESULT_VERSION = "1"
+RESULT_VERSION = "2"  # 2: certified strings with the report contract's 17 digits (were 9 and 6)
 #: Rank grid of the intrinsic score (see the module docstring).
 GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 MAX_GRID_RANK = 64
@@ -342,7 +342,7 @@ def analyze_task(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_l
     invariance check.  Returns plain data (floats, ints, strings).
     """
     from .audit import operator_mismatch
-    from ..plumbing.numfmt import format_up
+    from ..plumbing.reports import bound_up
     from ..plumbing.parallel import unpack_operator
     from ..verification import check_claims, verify_certificate_bytes
 
@@ -392,12 +392,12 @@ def analyze_task(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_l
         log_phi, r_star = geo.intrinsic[eps]
         entry: dict[str, Any] = {
             "intrinsic": math.inf if log_phi is None else _up(log_phi.hi),
-            "intrinsic_bound": None if log_phi is None else format_up(log_phi.hi, 9),
+            "intrinsic_bound": None if log_phi is None else bound_up(log_phi.hi),
             "interaction_dim": math.inf if r_star is None else r_star,
         }
         if geo.native:
             entry["native"] = _up(geo.native[eps].hi)
-            entry["native_bound"] = format_up(geo.native[eps].hi, 9)
+            entry["native_bound"] = bound_up(geo.native[eps].hi)
         scores[eps] = entry
     invariance = None
     t = time.perf_counter()
@@ -428,9 +428,9 @@ def analyze_task(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_l
         "operator": name, "source": source, "kind": op.kind, "shape": list(op.shape), "p": op.p, "d": op.head_dim,
         "features": features, "brackets": brackets, "dropped": dropped, "scores": scores,
         "grid": [{"r": g.r, "tau_float": g.tau_float, "certified": g.certified,
-                  "tau_upper": None if not g.certified else format_up(g.tau.hi, 6),
-                  "kappa_upper": None if g.kappa_upper is None else format_up(g.kappa_upper, 6)} for g in geo.ranks],
-        "gamma_upper": None if geo.gamma is None else format_up(geo.gamma.hi, 9),
+                  "tau_upper": None if not g.certified else bound_up(g.tau.hi),
+                  "kappa_upper": None if g.kappa_upper is None else bound_up(g.kappa_upper)} for g in geo.ranks],
+        "gamma_upper": None if geo.gamma is None else bound_up(geo.gamma.hi),
         "invariance": invariance,
         "seconds": {"verify": round(verify_s, 3), "geometry": round(geometry_s, 3),
                     "invariance": round(invariance_s, 3), "total": round(time.perf_counter() - start, 3)},

@@ -50,6 +50,10 @@ from ..verification import Pairs, verify_certificate_bytes
 STATUSES = ("confirmed", "tightened", "reproduced", "refuted", "invalid-certificate", "unresolved", "error")
 #: Refuse bracket tables larger than this (bytes) before reading them.
 MAX_TABLE_BYTES = 64 << 20
+#: Version of the per-operator results a resumable audit records (rows and evidence JSON): a
+#: resume reuses only results of this version, so a manifest from before a change of their shape
+#: is recomputed rather than mixed into a report in the new shape.  2: the one JSON contract.
+RESULT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -534,13 +538,15 @@ class _AuditCampaign:
         previous = Manifest.read(path) if resume else None
         keys = [_task_sha256(task) for task in tasks]
         self.manifest = Manifest.start(path, "audit", parameters,
-                                       [(name, {"task_sha256": key, "output": None, "estimated_bytes": need})
+                                       [(name, {"task_sha256": key, "output": None, "estimated_bytes": need,
+                                                 "result_version": RESULT_VERSION})
                                         for name, key, need in zip(names, keys, memory)], resume=resume)
         self.kept: dict[int, tuple[list[RowResult], tuple[Path, dict[str, Any]] | None]] = {}
         old = (previous or {}).get("operators", {}) if (previous or {}).get("command") == "audit" else {}
         for i, (name, key, task) in enumerate(zip(names, keys, tasks)):
             entry = old.get(name)
-            if not isinstance(entry, dict) or entry.get("status") != "done" or entry.get("task_sha256") != key:
+            if not isinstance(entry, dict) or entry.get("status") != "done" or entry.get("task_sha256") != key \
+                    or entry.get("result_version") != RESULT_VERSION:
                 continue
             kept = self._reuse(entry.get("result"), task)
             if kept is None:

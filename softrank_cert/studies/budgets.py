@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from ..plumbing.operators_npz import NamedOperator
 
 CLASSES = ("feasible", "impossible", "unresolved")
+#: Version of the per-operator results a resumable study records (:meth:`OperatorBudgets.to_json`):
+#: a resume reuses only results of this version (2: the one JSON contract).
+RESULT_VERSION = 2
 #: Width group of operators whose names carry no ``w<N>`` segment.
 NO_WIDTH = "-"
 
@@ -440,7 +443,8 @@ def _budgets_campaign(path: Path, resume: bool, operators: list[tuple[NamedOpera
     digests = [operator_sha256(item.operator) for item, _stem in operators]
     manifest = Manifest.start(path, "budgets", parameters,
                               [(item.name, {"operator_sha256": digest, "output": None,
-                                            "estimated_bytes": operator_task_bytes(item.operator)})
+                                            "estimated_bytes": operator_task_bytes(item.operator),
+                                            "result_version": RESULT_VERSION})
                                for (item, _stem), digest in zip(operators, digests)], resume=resume)
     kept: dict[int, Any] = {}
     same = previous is not None and previous.get("command") == "budgets" and all(
@@ -448,7 +452,8 @@ def _budgets_campaign(path: Path, resume: bool, operators: list[tuple[NamedOpera
     if same:
         for i, ((item, _stem), digest) in enumerate(zip(operators, digests)):
             entry = previous["operators"].get(item.name)
-            if not isinstance(entry, dict) or entry.get("status") != "done" or entry.get("operator_sha256") != digest:
+            if not isinstance(entry, dict) or entry.get("status") != "done" or entry.get("operator_sha256") != digest \
+                    or entry.get("result_version") != RESULT_VERSION:
                 continue
             try:
                 result = OperatorBudgets.from_json(entry["result"])

@@ -247,6 +247,16 @@ def test_budgets_resume_keeps_recorded_results(panel8, tmp_path):
     state = json.loads((tmp_path / "budgets-campaign.json").read_text())
     assert state["runs"][-1]["skipped"] == 4 and state["runs"][-1]["computed"] == 0
     assert all(entry["task_seconds"] > 0 for entry in state["operators"].values())  # kept from the first run
+    # Results recorded in another shape (a manifest from before a change of it) are recomputed.
+    path = tmp_path / "budgets-campaign.json"
+    for entry in state["operators"].values():
+        entry["result_version"] = 1
+    path.write_text(json.dumps(state))
+    third = softrank(*args, "--resume")
+    assert third.returncode == 0, third.stderr
+    assert strip(json.loads(third.stdout)) == strip(json.loads(first.stdout))
+    state = json.loads(path.read_text())
+    assert state["runs"][-1]["skipped"] == 0 and state["runs"][-1]["computed"] == 4
 
 
 def test_audit_resume_keeps_unchanged_operators(panel8, tmp_path):
@@ -273,6 +283,15 @@ def test_audit_resume_keeps_unchanged_operators(panel8, tmp_path):
     state = json.loads((tmp_path / "audit-campaign.json").read_text())
     assert (state["runs"][-1]["skipped"], state["runs"][-1]["computed"]) == (3, 1)
     assert all(entry["task_seconds"] > 0 for entry in state["operators"].values())
+    # A recorded result of another shape (an older manifest) is recomputed, not mixed in.
+    path = tmp_path / "audit-campaign.json"
+    state["operators"][names[1]].pop("result_version")
+    path.write_text(json.dumps(state))
+    third = softrank(*args)
+    assert third.returncode == 0, third.stderr
+    state = json.loads(path.read_text())
+    assert (state["runs"][-1]["skipped"], state["runs"][-1]["computed"]) == (3, 1)
+    assert state["operators"][names[1]]["resumed"] is False and state["operators"][names[1]]["result_version"] == 2
     strip = lambda doc: [{k: v for k, v in row.items() if k != "evidence"} for row in doc["rows"]][1:]  # noqa: E731
     assert strip(json.loads(again.stdout)) == strip(json.loads(first.stdout))
     assert sorted(p.name for p in (tmp_path / "audit-evidence").rglob("*.json")) == \

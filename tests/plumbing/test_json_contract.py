@@ -188,9 +188,10 @@ def test_certified_bounds_have_17_significant_digits_everywhere(outputs):
     """Every string under a key that names a certified bound (margin / value enclosures, the
     geometry and supports bounds) is a 17-digit decimal; float64 estimates are JSON numbers."""
     bound_keys = {"tau", "tau_lower", "tau_tanh", "kappa_upper", "kappa_lower", "phi", "phi_lower", "gamma_native",
-                  "gamma_native_lower", "c_max_abs", "c_float64_error", "lower_over_phi"}
+                  "gamma_native_lower", "c_max_abs", "c_float64_error", "lower_over_phi",
+                  "intrinsic_bound", "native_bound", "tau_upper", "gamma_upper"}
     seen = 0
-    for name in ("verify", "geometry", "supports", "profile", "audit"):
+    for name in ("verify", "geometry", "supports", "profile", "audit", "analyze"):
         for path, value in _walk(outputs[name]):
             in_enclosure = len(path) >= 2 and path[-2] in ("margin", "value") and path[-1] in ("lower", "upper")
             named = path and path[-1] in bound_keys and not {"estimates", "certified", "meaning"} & set(path)
