@@ -9,7 +9,7 @@ benchmarks/results/budgets.json (report + per-width timings + machine), budgets.
 and a paragraph comparing the measured direction with the research's finding: budgets feasible
 less often as the block widens, impossibility certificates rare) and budgets.png.
 
-    python benchmarks/budget_study.py                                   # the full study (~45 min, 2 jobs)
+    python benchmarks/budget_study.py                                   # the full study (~32 min, 2 jobs)
     python benchmarks/budget_study.py --widths 256,512 --limit 4 --out-dir /tmp/budgets   # a small subset
 
 The committed results come from the full run; subset runs should write elsewhere (--out-dir).
@@ -43,10 +43,10 @@ from softrank_cert.plumbing.operators_npz import PROVENANCE_KEY  # noqa: E402
 
 DOCUMENTS = ("apache2", "mpl2")
 #: Default search seconds per operator (bracket, and at most as much again for the budget pass),
-#: sized so that the full study (2 documents x 4 widths x 72 heads) takes about 45 minutes on
-#: 2 jobs of a 2-core machine: on a 4-head subset the mean wall seconds per operator were about
-#: 2 / 6 / 7.5 / 21 at widths 64 / 128 / 256 / 512 (searches overshoot S by one evaluation, and
-#: the kernel checks come on top).
+#: sized so that the full study (2 documents x 4 widths x 72 heads) takes well under an hour on
+#: 2 jobs of a 2-core machine: the committed run took 31.5 min, with mean seconds per operator
+#: 2.5 / 5.7 / 8.0 / 9.9 at widths 64 / 128 / 256 / 512 (searches overshoot S by one evaluation,
+#: and the kernel checks come on top).
 DEFAULT_SECONDS = 6.0
 #: Share of (head, width, budget) cases below which impossibility certificates count as "rare".
 RARE = 0.10

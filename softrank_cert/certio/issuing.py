@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from ..kernel import Operator, parse_tolerance
 from ..plumbing.files import canonical_dump, check_output_file, write_text_atomic
 from .certificate import Bracket, certificate_document
-from .signing import load_private_key, sign_document, utc_now_rfc3339, verification_method_for
+from .signing import load_private_key, sign_now, utc_now_rfc3339
 
 
 def _load_key(key: Any) -> Ed25519PrivateKey:
@@ -36,11 +36,7 @@ def certificate_for(name: str, op: Operator, brackets: Iterable[Any], provenance
     plain :class:`~softrank_cert.certio.certificate.Bracket` values."""
     plain = [b if isinstance(b, Bracket) else b.to_certificate() for b in brackets]
     document = certificate_document(name, op, plain, created=utc_now_rfc3339(), provenance=dict(provenance or {}) or None)
-    if key is None:
-        return document
-    private = _load_key(key)
-    return sign_document(document, private, created=utc_now_rfc3339(),
-                         verification_method=verification_method_for(private.public_key()))
+    return document if key is None else sign_now(document, _load_key(key))
 
 
 @dataclass(frozen=True, eq=False)

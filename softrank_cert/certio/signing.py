@@ -306,13 +306,17 @@ def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
     return private_key
 
 
+def sign_now(document: dict[str, Any], private_key: Ed25519PrivateKey) -> dict[str, Any]:
+    """``document`` with an eddsa-jcs-2022 proof by ``private_key``, created now, whose
+    verification method is the key's did:key."""
+    return sign_document(document, private_key, created=utc_now_rfc3339(),
+                         verification_method=verification_method_for(private_key.public_key()))
+
+
 def sign_certificate(document: dict[str, Any], key_path: str | Path) -> dict[str, Any]:
-    """``document`` signed with the private key file at ``key_path`` (eddsa-jcs-2022, created now,
-    verification method the key's did:key); any proof it had is replaced."""
-    key = load_private_key(key_path)
-    unsigned = {k: v for k, v in document.items() if k != "proof"}
-    return sign_document(unsigned, key, created=utc_now_rfc3339(),
-                         verification_method=verification_method_for(key.public_key()))
+    """``document`` signed with the private key file at ``key_path`` (:func:`sign_now`); any proof
+    it had is replaced."""
+    return sign_now({k: v for k, v in document.items() if k != "proof"}, load_private_key(key_path))
 
 
 def _checked_did(entry: object, where: str) -> str:
