@@ -25,8 +25,8 @@ import numpy as np
 
 from ..errors import InvalidInputError, SizeLimitError
 from ..kernel import LIMIT_MAX_PREC  # noqa: F401 -- re-exported by softrank_cert.exact_kernel
-from ..kernel import (DEFAULT_MAX_PREC, START_PREC, Operator, Verdict, decide, parse_tolerance, precision_schedule,
-                      require_ieee_environment)
+from ..kernel import (DEFAULT_MAX_PREC, START_PREC, Operator, Verdict, checked_float64, decide, parse_tolerance,
+                      precision_schedule, require_ieee_environment)
 from .arith import dyadic, round_interval, shift_floor
 from .enclosure import IntervalMatrix, enclose, int_matrix
 
@@ -73,17 +73,6 @@ def _exact(side: str, rank: int, eps: str, method: str, decision: bool, margin, 
     return decide(side, rank, eps, method, [("rational", 0, lambda: (decision, margin, value, "exact kernel: " + reason))])
 
 
-def _factor(name: str, array: object, rows: int, cols: int) -> np.ndarray:
-    a = np.asarray(array)
-    if a.dtype != np.float64 or a.ndim != 2:
-        raise InvalidInputError(f"{name} must be a 2-D float64 array")
-    if a.shape != (rows, cols):
-        raise InvalidInputError(f"{name} has shape {list(a.shape)}, expected {[rows, cols]}")
-    if not np.isfinite(a).all():
-        raise InvalidInputError(f"{name} contains NaN or Inf")
-    return a
-
-
 def _check_rank(name: str, value: object, top: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= top:
         raise InvalidInputError(f"{name} must be an integer in [0, {top}], got {value!r}")
@@ -119,7 +108,7 @@ def verify_upper(op: Operator, eps: str, r: int, U: np.ndarray, W: np.ndarray, *
         raise InvalidInputError("a rank-0 upper end is the trivial 'zero' witness, not a factorisation")
     if r > MAX_R:
         raise SizeLimitError(f"exact kernel limit: witness rank {r} exceeds {MAX_R} (use --kernel arb)")
-    U, W = _factor("U", U, m, r), _factor("W", W, n, r)
+    U, W = checked_float64("U", U, (m, r), InvalidInputError), checked_float64("W", W, (n, r), InvalidInputError)
     u, su = int_matrix(U)
     w, sw = int_matrix(W)
     b = _matmul(u, [list(col) for col in zip(*w)])  # B = U W^T exactly, scale 2**-(su + sw)
@@ -272,7 +261,7 @@ def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *
         raise InvalidInputError("a k = 0 lower end is the trivial one, not a certificate")
     if k > MAX_K:
         raise SizeLimitError(f"exact kernel limit: certificate rank k = {k} exceeds {MAX_K} (use --kernel arb)")
-    X, Y = _factor("X", X, k, m), _factor("Y", Y, n, k)
+    X, Y = checked_float64("X", X, (k, m), InvalidInputError), checked_float64("Y", Y, (n, k), InvalidInputError)
     x, sx = int_matrix(X)
     y, sy = int_matrix(Y)
     nx, ny = dyadic(_max_row_abs_sum(x), sx), dyadic(_max_row_abs_sum(y), sy)

@@ -59,8 +59,8 @@ def _arb_outcome(attempt: Callable[[int], Attempt], prec: int) -> Outcome:
 
 def _stages(engine: str, max_prec: int, float64_attempt: Callable[[], Outcome],
             attempt: Callable[[int], Attempt]) -> Iterator[Stage]:
-    """The float64 path first (engines auto/float64; Theorems F6-F7), then the Arb balls at every
-    precision of the schedule (engines auto/arb; Lemmas P1-P2): each stage is sound on its own."""
+    """The float64 path first (engines auto/float64; float64-bounds.md F6-F7), then the Arb balls at
+    every precision of the schedule (auto/arb; precision-retry.md P1-P2): each stage sound on its own."""
     if engine != "arb":
         yield float64_stage(float64_attempt)
     if engine != "float64":
@@ -69,7 +69,7 @@ def _stages(engine: str, max_prec: int, float64_attempt: Callable[[], Outcome],
 
 
 def _trivial(side: str, rank: int, eps: str, method: str, decision: bool, reason: str) -> Verdict:
-    """A trivial end's verdict, decided by an exact comparison alone (engine "trivial", precision 0)."""
+    """A trivial end's verdict (trivial-ends.md), by an exact comparison alone (engine "trivial", precision 0)."""
     return decide(side, rank, eps, method, [("trivial", 0, lambda: (decision, None, None, reason))])
 
 
@@ -92,7 +92,7 @@ def verify_upper(op: Operator, eps: str, r: int, U: np.ndarray, W: np.ndarray, *
     r = _check_rank("r", r, max(m, n))
     if r == 0:
         raise InvalidInputError("a rank-0 upper end is the trivial 'zero' witness, not a factorisation")
-    U, W = checked_float64("U", U, (m, r)), checked_float64("W", W, (n, r))
+    U, W = checked_float64("U", U, (m, r), InvalidInputError), checked_float64("W", W, (n, r), InvalidInputError)
 
     def attempt(prec: int) -> Attempt:
         enc = enclosure(op, prec)
@@ -118,7 +118,7 @@ def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *
     k = _check_rank("k", k, op.p)
     if k == 0:
         raise InvalidInputError("a k = 0 lower end is the trivial one, not a certificate")
-    X, Y = checked_float64("X", X, (k, m)), checked_float64("Y", Y, (n, k))
+    X, Y = checked_float64("X", X, (k, m), InvalidInputError), checked_float64("Y", Y, (n, k), InvalidInputError)
 
     def attempt(prec: int) -> Attempt:
         enc = enclosure(op, prec)

@@ -36,7 +36,7 @@ _ENCLOSURES: "weakref.WeakKeyDictionary[Operator, dict[int, Enclosure]]" = weakr
 def _rough_row_shifts(op: Operator, allowed: np.ndarray) -> list[float]:
     """One float64 ``g_i`` per row: for ``qk`` the float64 ``G_ij`` (``G = Q K^T``) at the column
     maximising ``beta * G_ij`` (shift ``c_i = beta * g_i``), for ``scores`` the row maximum
-    (``c_i = g_i``).  Any finite ``g_i`` is sound (Lemma 1); a good one keeps the balls narrow,
+    (``c_i = g_i``).  Any finite ``g_i`` is sound (softmax-enclosure.md Lemma 1); a good one keeps the balls narrow,
     also for huge scores, because ``G_ij - g_i`` is formed before scaling."""
     if op.kind == "qk":
         with np.errstate(all="ignore"):
@@ -119,7 +119,7 @@ def enclosure(op: Operator, prec: int) -> Enclosure:
 
 def score_balls(op: Operator, prec: int) -> list[arb]:
     """Public enclosure API: row-major balls containing the exact ``S_ij`` of a ``qk``/``scores``
-    operator at ``prec`` bits (caller sets the precision; Lemma 3), behind an environment probe
+    operator at ``prec`` bits (caller sets the precision; softmax-enclosure.md Lemma 3), behind an environment probe
     (never build and cache an enclosure in a non-IEEE thread)."""
     require_ieee_environment()
     scores = enclosure(op, prec).scores
@@ -129,6 +129,6 @@ def score_balls(op: Operator, prec: int) -> list[arb]:
 
 
 def probability_balls(op: Operator, prec: int) -> list[arb]:
-    """As :func:`score_balls`, for the exact ``A_ij`` (Lemma 4; masked entries exactly 0)."""
+    """As :func:`score_balls`, for the exact ``A_ij`` (softmax-enclosure.md Lemma 4; masked entries exactly 0)."""
     require_ieee_environment()
     return enclosure(op, prec).probabilities.entries()

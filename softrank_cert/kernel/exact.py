@@ -105,7 +105,7 @@ EXPONENT_LIMIT = 4096
 
 def _dyadic_bound(x: arb, up: bool) -> Fraction | None:
     """A Fraction >= every point of the ball ``x`` (``up``) or <= every point; None if ``x`` is not
-    finite or that endpoint lies beyond ``2**EXPONENT_LIMIT`` in magnitude (E4)."""
+    finite or that endpoint, exactly ``M * 2**E``, has ``E >= 0`` and magnitude >= ``2**EXPONENT_LIMIT`` (E4)."""
     if not x.is_finite():
         return None
     point = x.upper() if up else x.lower()  # an exact endpoint, rounded outward by Arb

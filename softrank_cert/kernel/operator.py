@@ -20,7 +20,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..errors import InvalidOperatorError, SizeLimitError
+from ..errors import InvalidInputError, InvalidOperatorError, SizeLimitError
 from .exact import float_to_decimal_string, parse_decimal
 
 KINDS = ("qk", "scores", "probabilities")
@@ -46,17 +46,20 @@ def check_shape(name: str, shape: tuple[int, ...]) -> None:
         raise SizeLimitError(f"array {name} has {rows * cols} entries, limit {MAX_ENTRIES}")
 
 
-def checked_float64(name: str, value: object, shape: tuple[int, int] | None = None) -> np.ndarray:
-    """``value`` as a finite 2-D float64 array of acceptable size (and of ``shape`` if given),
-    checked before anything is converted; used for operator arrays and witness factors alike."""
+def checked_float64(name: str, value: object, shape: tuple[int, int] | None = None,
+                    error: type[InvalidInputError] = InvalidOperatorError) -> np.ndarray:
+    """``value`` as a finite 2-D float64 array of acceptable size (and ``shape``), checked before any
+    conversion (``proofs/exact-inputs.md`` E2); ``error``: InvalidInputError for witness factors."""
     array = np.asarray(value)
     if array.dtype != np.float64:
-        raise InvalidOperatorError(f"array {name} must be float64, is {array.dtype}")
-    check_shape(name, tuple(int(n) for n in array.shape))
+        raise error(f"array {name} must be float64, is {array.dtype}")
+    if array.ndim != 2:
+        raise error(f"array {name} must be 2-D, has shape {list(array.shape)}")
+    check_shape(name, array.shape)
     if shape is not None and array.shape != shape:
-        raise InvalidOperatorError(f"array {name} has shape {list(array.shape)}, expected {list(shape)}")
+        raise error(f"array {name} has shape {list(array.shape)}, expected {list(shape)}")
     if not np.isfinite(array).all():
-        raise InvalidOperatorError(f"array {name} contains NaN or Inf")
+        raise error(f"array {name} contains NaN or Inf")
     return array
 
 

@@ -106,8 +106,7 @@ class Verdict:
 
     @property
     def claim(self) -> str:
-        relation = "<=" if self.side == "upper" else ">="
-        return f"r_eps {relation} {self.rank}"
+        return f"r_eps {'<=' if self.side == 'upper' else '>='} {self.rank}"
 
     def __repr__(self) -> str:
         return f"Verdict({self.status.value}, {self.claim}, eps={self.eps}, method={self.method}, prec={self.precision})"
