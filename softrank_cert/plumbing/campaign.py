@@ -93,11 +93,6 @@ def _now() -> str:
     return utc_now_rfc3339()
 
 
-def write_durably(path: Path, text: str) -> None:
-    """Replace ``path`` by ``text`` atomically and durably (see :func:`.files.write_text_atomic`)."""
-    write_text_atomic(path, text)
-
-
 class Manifest:
     """The manifest of one campaign (see the module docstring); :meth:`save` after each change."""
 
@@ -162,7 +157,7 @@ class Manifest:
         """Write the manifest atomically (a full disk is one line, exit 2; the old one stays)."""
         self.data["updated"] = _now()
         self.data["summary"] = self.summary()
-        write_durably(self.path, canonical_dump(self.data))
+        write_text_atomic(self.path, canonical_dump(self.data))  # atomic and durable
 
 
 def reusable_certificate(path: Path, name: str, op: Any, eps_list: list[str], signer: str | None,
