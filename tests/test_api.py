@@ -57,25 +57,28 @@ def cert_path(result, tmp_path_factory) -> Path:
 
 
 # --------------------------------------------------------------------------------------
-# README
+# The tutorial's notebook example
 # --------------------------------------------------------------------------------------
 
-def readme_example() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Python API"):]
+def tutorial_example() -> str:
+    text = (ROOT / "docs" / "tutorial.md").read_text(encoding="utf-8")
+    section = text[text.index("## 4. The same from a notebook"):]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
-def test_readme_example_runs(tmp_path, monkeypatch, capsys):
-    (tmp_path / "examples").symlink_to(ROOT / "examples")  # the example's relative paths, outputs in tmp
+def test_tutorial_example_runs_and_writes_only_to_its_scratch_folder(tmp_path, monkeypatch, capsys):
+    (tmp_path / "examples").symlink_to(ROOT / "examples")  # the example's relative paths
     monkeypatch.chdir(tmp_path)
-    exec(compile(readme_example(), "README.md", "exec"), {"__name__": "readme"})
+    namespace = {"__name__": "tutorial"}
+    exec(compile(tutorial_example(), "docs/tutorial.md", "exec"), namespace)
     out = capsys.readouterr().out
     assert "<BracketResult minilm/apache2/w32/L5H2 (32x32 qk)" in out
     assert "<VerifyReport minilm/apache2/w32/L5H2: all VERIFIED" in out
+    work = namespace["work"]
     for name in ("cert.json", "cert-0.25.json", "profile.png"):
-        assert (tmp_path / name).is_file(), name
-    assert sc.verify(tmp_path / "cert-0.25.json").ok
+        assert (work / name).is_file(), name
+    assert sc.verify(work / "cert-0.25.json").ok
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["examples"]  # nothing left in the working folder
 
 
 # --------------------------------------------------------------------------------------

@@ -1,0 +1,118 @@
+"""The documentation a newcomer follows: every link and named file exists, the generated option
+lists match the code, the README stays a front page, and nothing cites a file outside the
+repository."""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import itertools
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Hand-written pages a reader follows (generated result tables under benchmarks/results are not).
+PAGES = sorted({ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "tests" / "README.md",
+                *ROOT.glob("docs/*.md"), *ROOT.glob("proofs/*.md"), *ROOT.glob("certificates/**/README.md"),
+                *ROOT.glob("examples/**/README.md")})
+#: Top-level folders whose paths, written in backticks, must name files or folders that exist.
+TOP = ("softrank_cert/", "tests/", "benchmarks/", "docs/", "proofs/", "certificates/", "examples/", ".ci/")
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+CODE = re.compile(r"`([^`\s]+)`")
+#: A path with one of these is a pattern for the reader to fill in, not a file name.
+PLACEHOLDER = re.compile(r"[<>]|\.\.\.|\$|\b[A-Z][A-Z0-9_]{2,}\b|\bN\b|\bKIND\b")
+
+
+def _expand_braces(path: str) -> list[str]:
+    """``a.{json,md}`` -> ``a.json``, ``a.md`` (one level, possibly several groups)."""
+    parts = re.split(r"\{([^{}]*)\}", path)
+    literal, options = parts[0::2], [group.split(",") for group in parts[1::2]]
+    return ["".join(itertools.chain.from_iterable(zip(literal, combo + ("",))))
+            for combo in itertools.product(*options)] if options else [path]
+
+
+def _exists(base: Path, name: str) -> bool:
+    for candidate in _expand_braces(name):
+        target = (base / candidate) if not candidate.startswith(TOP) else ROOT / candidate
+        if any(ch in candidate for ch in "*?["):
+            if not glob.glob(str(target), recursive=True):
+                return False
+        elif not target.exists():
+            return False
+    return True
+
+
+def _relative_links(page: Path) -> list[str]:
+    links = []
+    for target in LINK.findall(page.read_text("utf-8")):
+        target = target.split("#", 1)[0]
+        if target and not re.match(r"[a-z]+:", target):
+            links.append(target)
+    return links
+
+
+def _named_paths(page: Path) -> list[str]:
+    names = []
+    for token in CODE.findall(page.read_text("utf-8")):
+        token = token.rstrip(".,;:")
+        if token.startswith(TOP) and not PLACEHOLDER.search(token) and "::" not in token:
+            names.append(token.split(":", 1)[0])
+    return names
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_exists(page):
+    missing = [t for t in _relative_links(page) if not (page.parent / t).exists()]
+    assert not missing, f"{page.relative_to(ROOT)} links to missing files: {missing}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_named_repository_path_exists(page):
+    if page.name == "CHANGELOG.md":
+        pytest.skip("the changelog names files as they were when each change was made")
+    missing = [t for t in _named_paths(page) if not _exists(page.parent, t)]
+    assert not missing, f"{page.relative_to(ROOT)} names missing paths: {missing}"
+
+
+def test_the_path_checks_catch_a_missing_file(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("See [this](nowhere.md), `softrank_cert/nowhere.py`, `docs/{design,nowhere}.md` and "
+                    "`certs/NAME.json` (a pattern).\n", "utf-8")
+    assert _relative_links(page) == ["nowhere.md"]
+    names = _named_paths(page)
+    assert names == ["softrank_cert/nowhere.py", "docs/{design,nowhere}.md"]
+    assert not any(_exists(tmp_path, n) for n in names)
+    assert _exists(tmp_path, "docs/{design,tutorial}.md") and _exists(tmp_path, "benchmarks/results/*.json")
+
+
+def test_generated_option_lists_match_the_code():
+    spec = importlib.util.spec_from_file_location("make_cli_help", ROOT / "docs" / "make_cli_help.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert (ROOT / "docs" / "cli-help.md").read_text("utf-8") == module.render(), \
+        "docs/cli-help.md is stale: run python docs/make_cli_help.py"
+
+
+def test_readme_is_a_front_page():
+    lines = (ROOT / "README.md").read_text("utf-8").splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines (at most 200; move material to docs/)"
+    text = "\n".join(lines)
+    assert text.index("## Set-up: two commands") < text.index("## One worked example")
+    assert "docs/design.md" in text
+
+
+def test_nothing_cites_a_design_outside_the_repository():
+    """docs/design.md is the normative design: no code, test or page cites one outside the repository."""
+    offenders = []
+    for path in itertools.chain(ROOT.glob("softrank_cert/**/*.py"), ROOT.glob("tests/**/*.py"),
+                                ROOT.glob("benchmarks/*.py"), ROOT.glob("examples/**/*.py"), PAGES):
+        if path.name in ("CHANGELOG.md", "test_docs.py"):
+            continue
+        text = path.read_text("utf-8")
+        for pattern in (r"DESIGN\.md", r"\bDESIGN section", r"SOLVER-NOTES", r"\.\./shared", r"\bshared/seed"):
+            if re.search(pattern, text):
+                offenders.append(f"{path.relative_to(ROOT)}: {pattern}")
+    assert not offenders, offenders
