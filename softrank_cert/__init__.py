@@ -13,34 +13,28 @@ Python API (see README "Python API"; names load on first use)::
 * :func:`bracket` -> :class:`BracketResult`; :func:`profile` -> :class:`Profile`;
   :func:`verify` -> :class:`VerifyReport`.
 
-Layout (the trust boundary is the folder layout):
+Layers (lowest first). A module may import a module of a lower layer, or a module of its own
+package on its own layer -- nothing else of ``softrank_cert`` (``tests/plumbing/test_layering.py``
+parses this list and checks every import, deferred ones included; there are no import cycles).
+The trust boundary is the folder layout: layers 1-2 are the TRUSTED kernels, everything above
+them is untrusted or only orchestrates (docs/design.md section 2).
 
-* ``softrank_cert.kernel``  -- TRUSTED. Exact input parsing, Arb enclosures, the checks and
-  the one verdict constructor; ``kernel.float64`` is its float64 path with proved rounding
-  bounds. Imports python-flint, the standard library and numpy (array plumbing only).
-* ``softrank_cert.exact_kernel`` -- TRUSTED, independent: the same checks in exact rational
-  arithmetic (``softrank-verify --kernel exact``).
-* ``softrank_cert.verification`` -- certificate bytes -> kernel claims -> verdicts (the one
-  verification path; decides nothing itself).
-* ``softrank_cert.certio``  -- certificate format (JSON Schema, arrays, eddsa-jcs-2022 proofs,
-  ``certio.signing.sign_certificate``) and issuing (``certio.issuing``: ``certificate_for``,
-  ``BracketResult``).
-* ``softrank_cert.solvers`` -- UNTRUSTED float64 proposers of bracket ends.
-* ``softrank_cert.models``  -- UNTRUSTED loaders of real checkpoints.
-* ``softrank_cert.geometry`` -- interaction geometry; its certified bounds
-  (``geometry.bounds``) are built on the kernel's public enclosures.
-* ``softrank_cert.studies`` -- UNTRUSTED studies: audit, budgets, rank profile, analyze.
-* ``softrank_cert.plumbing`` -- UNTRUSTED front-end plumbing: operator files, worker pools,
-  campaigns, memory, number formats, the JSON contract, figures, output files and atomic
-  writes, progress, escaping of untrusted text, certificate paths, tolerance lists.
-* ``softrank_cert.api``, ``softrank_cert.errors`` -- the Python API and the one exception
-  hierarchy; ``softrank_cert.cli`` -- ``softrank`` and ``softrank-verify``, callers of the API:
-  argument parsing, the options several commands share, tables.  Imports go one way: the front
-  ends (the CLI, the API and this top level) import everything else and nothing else imports
-  a front end (``tests/plumbing/test_layering.py``).
+0. ``errors``, ``meta`` -- the one exception tree with its exit codes; version and timestamps
+1. ``kernel`` -- TRUSTED: exact input parsing, Arb enclosures, the checks, the one verdict
+   constructor (``kernel.float64``: the float64 path with proved rounding bounds)
+2. ``exact_kernel`` -- TRUSTED, independent: the same checks in exact rational arithmetic
+3. ``dense``, ``plumbing.files``, ``plumbing.numfmt``, ``plumbing.memory``, ``plumbing.tolerances``, ``plumbing.untrusted_text``, ``plumbing.progress``, ``plumbing.operators_npz`` -- utilities every layer above may use: float64 attention arrays, atomic writes, outward rounding, memory sizes, tolerance lists, escaping, progress, operator files
+4. ``certio`` -- the certificate format: JSON Schema, arrays, eddsa-jcs-2022, issuing
+5. ``verification`` -- certificate bytes -> kernel claims -> verdicts (decides nothing itself)
+6. ``solvers``, ``geometry``, ``models`` -- float64 proposers of bracket ends; the theorem's
+   quantities (certified ones from the kernel's enclosures); checkpoint loaders
+7. ``plumbing`` -- campaigns, worker pools and Dask, reports (the JSON contract), figures
+8. ``studies`` -- audit, budgets, profiles, analyze, supports
+9. ``api``, ``cli``, ``softrank_cert`` -- the front ends: the Python API, ``softrank`` and
+   ``softrank-verify``, this top level
 """
 
-__version__ = "0.1.0"
+from .meta import __version__
 
 #: Public names and the module that defines each (imported on first use, so that
 #: ``import softrank_cert`` stays as cheap as before for the command-line tools).

@@ -25,7 +25,7 @@ from typing import Any
 import jsonschema
 import numpy as np
 
-from .. import __version__
+from ..meta import __version__
 from ..errors import CertificateFormatError, InvalidInputError, SoftrankError
 from ..kernel import Operator, parse_tolerance
 from .arrays import decode_array, encode_array

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 from softrank_cert.errors import KeyFileError, SignatureError
+from softrank_cert.meta import utc_now_rfc3339
 
 PROOF_TYPE = "DataIntegrityProof"
 CRYPTOSUITE = "eddsa-jcs-2022"
@@ -222,11 +222,6 @@ def verify_document(
     except InvalidSignature:
         raise SignatureError("proof signature does not verify for this document and key") from None
     return vm
-
-
-def utc_now_rfc3339() -> str:
-    """Return the current UTC time as RFC 3339 with seconds precision, e.g. 2026-11-30T22:00:00Z."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _public_key_record(public_key: Ed25519PublicKey) -> dict[str, str]:

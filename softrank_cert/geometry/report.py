@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import InvalidInputError
 from ..kernel import Operator, parse_tolerance
 from ..plumbing.numfmt import format_down, format_up
-from ..plumbing.reports import CERTIFIED_DIGITS
+from ..plumbing.numfmt import CERTIFIED_DIGITS
 from ..solvers.dense import attention_matrix, norm
 from .bounds import (Bound, factorization_radius, interaction_bounds, kappa_lower_bound, native_gamma, phi_bound,
                      require_common_support, residual_bounds)

@@ -9,6 +9,9 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+#: Significant digits of every certified bound in a report (outward rounding).
+CERTIFIED_DIGITS = 17
+
 
 def _directed(value: Fraction, digits: int, up: bool) -> str:
     if value == 0:

@@ -28,11 +28,9 @@ from fractions import Fraction
 from importlib import resources
 from typing import Any
 
-from .. import __version__
-from .numfmt import format_down, format_up
+from ..meta import __version__
+from .numfmt import CERTIFIED_DIGITS, format_down, format_up
 
-#: Significant digits of every certified bound in a report (outward rounding).
-CERTIFIED_DIGITS = 17
 #: Version of the report formats (the ``version`` of every envelope).
 REPORT_VERSION = 1
 #: Format name of the error document printed with ``--json`` when a run fails.

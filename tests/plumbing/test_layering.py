@@ -1,16 +1,18 @@
-"""Layering is one-directional: the front ends (the CLI ``softrank_cert.cli``, the Python API
-``softrank_cert.api`` and the package top level that re-exports it) import the studies, the
-plumbing, certificate I/O and the kernel, never the reverse.
+"""The package's declared layers hold for every module, imports inside functions included.
 
-Every other module under ``softrank_cert/`` is parsed with :mod:`ast`; no import in it --
-absolute or relative, at the top or deferred inside a function, under ``TYPE_CHECKING`` or not,
-``from softrank_cert import cli`` or ``importlib.import_module`` of a constant name -- may reach
-a front end.
+The order is written once, in the package docstring (``softrank_cert/__init__.py``, the numbered
+"Layers" list), and parsed from there: a module may import a module of a lower layer, or one of
+its own package on its own layer, and nothing else of ``softrank_cert`` (the front ends, the top
+layer, may import one another). Every module is parsed
+with :mod:`ast`: absolute and relative imports, at the top or deferred inside a function, under
+``TYPE_CHECKING`` or not, ``from softrank_cert import cli`` and ``importlib.import_module`` of a
+constant name. The module graph (all those imports) has no cycle.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -18,12 +20,24 @@ import pytest
 import softrank_cert
 
 PACKAGE = Path(softrank_cert.__file__).resolve().parent
-FRONT_ENDS = ("softrank_cert.cli", "softrank_cert.api")
+LAYER_LINE = re.compile(r"^\s*(\d+)\.\s+(.*?)\s+--\s")
+
+
+def declared_layers(doc: str | None = softrank_cert.__doc__) -> dict[str, int]:
+    """``{"softrank_cert.kernel": 1, ...}`` from the docstring's numbered ``Layers`` list
+    (each line ``N. ``name``, ``name`` -- what it is``; names relative to the package, the
+    package itself written ``softrank_cert``)."""
+    text = doc[doc.index("Layers"):]
+    layers: dict[str, int] = {}
+    for line in text.splitlines():
+        match = LAYER_LINE.match(line)
+        if match:
+            for name in re.findall(r"``([\w.]+)``", match.group(2)):
+                layers["softrank_cert" if name == "softrank_cert" else f"softrank_cert.{name}"] = int(match.group(1))
+    return layers
 
 
 def _module_name(path: Path, package: Path) -> tuple[str, bool]:
-    """``softrank_cert.plumbing.files`` for ``plumbing/files.py`` and whether it is a package
-    (``__init__.py``)."""
     parts = ["softrank_cert", *path.relative_to(package).with_suffix("").parts]
     if parts[-1] == "__init__":
         return ".".join(parts[:-1]), True
@@ -39,23 +53,19 @@ def _resolve(module: str, is_package: bool, level: int, name: str | None) -> str
     return ".".join([*base, name] if name else base)
 
 
-def _is_front_end(target: str) -> bool:
-    return any(target == front or target.startswith(front + ".") for front in FRONT_ENDS)
-
-
-def front_end_imports(path: Path, package: Path = PACKAGE) -> list[str]:
-    """``"FILE:LINE imports TARGET"`` for every import of a front end in ``path`` (a module of
-    the package folder ``package``)."""
+def imports_of(path: Path, package: Path, modules: set[str]) -> list[tuple[int, str]]:
+    """``(line, module)`` for every module of the package that ``path`` imports (``from X import
+    Y`` counts as importing ``X.Y`` when that is a module, else ``X``)."""
     module, is_package = _module_name(path, package)
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    found = []
+    found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             source = _resolve(module, is_package, node.level, node.module)
-            targets = [source, *(f"{source}.{alias.name}" for alias in node.names)]
+            targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source for a in node.names]
         elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
                 and isinstance(node.args[0].value, str):
             func = node.func
@@ -64,60 +74,143 @@ def front_end_imports(path: Path, package: Path = PACKAGE) -> list[str]:
                 text = node.args[0].value
                 level = len(text) - len(text.lstrip("."))
                 targets = [_resolve(module, is_package, level, text.lstrip(".") or None) if level else text]
-        for target in targets:
-            if _is_front_end(target):
-                found.append(f"{path.relative_to(package.parent)}:{node.lineno} imports {target}")
-                break
+        found += [(node.lineno, t) for t in targets if t == "softrank_cert" or t.startswith("softrank_cert.")]
     return found
 
 
-def back_end_modules() -> list[Path]:
-    """Every module but the front ends (``cli/``, ``api.py``, the top-level ``__init__.py``)."""
-    front = {PACKAGE / "api.py", PACKAGE / "__init__.py"}
-    return sorted(p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] != "cli" and p not in front)
+def layer_of(module: str, layers: dict[str, int]) -> tuple[str, int]:
+    """The declared entry (longest matching name) and layer of ``module``."""
+    for name in sorted(layers, key=len, reverse=True):
+        if module == name or module.startswith(name + "."):
+            return name, layers[name]
+    raise AssertionError(f"{module} is in no declared layer: add it to the package docstring's Layers list")
 
 
-def test_no_module_behind_the_front_ends_imports_one():
-    modules = back_end_modules()
-    assert len(modules) > 20 and PACKAGE / "studies" / "analyze.py" in modules and PACKAGE / "api.py" not in modules
-    violations = [line for path in modules for line in front_end_imports(path)]
-    assert not violations, "modules behind the front ends import one:\n" + "\n".join(violations)
+def _package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
 
 
-def _plant(tmp_path: Path, source: str) -> tuple[Path, Path]:
-    """``(module, package)``: ``source`` as ``softrank_cert/studies/planted.py`` of a stand-in
-    package folder under ``tmp_path``."""
+def violations(package: Path = PACKAGE, layers: dict[str, int] | None = None) -> list[str]:
+    layers = declared_layers() if layers is None else layers
+    paths = sorted(package.rglob("*.py"))
+    modules = {_module_name(p, package)[0] for p in paths}
+    front_ends = max(layers.values())
+    found = []
+    for path in paths:
+        module = _module_name(path, package)[0]
+        entry, level = layer_of(module, layers)
+        for line, target in imports_of(path, package, modules):
+            target_entry, target_level = layer_of(target, layers)
+            same_package = _package(target) == _package(module)
+            if target_level < level or (target_level == level and (same_package or target_entry == entry
+                                                                   or level == front_ends)):
+                continue
+            found.append(f"{path.relative_to(package.parent)}:{line}: {module} (layer {level}) imports {target} "
+                         f"(layer {target_level})")
+    return found
+
+
+def cycles(package: Path = PACKAGE) -> list[list[str]]:
+    """Every import cycle between modules (as found by a depth-first search), package ``__init__``
+    re-exports included."""
+    paths = sorted(package.rglob("*.py"))
+    modules = {_module_name(p, package)[0] for p in paths}
+    graph = {_module_name(p, package)[0]: sorted({t for _, t in imports_of(p, package, modules) if t in modules})
+             for p in paths}
+    # A package's own __init__ importing its submodules is how re-exports work, not a cycle.
+    for module, targets in graph.items():
+        graph[module] = [t for t in targets if not module.startswith(t + ".")]
+    found, state = [], {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            if state.get(nxt) == 1:
+                found.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, stack)
+        stack.pop()
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
+    return found
+
+
+def test_the_declared_layers_cover_the_package():
+    layers = declared_layers()
+    assert layers["softrank_cert.kernel"] < layers["softrank_cert.exact_kernel"] < layers["softrank_cert.certio"] \
+        < layers["softrank_cert.verification"] < layers["softrank_cert.solvers"] < layers["softrank_cert.plumbing"] \
+        < layers["softrank_cert.studies"] < layers["softrank_cert.cli"] == layers["softrank_cert.api"]
+    for path in PACKAGE.rglob("*.py"):
+        layer_of(_module_name(path, PACKAGE)[0], layers)
+
+
+def test_every_import_goes_down_the_declared_layers():
+    found = violations()
+    assert not found, "imports against the declared layers:\n" + "\n".join(found)
+
+
+def test_no_import_cycles():
+    found = cycles()
+    assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+# The checks themselves, on a stand-in package -------------------------------------------------
+
+STAND_IN_LAYERS = {"softrank_cert.errors": 0, "softrank_cert.kernel": 1, "softrank_cert.solvers": 2,
+                   "softrank_cert.geometry": 2, "softrank_cert.studies": 3, "softrank_cert.cli": 4,
+                   "softrank_cert.api": 4, "softrank_cert": 4}
+
+
+def _plant(tmp_path: Path, source: str, where: str = "kernel") -> Path:
     package = tmp_path / "softrank_cert"
-    (package / "studies").mkdir(parents=True)
-    planted = package / "studies" / "planted.py"
-    planted.write_text(source, encoding="utf-8")
-    return planted, package
+    for name in ("kernel", "solvers", "geometry", "studies", "cli"):
+        (package / name).mkdir(parents=True, exist_ok=True)
+        (package / name / "__init__.py").write_text("", encoding="utf-8")
+        (package / name / "common.py").write_text("", encoding="utf-8")
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "api.py").write_text("", encoding="utf-8")
+    (package / "errors.py").write_text("", encoding="utf-8")
+    (package / where / "planted.py").write_text(source, encoding="utf-8")
+    return package
 
 
 @pytest.mark.parametrize("source", [
     "from softrank_cert.cli.common import run_main\n",
-    "import softrank_cert.cli.keys\n",
+    "import softrank_cert.studies.common\n",
     "from softrank_cert import cli\n",
-    "def f():\n    from ..cli.common import canonical_dump\n",
-    "def f():\n    from .. import cli\n",
-    "from ..cli import keys\n",
-    "import importlib\nimportlib.import_module('softrank_cert.cli.main')\n",
-    "import importlib\nimportlib.import_module('..cli.verify', __package__)\n",
-    "from .. import api\n",
-    "def f():\n    from ..api import parse_eps\n",
-    "import softrank_cert.api\n",
+    "def f():\n    from ..cli.common import x\n",
+    "def f():\n    from .. import api\n",
+    "from ..solvers import common\n",
+    "import importlib\nimportlib.import_module('softrank_cert.cli.common')\n",
+    "import importlib\nimportlib.import_module('..studies.common', __package__)\n",
+    "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..studies.common import x\n",
+    "import softrank_cert\n",
 ])
-def test_the_check_sees_every_spelling(tmp_path, source):
-    """Each way of importing a front end, planted in a module of ``softrank_cert.studies``, is caught."""
-    assert len(front_end_imports(*_plant(tmp_path, source))) == 1
+def test_the_check_sees_every_spelling_of_an_upward_import(tmp_path, source):
+    found = violations(_plant(tmp_path, source), STAND_IN_LAYERS)
+    assert len(found) == 1 and "planted" in found[0], found
+
+
+def test_the_check_refuses_a_sideways_import_between_packages_of_one_layer(tmp_path):
+    found = violations(_plant(tmp_path, "from ..geometry import common\n", where="solvers"), STAND_IN_LAYERS)
+    assert len(found) == 1
 
 
 @pytest.mark.parametrize("source", [
-    "from ..plumbing.files import write_text_atomic\n",
-    "import softrank_cert.client\n",
-    "from ..clients import x\n",
-    "from ..apis import x\n",
-    "from ..certio.issuing import certificate_for\n",
+    "from ..errors import InvalidInputError\n",
+    "from . import common\n",
+    "from .common import x\n",
+    "import numpy\n",
 ])
-def test_the_check_lets_other_imports_be(tmp_path, source):
-    assert front_end_imports(*_plant(tmp_path, source)) == []
+def test_the_check_lets_downward_and_local_imports_be(tmp_path, source):
+    assert violations(_plant(tmp_path, source), STAND_IN_LAYERS) == []
+
+
+def test_the_cycle_check_finds_a_cycle(tmp_path):
+    package = _plant(tmp_path, "from . import common\n")
+    (package / "kernel" / "common.py").write_text("def f():\n    from . import planted\n", encoding="utf-8")
+    assert any("softrank_cert.kernel.planted" in c for c in cycles(package))
