@@ -15,7 +15,7 @@ python-flint, numpy and the standard library only; never a solver, never scipy.
 
 from .checks import verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper
 from .enclosure import probability_balls, score_balls
-from .exact import (arb_lower_fraction, arb_upper_fraction, float64_matrix_to_arb, float_to_decimal_string,
+from .exact_inputs import (arb_lower_fraction, arb_upper_fraction, float64_matrix_to_arb, float_to_decimal_string,
                     fraction_to_arb, parse_tolerance)
 from .float64.fpenv import require_ieee_environment
 from .operator import MAX_DIM, MAX_ENTRIES, Operator, check_shape, checked_float64

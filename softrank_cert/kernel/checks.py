@@ -20,7 +20,7 @@ from flint import arb
 
 from ..errors import InvalidInputError
 from .enclosure import enclosure, row_norm_max
-from .exact import arb_lower_fraction, arb_upper_fraction, float64_matrix_to_arb, fraction_to_arb, parse_tolerance
+from .exact_inputs import arb_lower_fraction, arb_upper_fraction, float64_matrix_to_arb, fraction_to_arb, parse_tolerance
 from .float64.attempts import float64_stage, lower_attempt, norm_attempt, upper_attempt
 from .float64.fpenv import require_ieee_environment
 from .operator import Operator, checked_float64

@@ -24,7 +24,7 @@ import weakref
 import numpy as np
 from flint import arb, arb_mat
 
-from .exact import float64_matrix_to_arb, fraction_to_arb
+from .exact_inputs import float64_matrix_to_arb, fraction_to_arb
 from .float64.fpenv import require_ieee_environment
 from .operator import Operator
 

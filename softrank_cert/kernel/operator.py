@@ -21,7 +21,7 @@ from typing import Mapping
 import numpy as np
 
 from ..errors import InvalidInputError, InvalidOperatorError, SizeLimitError
-from .exact import float_to_decimal_string, parse_decimal
+from .exact_inputs import float_to_decimal_string, parse_decimal
 
 KINDS = ("qk", "scores", "probabilities")
 MASKS = ("none", "causal")

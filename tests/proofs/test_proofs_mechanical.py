@@ -27,7 +27,7 @@ from softrank_cert.kernel import (
 )
 from softrank_cert.kernel import arb_lower_fraction, arb_upper_fraction, float64_matrix_to_arb, working_precision
 from softrank_cert.kernel.enclosure import enclosure, row_norm_max
-from softrank_cert.kernel.exact import parse_decimal
+from softrank_cert.kernel.exact_inputs import parse_decimal
 from tests.oracle import fraction_inverse as inverse
 from tests.oracle import fraction_matrix as fr_matrix
 from tests.oracle import matmul, norm

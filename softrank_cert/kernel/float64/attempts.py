@@ -25,7 +25,7 @@ import numpy as np
 from flint import arb, arb_mat
 
 from ..enclosure import row_norm_max
-from ..exact import arb_lower_fraction, arb_upper_fraction, fraction_to_arb
+from ..exact_inputs import arb_lower_fraction, arb_upper_fraction, fraction_to_arb
 from ..operator import Operator
 from ..verdict import working_precision
 from .bounds import (EXP_MAX, EXP_MIN, EXP_TINY_UP, down, down_nonneg, exp_bounds, fraction_down, fraction_up,

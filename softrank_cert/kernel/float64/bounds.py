@@ -25,7 +25,7 @@ import numpy as np
 from flint import arb
 
 from ...errors import InternalInvariantError
-from ..exact import arb_upper_fraction
+from ..exact_inputs import arb_upper_fraction
 from ..verdict import working_precision
 from .fpenv import SMALLEST_NORMAL, has_subnormals, pow2, subnormal_mask
 
