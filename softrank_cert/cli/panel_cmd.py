@@ -28,8 +28,9 @@ block). Names look like minilm/apache2/w128/L3H7; w128/tokens holds the exact to
 
 def add_panel(sub: Any) -> None:
     p = add_command(sub, "panel", help="build a panel of real attention operators from a checkpoint",
-                    description="Run a checkpoint (numpy + safetensors, no torch) on the first w tokens of a "
-                                "document and store every selected head's Q and K as a panel .npz.", epilog=EPILOG)
+                    description="Run a checkpoint (numpy + safetensors, no torch; with --hf: transformers itself) on "
+                                "the first w tokens of a document (or on an image) and store every selected head's "
+                                "operator as a panel .npz.", epilog=EPILOG)
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="'minilm' (the offline all-MiniLM-L6-v2) or a checkpoint folder (numpy loaders)")
     source.add_argument("--hf", metavar="DIR",

@@ -61,6 +61,8 @@ class HFCheckpoint:
                 raise InvalidInputError(f"--hf {model}: not a checkpoint folder")
             folder = folder.resolve()
             self.label = folder.name
+        if not (folder / "config.json").is_file():
+            raise InvalidInputError(f"checkpoint folder {folder} lacks config.json")
         config_bytes = read_input_file(folder / "config.json", "config")
         self.folder, self.config_sha256 = folder, hashlib.sha256(config_bytes).hexdigest()
         bars = transformers.utils.logging.is_progress_bar_enabled()

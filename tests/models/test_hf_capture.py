@@ -45,7 +45,8 @@ _VISION = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, inter
 #: family -> (config class name, config arguments); every one is saved and captured from disk.
 FAMILIES: dict[str, tuple[str, dict]] = {
     "bert": ("BertConfig", _TEXT),
-    "gpt2": ("GPT2Config", dict(vocab_size=97, n_embd=32, n_layer=2, n_head=4, n_positions=64)),
+    "gpt2": ("GPT2Config", dict(vocab_size=97, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=1,
+                                 eos_token_id=2)),
     "llama": ("LlamaConfig", _DECODER),
     "qwen2": ("Qwen2Config", _DECODER),
     "mistral": ("MistralConfig", dict(_DECODER, sliding_window=32)),
