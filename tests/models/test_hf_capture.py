@@ -305,3 +305,11 @@ def test_image_panel_of_a_vision_checkpoint(checkpoints, tmp_path) -> None:
     assert arrays["tiny-deit/noise/w18/pixel_values"].shape == (3, 32, 32)
     with pytest.raises(InvalidInputError, match="fixed width"):
         hf_panel(checkpoints["deit"], image, [16])
+
+
+def test_torch_is_imported_only_on_the_hf_path() -> None:
+    import subprocess
+
+    code = ("import sys, softrank_cert, softrank_cert.api, softrank_cert.cli.main, softrank_cert.models.hf_panel; "
+            "softrank_cert.capture; assert 'torch' not in sys.modules and 'transformers' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
