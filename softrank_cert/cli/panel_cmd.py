@@ -67,6 +67,7 @@ def run_panel(args: Any) -> int:
 
             task = bar.add_task("load model", total=None)
             arrays = hf_panel(args.hf, source, args.widths, layers=args.layers, heads=args.heads,
+                              image=args.image is not None,
                               stage=lambda name, done, total: bar.update(task, description=name, completed=done,
                                                                          total=total or None))
         else:

@@ -167,17 +167,20 @@ def _add_records(arrays: dict[str, np.ndarray], provenance: dict[str, dict], bas
 
 def hf_panel(model: str | Path | HFCheckpoint, input_path: str | Path, widths: Iterable[int] | None,
              layers: Iterable[int] | None = None, heads: Iterable[int] | None = None,
-             stage: Stage | None = None) -> dict[str, np.ndarray]:
+             stage: Stage | None = None, image: bool | None = None) -> dict[str, np.ndarray]:
     """Operators of every selected (width, layer, head) of a transformers checkpoint.
 
     ``model``: ``"minilm"``, a checkpoint folder, or an :class:`HFCheckpoint`; ``input_path``: a
     UTF-8 document, or an image for a vision model (then ``widths`` is None or the token count).
     ``stage(name, done, total)`` reports progress (``done``/``total`` count operators).
+    ``image=True`` (``--image``) refuses a text model, ``False`` a vision model; None takes either.
     Raises InvalidInputError (one line) on bad input or a refused attention (see :mod:`.hf_capture`).
     """
     report = stage or (lambda name, done, total: None)
     report("load model", 0, 0)
     ckpt = model if isinstance(model, HFCheckpoint) else HFCheckpoint(model)
+    if image is not None and image != ckpt.is_vision:
+        raise InvalidInputError(f"{ckpt.label} ({ckpt.model_type}) takes {'images: use --image' if ckpt.is_vision else 'text: use --text'}")
     stem = Path(input_path).stem
     arrays: dict[str, np.ndarray] = {}
     provenance: dict[str, dict] = {}

@@ -311,6 +311,10 @@ def test_image_panel_of_a_vision_checkpoint(checkpoints, tmp_path) -> None:
     assert arrays["tiny-deit/noise/w18/pixel_values"].shape == (3, 32, 32)
     with pytest.raises(InvalidInputError, match="fixed width"):
         hf_panel(checkpoints["deit"], image, [16])
+    with pytest.raises(InvalidInputError, match=r"tiny-deit \(deit\) takes images: use --image"):
+        hf_panel(checkpoints["deit"], image, None, image=False)
+    with pytest.raises(InvalidInputError, match=r"tiny-bert \(bert\) takes text: use --text"):
+        hf_panel(checkpoints["bert"], image, [16], image=True)
 
 
 def test_torch_is_imported_only_on_the_hf_path() -> None:
