@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="the [hf] path needs torch (pip install torch==2.13.0)")
-transformers = pytest.importorskip("transformers", reason="the [hf] path needs transformers (pip install '.[hf]')")
+transformers = pytest.importorskip("transformers", minversion="4.56",
+                                   reason="the [hf] path needs transformers >= 4.56 (pip install '.[hf]')")
 
 import softrank_cert as sc  # noqa: E402
 from softrank_cert.errors import InvalidInputError  # noqa: E402
