@@ -35,7 +35,7 @@ from .verification import VerifyReport, verify_certificate_bytes, verify_certifi
 Progress = Callable[[str, float, float], None]
 
 __all__ = [
-    "BracketResult", "Operator", "VerifyReport", "bracket", "load_operator", "load_panel", "operator_id", "operator_provenance", "parse_eps", "profile", "verify",
+    "BracketResult", "Operator", "VerifyReport", "bracket", "capture", "load_operator", "load_panel", "operator_id", "operator_provenance", "parse_eps", "profile", "verify",
 ]
 
 
@@ -71,6 +71,39 @@ def load_panel(path: str | os.PathLike[str]) -> dict[str, Operator]:
     for item in load_operators(path):
         _NAMES[item.operator] = (item.name, dict(item.provenance))
         out[item.name] = item.operator
+    return out
+
+
+def capture(model: Any, inputs: Any, *, layers: Iterable[int] | None = None,
+            heads: Iterable[int] | None = None) -> dict[str, Operator]:
+    """The attention operators of a loaded transformers model on one input, by name ``L<l>H<h>``.
+
+    ``model``: a transformers model in float64 (``from_pretrained(..., dtype=torch.float64)``);
+    ``inputs``: a tokenizer / image-processor output for one sequence, or a tensor of input ids.
+    One forward pass through transformers' AttentionInterface records, per attention layer
+    ``l`` (call order) and query head ``h``, the ``Q``, ``K`` the attention receives (after RoPE;
+    grouped-query keys expanded), giving ``A = softmax_rows(beta Q K^T)`` with ``beta`` the exact
+    ``1/sqrt(d)`` when the model scales by ``head_dim ** -0.5`` and else the exact value of its
+    float; the causal mask where the layer is causal; ``scores`` operators (the model's float64
+    logits) where it soft-caps them.  Anything else (padding, narrow sliding windows, sinks,
+    cross-attention) raises InvalidInputError.  Needs the ``[hf]`` extra (torch, transformers).
+    """
+    from .models.hf_capture import capture_attention, record_notes, record_operator, select_heads, require_hf
+
+    _, transformers = require_hf()
+    records = capture_attention(model, inputs, layers)
+    config = getattr(model, "config", None)
+    model_type = str(getattr(config, "model_type", type(model).__name__))
+    label = Path(str(getattr(config, "_name_or_path", "") or model_type)).name or model_type
+    meta = {"model": label, "model_type": model_type, "transformers_version": transformers.__version__,
+            "dtype": "float64", "capture": "transformers", "width": int(records[0].q.shape[1])}
+    out: dict[str, Operator] = {}
+    for record in records:
+        for head in select_heads(records, heads):
+            name = f"L{record.layer}H{head}"
+            op = record_operator(record, head)
+            _NAMES[op] = (f"{label}/{name}", {**meta, **record_notes(record, head)})
+            out[name] = op
     return out
 
 

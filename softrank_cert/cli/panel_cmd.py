@@ -13,6 +13,13 @@ EPILOG = """\
 examples:
   softrank panel --model minilm --text examples/data/apache2.txt --widths 64,128 --out panel.npz
   softrank panel --model ./gpt2-checkpoint --text doc.txt --widths 128 --layers 0,5 --heads 0,1 --out gpt2.npz
+  softrank panel --hf ./Qwen3-0.6B --text doc.txt --widths 64,128 --layers 0,1 --out qwen3.npz
+  softrank panel --hf ./deit-tiny --image cat.png --out deit.npz
+
+--model runs the numpy loaders (BERT, GPT-2, Llama/Qwen2, ViT; no torch). --hf runs any
+transformers checkpoint folder through transformers' own modeling code (float64, CPU, offline;
+needs the [hf] extra: pip install torch==2.13.0 && pip install 'softrank-cert[hf]') and records
+Q, K as the attention receives them; see docs/hf-models.md for what is refused and why.
 
 The width-w operator is the model run on the first w tokens of the document (a common-prefix
 block). Names look like minilm/apache2/w128/L3H7; w128/tokens holds the exact token ids.
@@ -21,10 +28,16 @@ block). Names look like minilm/apache2/w128/L3H7; w128/tokens holds the exact to
 
 def add_panel(sub: Any) -> None:
     p = add_command(sub, "panel", help="build a panel of real attention operators from a checkpoint",
-                    description="Run a checkpoint (numpy + safetensors, no torch) on the first w tokens of a "
-                                "document and store every selected head's Q and K as a panel .npz.", epilog=EPILOG)
-    p.add_argument("--model", required=True, help="'minilm' (the offline all-MiniLM-L6-v2) or a checkpoint folder")
-    p.add_argument("--text", required=True, metavar="FILE", help="UTF-8 document (for ViT: a PNG/JPEG image)")
+                    description="Run a checkpoint (numpy + safetensors, no torch; with --hf: transformers itself) on "
+                                "the first w tokens of a document (or on an image) and store every selected head's "
+                                "operator as a panel .npz.", epilog=EPILOG)
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", help="'minilm' (the offline all-MiniLM-L6-v2) or a checkpoint folder (numpy loaders)")
+    source.add_argument("--hf", metavar="DIR",
+                        help="a transformers checkpoint folder (or 'minilm'), run by transformers itself (the [hf] extra)")
+    given = p.add_mutually_exclusive_group(required=True)
+    given.add_argument("--text", metavar="FILE", help="UTF-8 document (for --model ViT: a PNG/JPEG image)")
+    given.add_argument("--image", metavar="FILE", help="an image for a vision model (PNG/JPEG)")
     p.add_argument("--widths", type=int_list, metavar="W1,W2,...",
                    help="block widths in tokens (required for text models; ViT uses patches + 1)")
     p.add_argument("--layers", type=int_list, metavar="L1,L2,...", help="default: all layers")
@@ -45,15 +58,28 @@ def run_panel(args: Any) -> int:
     out = check_output_file(args.out, "--out", suffixes=(".npz",))  # before the forward passes
     if not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise InvalidInputError(f"--out {args.out}: output folder does not exist: {out.parent}")
+    source = args.text or args.image
+    if args.hf is not None and args.round_beta:
+        raise InvalidInputError("--round-beta applies to --model: --hf stores the float the model uses, exactly")
     with progress_bar(not args.json) as bar:
-        task = bar.add_task("forward passes", total=None)
-        arrays = build_panel(args.model, args.text, args.widths, layers=args.layers, heads=args.heads,
-                             progress=lambda done, total: bar.update(task, completed=done, total=total),
-                             round_beta=args.round_beta)
+        if args.hf is not None:
+            from ..models.hf_panel import hf_panel
+
+            task = bar.add_task("load model", total=None)
+            arrays = hf_panel(args.hf, source, args.widths, layers=args.layers, heads=args.heads,
+                              image=args.image is not None,
+                              stage=lambda name, done, total: bar.update(task, description=name, completed=done,
+                                                                         total=total or None))
+        else:
+            task = bar.add_task("forward passes", total=None)
+            arrays = build_panel(args.model, source, args.widths, layers=args.layers, heads=args.heads,
+                                 progress=lambda done, total: bar.update(task, completed=done, total=total),
+                                 round_beta=args.round_beta)
     path = write_panel(args.out, arrays)
     names = operator_names(arrays)
     if args.json:
-        print(dumps(envelope("panel", {"panel": str(path), "model": args.model, "text": args.text, "widths": args.widths,
+        print(dumps(envelope("panel", {"panel": str(path), "model": args.hf or args.model, "text": source,
+                                       "widths": args.widths,
                                        "operators": len(names), "names": names})))
     else:
         print(f"wrote {len(names)} operators to {path} (e.g. {names[0]})")
