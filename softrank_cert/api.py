@@ -51,13 +51,12 @@ _NAMES: "weakref.WeakKeyDictionary[Operator, tuple[str, dict[str, Any]]]" = weak
 def load_operator(path: str | os.PathLike[str], name: str | None = None) -> Operator:
     """One operator of an ``.npz`` file: ``Q``/``K`` (optional ``beta``, ``causal``), ``S`` or ``A``;
     in a panel (``NAME/Q``, ...) the one called ``name`` (needed when it holds several)."""
-    from .plumbing.operators_npz import load_operators, operator_names
+    from .plumbing.operators_npz import choose_operator_message, load_operators, operator_names
 
     if name is None:
         names = operator_names(path) if Path(path).is_file() else []
         if len(names) > 1:
-            raise InvalidInputError(f"{path} holds {len(names)} operators: choose one with name=... "
-                                    f"(e.g. {names[0]!r}) or use load_panel()")
+            raise InvalidInputError(choose_operator_message(path, names, "name=NAME, or use load_panel()"))
     (item,) = load_operators(path, None if name is None else [name])
     _NAMES[item.operator] = (item.name, dict(item.provenance))
     return item.operator

@@ -10,8 +10,8 @@ import numpy as np
 from rich.table import Table
 
 from ..errors import InvalidInputError
-from ..kernel import parse_tolerance
-from ..plumbing.operators_npz import NamedOperator, load_operators, operator_names
+from ..plumbing.tolerances import parse_one_eps
+from ..plumbing.operators_npz import NamedOperator, choose_operator_message, load_operators, operator_names
 from ..plumbing.reports import dumps, envelope
 from .common import add_command, stdout_console
 
@@ -98,12 +98,12 @@ def select_operators(path: Path, names: list[str] | None) -> tuple[list[NamedOpe
         return load_operators(path, list(dict.fromkeys(names))), "operator-file"
     found = operator_names(path) if path.is_file() else []
     if len(found) > 1:
-        raise InvalidInputError(f"{path} holds {len(found)} operators: choose with --operator NAME (repeatable)")
+        raise InvalidInputError(choose_operator_message(path, found, "--operator NAME (repeatable)"))
     return load_operators(path), "operator-file"
 
 
 def run_geometry(args: Any) -> int:
-    parse_tolerance(args.eps)
+    args.eps = parse_one_eps(args.eps)
     path = Path(args.operator_file)
     extra = _load_retained(args.retained) if args.retained else {}
     items, source = select_operators(path, args.operator)

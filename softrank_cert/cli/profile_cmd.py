@@ -56,15 +56,9 @@ def add_profile(sub: Any) -> None:
 
 
 def _tolerances(text: str | None, option: str) -> list[str] | None:
-    from ..plumbing.tolerances import parse_eps
-    from ..errors import InvalidToleranceError
+    from ..plumbing.tolerances import parse_eps_list
 
-    if text is None:
-        return None
-    try:
-        return parse_eps(text)
-    except InvalidToleranceError as exc:
-        raise InvalidToleranceError(f"{option}: {exc}") from None
+    return None if text is None else parse_eps_list(text, option)
 
 
 def run_profile(args: Any) -> int:

@@ -208,17 +208,19 @@ def _run(args: Any) -> int:
             raw = b""
             try:
                 raw = read_certificate_bytes(path)
-                fmt = declared_format(raw)
-                if not is_certificate_format(fmt):
-                    entries.append({"path": str(path), "status": "skipped", "format": fmt,
-                                    "reason": f"a {fmt} document, not a certificate: it claims nothing"})
-                    continue
                 report = verify_certificate_bytes(raw, source=str(path), trusted_keys=trusted,
                                                   require_signature=args.require_signature, max_prec=args.max_prec,
                                                   kernel=args.kernel, memory_limit=memory_limit)
             except FloatingPointEnvironmentError:
                 raise  # the process, not the file: one line, exit 4
             except SoftrankError as exc:
+                # No document declaring another format is a valid certificate (the schema's format is
+                # a constant), so asking only after a failure skips exactly what a pre-check would.
+                fmt = None if isinstance(exc, KernelLimitError) else declared_format(raw)
+                if not is_certificate_format(fmt):
+                    entries.append({"path": str(path), "status": "skipped", "format": fmt,
+                                    "reason": f"a {fmt} document, not a certificate: it claims nothing"})
+                    continue
                 if not args.json:
                     print(f"softrank-verify: {path}: {exc}", file=sys.stderr)
                 not_checked = isinstance(exc, KernelLimitError)

@@ -67,26 +67,81 @@ def _group(headers: dict[str, Any], stem: str) -> dict[str, dict[str, str]]:
     return {name: leaves for name, leaves in groups.items() if {"Q", "S", "A"} & set(leaves)}
 
 
+#: What a file must hold to be read as operators (the messages quote it).
+EXPECTED = ("arrays Q and K (optional scalars beta, causal), or S (scores), or A (probabilities); in a panel "
+            "the same under NAME/, e.g. NAME/Q and NAME/K (names are case-sensitive)")
+
+
+def _check_file(path: Path) -> None:
+    """An existing regular file, else one line that says what ``path`` is instead."""
+    if path.is_dir():
+        inside = sorted(p.name for p in path.glob("*.npz"))[:3]
+        hint = f" (it holds {', '.join(inside)}{', ...' if len(inside) == 3 else ''})" if inside else ""
+        raise InvalidInputError(f"{path}: is a folder, not an .npz file: give the .npz file itself{hint}")
+    if not path.is_file():
+        raise InvalidInputError(f"{path}: no such file")
+
+
 def operator_names(path: str | Path) -> list[str]:
+    """The names of the operators in an ``.npz`` file, in natural order (read from the array
+    headers only: nothing is loaded)."""
     path = Path(path)
+    _check_file(path)
     return sorted(_group(_headers(path), path.stem), key=natural_key)
+
+
+def operator_shapes(path: str | Path) -> list[tuple[str, str, tuple[int, int]]]:
+    """``(name, kind, (m, N))`` of every operator of an ``.npz`` file, from the headers only."""
+    path = Path(path)
+    _check_file(path)
+    headers = _headers(path)
+    out = []
+    for name, leaves in sorted(_group(headers, path.stem).items(), key=lambda item: natural_key(item[0])):
+        if "Q" in leaves:
+            kind, shape = "qk", (headers[leaves["Q"]][0][0], headers[leaves["K"]][0][0] if "K" in leaves else -1)
+        else:
+            kind = "scores" if "S" in leaves else "probabilities"
+            shape = headers[leaves["S" if "S" in leaves else "A"]][0][:2]
+        out.append((name, kind, tuple(int(v) for v in shape)))
+    return out
+
+
+#: How a user lists a panel's operators (quoted by the messages below).
+LIST_COMMAND = "softrank list"
+
+
+def choose_operator_message(path: str | Path, names: list[str], how: str) -> str:
+    """The one line for a panel of several operators given without a choice: how many, a few
+    names, how to list them all, and ``how`` to choose (e.g. ``--operator NAME``)."""
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    return (f"{path} holds {len(names)} operators ({shown}): choose one with {how} "
+            f"(list them all: {LIST_COMMAND} {path})")
+
+
+def unknown_operator_message(path: str | Path, name: str, names: list[str]) -> str:
+    """The one line for an operator name a file does not hold: the closest names and how to list them."""
+    import difflib
+
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5) or sorted(names, key=natural_key)[:3]
+    return (f"{path}: no operator named {name!r} among its {len(names)} (closest: {', '.join(close)}; "
+            f"list them all: {LIST_COMMAND} {path})")
 
 
 def load_operators(path: str | Path, names: list[str] | None = None) -> list[NamedOperator]:
     """Load the named operators (all when ``names`` is None, in natural name order: ``L0H2``
     before ``L0H10``; else in the order given)."""
     path = Path(path)
-    if not path.is_file():
-        raise InvalidInputError(f"{path}: no such file")
+    _check_file(path)
     headers = _headers(path)
     groups = _group(headers, path.stem)
     if not groups:
-        raise InvalidInputError(f"{path}: holds no operator (expected Q and K, S, or A arrays)")
+        held = sorted(headers)
+        listed = ", ".join(held[:8]) + (f", ... ({len(held)} arrays)" if len(held) > 8 else "")
+        raise InvalidInputError(f"{path}: holds no operator: its arrays are {listed or 'none'}; expected {EXPECTED}")
     wanted = sorted(groups, key=natural_key) if names is None else names
     for name in wanted:
         if name not in groups:
-            raise InvalidInputError(f"{path}: no operator named {name!r} (it holds {len(groups)}: e.g. "
-                                    f"{min(groups, key=natural_key)!r})")
+            raise InvalidInputError(unknown_operator_message(path, name, list(groups)))
     for name in wanted:
         for leaf, key in groups[name].items():
             shape, dtype = headers[key]
