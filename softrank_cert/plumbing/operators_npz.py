@@ -1,7 +1,8 @@
 """Operators from ``.npz`` files (DESIGN.md section 4).
 
 A single-operator file holds ``Q`` and ``K`` (optional scalar ``beta``, optional boolean
-``causal``), or ``S``, or ``A``.  A panel holds many operators as ``NAME/Q``, ``NAME/K``,
+``causal``), or ``S``, or ``A``: float64 arrays, or float32 / float16 / integers (|v| <= 2**53),
+which are widened to float64 exactly -- the rule of ``Operator.from_qk`` and the Python API.  A panel holds many operators as ``NAME/Q``, ``NAME/K``,
 ``NAME/beta``, ``NAME/causal``, ``NAME/S``, ``NAME/A``; other keys (``.../tokens``,
 ``__provenance__``: a JSON object name -> provenance) are metadata.  Array headers are read
 and sizes checked *before* any array is loaded.  A float ``beta`` becomes the exact decimal
@@ -158,10 +159,11 @@ def load_operators(path: str | Path, names: list[str] | None = None) -> list[Nam
 
 
 def _build(name: str, leaves: dict[str, str], data: Any) -> Operator:
+    """The operator ``name`` through the API's constructors (``Operator.from_qk``, ``.from_scores``,
+    ``.from_probabilities``), so that files and arrays follow ONE input rule: float64 as is,
+    float32 / float16 and integers of magnitude <= 2**53 widened to float64 (exactly: each such
+    value is a double), anything else refused."""
     arrays = {leaf: data[key] for leaf, key in leaves.items() if leaf in ("Q", "K", "S", "A")}
-    for leaf, array in arrays.items():
-        if array.dtype != np.float64:
-            raise InvalidOperatorError(f"{name}/{leaf} must be float64, is {array.dtype}")
     kind = "qk" if "Q" in arrays or "K" in arrays else ("scores" if "S" in arrays else "probabilities")
     beta = "inv_sqrt_d"
     if "beta" in leaves:
@@ -176,12 +178,20 @@ def _build(name: str, leaves: dict[str, str], data: Any) -> Operator:
             raise InvalidOperatorError(f"{name}/causal must be a boolean scalar")
         causal = bool(value)
     try:
-        operator = Operator(kind=kind, arrays=arrays, beta=beta, mask="causal" if causal else "none")
+        if kind == "qk":
+            if set(arrays) != {"Q", "K"}:
+                raise InvalidOperatorError(f"a 'qk' operator needs both Q and K, got {', '.join(sorted(arrays))}")
+            return Operator.from_qk(arrays["Q"], arrays["K"], beta=beta, causal=causal)
+        if causal and kind == "probabilities":
+            raise InvalidOperatorError("the causal mask applies to qk and scores operators; a probabilities "
+                                       "operator carries its zeros in A")
+        if kind == "scores":
+            return Operator.from_scores(arrays["S"], causal=causal)
+        if arrays["A"].dtype.kind in "fiu":  # the detailed message first (other dtypes: refused below)
+            check_probabilities(name, arrays["A"])
+        return Operator.from_probabilities(arrays["A"])
     except InvalidOperatorError as exc:
         raise InvalidOperatorError(f"{name}: {exc}") from None
-    if kind == "probabilities":
-        check_probabilities(name, operator.arrays["A"])
-    return operator
 
 
 def check_probabilities(name: str, A: np.ndarray) -> None:
