@@ -98,7 +98,7 @@ def run_profile(args: Any) -> int:
             outputs.stage_json(out, certificate_for(name, op, result.brackets, result.provenance, args.key))
         if plot is not None:
             fig = profile.figure(marks=eps or (), yscale="linear" if args.linear else "log")
-            outputs.stage_figure(fig, plot, dpi=200)
+            outputs.stage_figure(fig, plot)
     report = profile.to_json(marks=eps or ())
     report["plot"] = None if plot is None else str(plot)
     report["certificate"] = None if out is None else str(out)
