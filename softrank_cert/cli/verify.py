@@ -203,7 +203,7 @@ def _run(args: Any) -> int:
         raise InvalidInputError("no certificate files found (give CERT.json files, or folders holding *.json)")
     entries: list[dict[str, Any]] = []  # one per file, in order: the JSON report's "files"
     margins: dict[int, list[str]] = {}  # entry index -> the margin column of its claims
-    with _progress(len(paths) > 1 and not args.json) as advance:
+    with _progress(len(paths) > 1 and not args.json, len(paths)) as advance:
         for path in paths:
             raw = b""
             try:
@@ -253,8 +253,8 @@ def _run(args: Any) -> int:
     return code
 
 
-def _progress(enabled: bool):
-    """A progress bar over the files on a terminal (rich is imported only then); else nothing."""
+def _progress(enabled: bool, total: int):
+    """A progress bar over the ``total`` files on a terminal (rich is imported only then); else nothing."""
     if not (enabled and sys.stderr.isatty()):
         return nullcontext(lambda: None)
     from contextlib import contextmanager
@@ -264,7 +264,7 @@ def _progress(enabled: bool):
     @contextmanager
     def bar():
         with progress_bar(True) as progress:
-            task = progress.add_task("verifying", total=None)
+            task = progress.add_task("verifying", total=total)
             yield lambda: progress.advance(task)
 
     return bar()
