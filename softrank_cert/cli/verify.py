@@ -53,8 +53,9 @@ report: a table of the files (operator; signer: its did:key shortened, "trusted"
 --trusted-keys, "untrusted" when valid but nobody vouched for the key -- give --trusted-keys --,
 or "unsigned"), a table of the claims (with a file column when there are several files), and a
 summary line: N files, M claims: verified / rejected / inconclusive / not checked, exit code.
-A JSON file whose "format" is not "softrank-certificate" (a softrank-*-report, a campaign
-manifest) is listed as skipped: it claims nothing.  Details: docs/verify.md.
+A JSON file whose "format" says it is another of the project's documents (a softrank-*-report,
+a softrank-campaign manifest) is listed as skipped: it claims nothing.  Any other file is
+checked as a certificate, whatever its name.  Details: docs/verify.md.
 
 {MARGIN_HELP}
 
@@ -214,8 +215,9 @@ def _run(args: Any) -> int:
             except FloatingPointEnvironmentError:
                 raise  # the process, not the file: one line, exit 4
             except SoftrankError as exc:
-                # No document declaring another format is a valid certificate (the schema's format is
-                # a constant), so asking only after a failure skips exactly what a pre-check would.
+                # A document declaring a report's or a manifest's format is never a valid certificate
+                # (the schema's format is a constant): asking only after a failure skips exactly what
+                # a pre-check would, without parsing every certificate twice.
                 fmt = None if isinstance(exc, KernelLimitError) else declared_format(raw)
                 if not is_certificate_format(fmt):
                     entries.append({"path": str(path), "status": "skipped", "format": fmt,

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path, PurePosixPath
 
 from ..errors import InvalidInputError
@@ -18,6 +19,11 @@ from .operators_npz import natural_key
 
 #: The ``format`` of a certificate (``certio.certificate.FORMAT_NAME``; a test checks they agree).
 CERTIFICATE_FORMAT = "softrank-certificate"
+#: The project's documents that are not certificates: every command's report
+#: (``softrank-<command>-report``), the ``--json`` error document and the campaign manifest
+#: (``plumbing.reports`` and ``plumbing.campaign``; ``tests/cli/test_verify_report.py`` checks
+#: that every format they write matches).
+NOT_CERTIFICATE_FORMATS = re.compile(r"softrank-[a-z0-9]+(-[a-z0-9]+)*-report|softrank-error|softrank-campaign")
 
 
 def certificate_path(out: Path, name: str) -> Path:
@@ -57,11 +63,12 @@ def declared_format(raw: bytes) -> str | None:
     """The ``format`` string that the JSON object in ``raw`` declares at its top level, or None
     when it declares none, or is not a JSON object that parses without duplicate keys.
 
-    A document whose declared format is not :data:`CERTIFICATE_FORMAT` (a ``softrank-*-report``,
-    a ``softrank-campaign`` manifest) makes no certified claim: the verifier lists it as skipped.
-    Everything else -- a certificate, or anything that fails to parse -- goes to the strict
-    certificate parser, which accepts it or says what is wrong (so a file that only *looks*
-    like a report, e.g. through a duplicated ``format`` key, is never skipped).
+    A document that declares one of the project's other formats (:data:`NOT_CERTIFICATE_FORMATS`:
+    a ``softrank-*-report``, a ``softrank-campaign`` manifest) makes no certified claim: the
+    verifier lists it as skipped.  Everything else -- a certificate, a document of an unknown
+    format (``softrank-cert``: a damaged certificate?), anything that fails to parse -- goes to the
+    strict certificate parser, which accepts it or says what is wrong (so a file that only
+    *looks* like a report, e.g. through a duplicated ``format`` key, is never skipped).
     """
     try:
         document = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
@@ -72,5 +79,6 @@ def declared_format(raw: bytes) -> str | None:
 
 
 def is_certificate_format(fmt: str | None) -> bool:
-    """Whether a file declaring ``fmt`` (:func:`declared_format`) is to be checked as a certificate."""
-    return fmt is None or fmt == CERTIFICATE_FORMAT
+    """Whether a file declaring ``fmt`` (:func:`declared_format`) is to be checked as a certificate:
+    unless ``fmt`` is one of the project's documents that are not certificates."""
+    return fmt is None or not NOT_CERTIFICATE_FORMATS.fullmatch(fmt)

@@ -108,6 +108,28 @@ def test_only_non_certificates_is_exit_2(tmp_path):
     assert "no certificate" in res.stderr and "profile.json (softrank-profile-report: not a certificate)" in res.stdout
 
 
+def test_unknown_format_is_checked_as_a_certificate(tmp_path):
+    """Only the project's own reports and manifests are skipped: a certificate whose format was
+    damaged (tests/data/bad/wrong-format-name.json: "softrank-cert") stays invalid, exit 2."""
+    from pathlib import Path
+
+    bad = Path(__file__).parents[1] / "data" / "bad" / "wrong-format-name.json"
+    res = run_verify(bad)
+    assert_one_line_error(res, code=2)
+    assert "softrank-certificate' was expected" in res.stderr
+
+
+def test_every_format_the_project_writes_is_recognised():
+    from softrank_cert.plumbing import campaign
+    from softrank_cert.plumbing.certificate_files import is_certificate_format
+    from softrank_cert.plumbing.reports import COMMANDS, ERROR_FORMAT, report_format
+
+    for fmt in [report_format(c) for c in COMMANDS] + [ERROR_FORMAT, campaign.FORMAT]:
+        assert not is_certificate_format(fmt), fmt
+    for fmt in ("softrank-certificate", "softrank-cert", "softrank-report", "other", None):
+        assert is_certificate_format(fmt), fmt
+
+
 def test_duplicated_format_key_is_not_skipped(tmp_path):
     """A certificate cannot hide behind a second "format" key: the strict parser refuses it."""
     op = peaked_operator()
