@@ -8,12 +8,13 @@ from .common import add_command
 
 EPILOG = """\
 examples:
-  softrank list panel.npz                    # one name per line, e.g. minilm/apache2/w128/L5H2
-  softrank list panel.npz --details          # with kind and shape (m x N)
-  softrank list panel.npz | grep w128/L5     # then: softrank bracket panel.npz --operator NAME ...
+  softrank list panel.npz               # one name per line: minilm/apache2/w128/L5H2, ...
+  softrank list panel.npz --details     # with kind and shape (m x N)
+  softrank list panel.npz | grep w128/L5   # then: --operator NAME
 
 Nothing is loaded but the array headers, so this is instant for any panel.
-exit codes: 0 listed; 2 invalid input (no such file, a folder, not an .npz, no operator in it)
+exit codes: 0 listed; 2 invalid input (no such file, a folder, not an .npz,
+no operator in it)
 """
 
 

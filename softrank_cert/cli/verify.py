@@ -28,34 +28,36 @@ KERNEL_CHOICES = ("auto", "arb", "float64", "exact")
 DEFAULT_MAX_PREC = 512
 
 MARGIN_HELP = """\
-margin (one definition for both ends: the relative slack, a certified lower bound):
-  lower end r_eps >= k:  1 - eps / t, where t is the tolerance up to which the certificate
-                         proves r_eps >= k (t = 1 / (||X|| ||Y|| ||(XAY)^-1||); t = ||A|| for k = 1
-                         with no certificate); > 0 proves the claim
-  upper end r_eps <= r:  1 - error / eps, where error = ||A - U W^T|| (max row L1 norm) of the
-                         witness (error = ||A|| for r = 0); >= 0 proves the claim
-  "-": an end that needs no arithmetic (r = p, k = 0, or ||A|| = 1 exactly); for a REJECTED
-  claim the column shows "<= x" (a certified upper bound, < 0), for an INCONCLUSIVE one the
-  enclosure "[lo, hi]".  --json gives both this "relative_margin" and the kernel's own
-  "margin" (lower: the same; upper: eps - error, absolute), as outward-rounded strings."""
+margin: one definition for both ends, the relative slack (a certified bound):
+  lower end r_eps >= k:  1 - eps / t, where t is the tolerance up to which the
+      certificate proves r_eps >= k: t = 1 / (||X|| ||Y|| ||(XAY)^-1||), or
+      t = ||A|| for k = 1 without a certificate; > 0 proves the claim
+  upper end r_eps <= r:  1 - error / eps, where error = ||A - U W^T|| (max row
+      L1 norm) of the witness (||A|| for r = 0); >= 0 proves the claim
+  shown ">= x" (VERIFIED), "<= x" (REJECTED: a certified upper bound, < 0),
+  "[lo, hi]" (INCONCLUSIVE), "-" (an end without arithmetic: r = p, k = 0, or
+  ||A|| = 1 exactly).  --json gives this "relative_margin" and the kernel's own
+  "margin" (lower: the same; upper: eps - error), strings rounded outward."""
 
 EPILOG = f"""\
 examples:
   softrank-verify certificates/examples/*.json
-  softrank-verify certs/                       # every *.json below; reports and manifests are skipped
+  softrank-verify certs/                       # every *.json below (reports: skipped)
   softrank-verify cert.json --trusted-keys certificates/examples/issuer.pub --require-signature
   softrank-verify cert.json --json --max-prec 1024
   softrank-verify cert.json --kernel exact     # re-check with the independent exact-rational kernel
   softrank-verify cert.json --kernel arb       # Arb balls only (slower; same verdicts)
   softrank-verify big.json --max-memory 3G     # the Arb fallback may use at most 3 GiB
 
-report: a table of the files (operator; signer: its did:key shortened, "trusted" when in
---trusted-keys, "untrusted" when valid but nobody vouched for the key -- give --trusted-keys --,
-or "unsigned"), a table of the claims (with a file column when there are several files), and a
-summary line: N files, M claims: verified / rejected / inconclusive / not checked, exit code.
-A JSON file whose "format" says it is another of the project's documents (a softrank-*-report,
-a softrank-campaign manifest) is listed as skipped: it claims nothing.  Any other file is
-checked as a certificate, whatever its name.  Details: docs/verify.md.
+report: a table of the files (operator; signer: its did:key shortened, then
+"trusted" when in --trusted-keys, "untrusted" when the signature is valid but
+nobody vouched for the key, or "unsigned"), a table of the claims (with a file
+column when there are several files), and a summary line: N files, M claims:
+verified / rejected / inconclusive / not checked, and the exit code.
+A JSON file whose "format" says it is another of the project's documents (a
+softrank-*-report, a softrank-campaign manifest) is listed as skipped: it
+claims nothing.  Any other file is checked as a certificate, whatever its name.
+Details: docs/verify.md.
 
 {MARGIN_HELP}
 
