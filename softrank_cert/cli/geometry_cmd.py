@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidInputError
-from ..plumbing.tolerances import parse_one_eps
 from ..plumbing.operators_npz import NamedOperator, choose_operator_message, load_operators, operator_names
 from ..plumbing.reports import dumps, envelope
+from ..plumbing.tolerances import parse_one_eps
 from .common import add_command
 
 EPILOG = """\

@@ -132,9 +132,8 @@ def short_did(signer: str) -> str:
     """``did:key:z6MkpTHR8VNs...dvktH`` -> ``did:key:z6MkpTHR...vktH`` (the verification method's
     fragment dropped; 8 characters of the key kept at the front, 4 at the end)."""
     did = signer.split("#", 1)[0]
-    prefix = "did:key:"
-    key = did[len(prefix):] if did.startswith(prefix) else did
-    return did if len(key) <= 16 else f"{prefix}{key[:8]}...{key[-4:]}"
+    key = did.removeprefix("did:key:")
+    return did if key == did or len(key) <= 16 else f"did:key:{key[:8]}...{key[-4:]}"
 
 
 def signer_label(signer: str | None, trusted: bool) -> str:
