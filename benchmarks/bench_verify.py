@@ -9,12 +9,20 @@ tolerance, not a proof).  Both kernels are timed on the same certificate, interl
 The certificate is generated deterministically (seed 0): Q, K standard normal scaled so
 attention is diffuse enough that rank-64 truncated-SVD witnesses pass at eps 0.1, 0.25,
 0.5; lower ends are trivial (k = 1) so that the timing is the upper-witness checks the
-target names.  Run:  python benchmarks/bench_verify.py  [--repeats 5]
+target names.  Also timed: ``softrank-verify --version`` (the start-up alone: the verifier imports
+only what checking needs, issue 21 item 7).
+
+Run:  python benchmarks/bench_verify.py  [--repeats 5] [--out FILE]
+
+Each run writes a NEW result file (default ``benchmarks/results/verify-<UTC time>.json``; an
+existing ``--out`` is refused unless ``--overwrite``) and prints it beside the committed
+``benchmarks/results/verify.json`` it is compared with, which it never overwrites by default.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import platform
@@ -76,11 +84,33 @@ def numpy_recompute(path: Path) -> float:
     return time.perf_counter() - t0
 
 
+RESULTS = Path(__file__).parent / "results"
+#: The committed result that new runs are compared with.
+COMMITTED = RESULTS / "verify.json"
+
+
+def version_wall(repeats: int) -> list[float]:
+    """Wall seconds of ``softrank-verify --version`` (one warm-up run first)."""
+    times = []
+    for i in range(repeats + 1):
+        t0 = time.perf_counter()
+        subprocess.run(["softrank-verify", "--version"], capture_output=True, check=True)
+        if i:
+            times.append(time.perf_counter() - t0)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "verify.json"))
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    parser.add_argument("--out", default=str(RESULTS / f"verify-{stamp}.json"),
+                        help="result file (default: a new file named after the time; never the committed verify.json)")
+    parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists (e.g. to update verify.json)")
     args = parser.parse_args()
+    if Path(args.out).exists() and not args.overwrite:
+        sys.exit(f"{args.out} exists: give another --out, or --overwrite to replace it")
+    startup = version_wall(args.repeats)
     with tempfile.TemporaryDirectory() as tmp:
         cert = Path(tmp) / "qk512.json"
         make_certificate(cert)
@@ -103,6 +133,8 @@ def main() -> None:
     result = {
         "benchmark": "softrank-verify 512x512 d=64 qk, 3 tolerances, upper rank 64",
         "repeats": args.repeats,
+        "version_wall_s_median": round(statistics.median(startup), 4),
+        "version_wall_s_all": [round(t, 4) for t in startup],
         "verify_wall_s_median": round(statistics.median(walls["auto"]), 4),
         "verify_wall_s_all": [round(t, 4) for t in walls["auto"]],
         "verify_arb_only_wall_s_median": round(statistics.median(walls["arb"]), 4),
@@ -120,6 +152,10 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
+    if COMMITTED.exists() and Path(args.out).resolve() != COMMITTED.resolve():
+        old = json.loads(COMMITTED.read_text())
+        for key in ("version_wall_s_median", "verify_wall_s_median", "verify_arb_only_wall_s_median"):
+            print(f"{key}: {result[key]} (this run, {args.out}) vs {old.get(key, '-')} (committed {COMMITTED.name})")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,13 @@ Nothing here decides a claim: every end comes from the trusted kernel
 (:mod:`softrank_cert.kernel`), and :func:`verify` re-checks certificates with it.
 Tolerances are exact decimal strings (``"0.1"`` is 1/10): a float is refused, since the
 float ``0.1`` is not one tenth.
+
+One input rule for arrays, here and on the command line (``.npz`` files,
+:mod:`softrank_cert.plumbing.operators_npz`): float64 is taken as is; float32, float16 and
+integers of magnitude <= 2**53 are widened to float64, which is exact (each such value is a
+double), so the operator is exactly the one the arrays hold; anything else (complex, object,
+larger integers) is refused.  ``repr(op)`` is compact: kind, m x N, beta, mask and the hash of
+:func:`operator_id`.
 """
 
 from __future__ import annotations
@@ -50,14 +57,14 @@ _NAMES: "weakref.WeakKeyDictionary[Operator, tuple[str, dict[str, Any]]]" = weak
 
 def load_operator(path: str | os.PathLike[str], name: str | None = None) -> Operator:
     """One operator of an ``.npz`` file: ``Q``/``K`` (optional ``beta``, ``causal``), ``S`` or ``A``;
-    in a panel (``NAME/Q``, ...) the one called ``name`` (needed when it holds several)."""
-    from .plumbing.operators_npz import load_operators, operator_names
+    in a panel (``NAME/Q``, ...) the one called ``name`` (needed when it holds several).  Arrays
+    follow the module's input rule (float32 widened exactly, as ``Operator.from_qk`` does)."""
+    from .plumbing.operators_npz import choose_operator_message, load_operators, operator_names
 
     if name is None:
         names = operator_names(path) if Path(path).is_file() else []
         if len(names) > 1:
-            raise InvalidInputError(f"{path} holds {len(names)} operators: choose one with name=... "
-                                    f"(e.g. {names[0]!r}) or use load_panel()")
+            raise InvalidInputError(choose_operator_message(path, names, "name=NAME, or use load_panel()"))
     (item,) = load_operators(path, None if name is None else [name])
     _NAMES[item.operator] = (item.name, dict(item.provenance))
     return item.operator

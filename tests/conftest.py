@@ -26,6 +26,10 @@ import pytest
 from tests.oracle import allowed_mask, masked_softmax, transcendental_edge_error
 
 TESTS = Path(__file__).resolve().parent
+#: Why the reference tests skip where torch or transformers do not import (only they need them).
+REFERENCE_SKIP = ("the reference tests compare with Hugging Face transformers, which needs torch and transformers: "
+                  "pip install torch --index-url https://download.pytorch.org/whl/cpu (the CPU build), then "
+                  "pip install -e '.[reference]'")
 BAD_DIR = TESTS / "data" / "bad"
 CREATED = "2026-01-02T03:04:05Z"
 

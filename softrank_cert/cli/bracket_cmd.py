@@ -15,7 +15,7 @@ from ..errors import InvalidInputError, SoftrankError
 from ..plumbing.campaign import budget_json
 from ..plumbing.certificate_files import certificate_path
 from ..plumbing.files import check_output_file, check_output_folder, write_json_atomic
-from ..plumbing.operators_npz import NamedOperator, load_operators, operator_names
+from ..plumbing.operators_npz import NamedOperator, choose_operator_message, load_operators, operator_names
 from ..plumbing.parallel import check_scheduler, pack_operator, resolve_jobs, run_tasks
 from ..plumbing.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
@@ -108,7 +108,7 @@ def _select(args: Any) -> list[NamedOperator]:
         return load_operators(path, None if args.all else args.operator)
     names = operator_names(path) if path.is_file() else []
     if len(names) > 1:
-        raise InvalidInputError(f"{path} holds {len(names)} operators: choose one with --operator NAME or use --all")
+        raise InvalidInputError(choose_operator_message(path, names, "--operator NAME, or use --all"))
     return load_operators(path)
 
 

@@ -24,13 +24,46 @@ from ..plumbing.untrusted_text import safe_text
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a usage error on one line and exits 2 (with ``--json`` on the
-    command line, also the JSON error document on stdout)."""
+    command line, also the JSON error document on stdout).
+
+    An option this parser does not know is named first, with the closest known ones
+    (``--epss 0.25`` -> ``unrecognized option --epss (did you mean --eps?)``), even where
+    argparse would have complained about something else (``required: --eps``)."""
 
     def error(self, message: str) -> NoReturn:
+        message = self.unknown_option_message() or message
         line = f"{message} (see --help)"
         if wants_json():
             print_json_error(self.prog, line, EXIT_INVALID_INPUT)
         self.exit(EXIT_INVALID_INPUT, f"{self.prog}: error: {line}\n")
+
+
+    def unknown_option_message(self, argv: list[str] | None = None) -> str | None:
+        """``unrecognized option --epss (did you mean --eps?)`` for the first option-like word of
+        the command line that is no option of this parser (nor an unambiguous abbreviation of
+        one), or None.  Words after ``--`` and negative numbers are values, not options."""
+        import difflib
+
+        words = argv if argv is not None else (_ARGV if _ARGV is not None else sys.argv[1:])
+        words = words[: words.index("--")] if "--" in words else words
+        known = [option for option in self._option_string_actions if option.startswith("--")]
+        commands = {}
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                commands = action.choices
+        for index, word in enumerate(words):
+            if word in commands:  # the rest of the line is the command's
+                return commands[word].unknown_option_message(words[index + 1:])
+            if not word.startswith("--") or len(word) < 3:
+                continue
+            name = word.split("=", 1)[0]
+            if name in self._option_string_actions or (self.allow_abbrev and any(o.startswith(name) for o in known)):
+                continue
+            close = difflib.get_close_matches(name, [o for o in known if o != "--help"], n=2,
+                                              cutoff=0.6)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+            return f"unrecognized option {name}{hint}"
+        return None
 
 
 #: The command line being parsed (set by :func:`parse_command_line`): ``--json`` in it makes

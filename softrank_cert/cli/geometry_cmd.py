@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.table import Table
 
 from ..errors import InvalidInputError
-from ..kernel import parse_tolerance
-from ..plumbing.operators_npz import NamedOperator, load_operators, operator_names
+from ..plumbing.operators_npz import NamedOperator, choose_operator_message, load_operators, operator_names
 from ..plumbing.reports import dumps, envelope
-from .common import add_command, stdout_console
+from ..plumbing.tolerances import parse_one_eps
+from .common import add_command
 
 EPILOG = """\
 examples:
@@ -98,12 +97,12 @@ def select_operators(path: Path, names: list[str] | None) -> tuple[list[NamedOpe
         return load_operators(path, list(dict.fromkeys(names))), "operator-file"
     found = operator_names(path) if path.is_file() else []
     if len(found) > 1:
-        raise InvalidInputError(f"{path} holds {len(found)} operators: choose with --operator NAME (repeatable)")
+        raise InvalidInputError(choose_operator_message(path, found, "--operator NAME (repeatable)"))
     return load_operators(path), "operator-file"
 
 
 def run_geometry(args: Any) -> int:
-    parse_tolerance(args.eps)
+    args.eps = parse_one_eps(args.eps)
     path = Path(args.operator_file)
     extra = _load_retained(args.retained) if args.retained else {}
     items, source = select_operators(path, args.operator)
@@ -123,22 +122,38 @@ def run_geometry(args: Any) -> int:
     return 0
 
 
-def _render(doc: dict[str, Any]) -> None:
-    table = Table(title=f"softrank geometry: {doc['operator']} ({doc['shape'][0]}x{doc['shape'][1]}, "
-                        f"retained rank {doc['retained_rank']}, eps {doc['eps']}, T = {doc['retained']})")
-    for column in ("quantity", "bound", "certified", "float64 estimate", "meaning"):
-        table.add_column(column, justify="right" if column in ("bound", "float64 estimate") else "left")
+def render_geometry(doc: dict[str, Any], width: int | None = None) -> str:
+    """The text report of one operator: a table of the certified bounds (each shown whole: 17
+    digits, rounded outward) and their float64 estimates, then what each quantity means (folded
+    to the width, never cut), then whether the theorem applies.  Fits ``width`` (default: the
+    terminal's, else 80) columns."""
+    from .text_table import fold_text, render_table
+
     est = doc["estimates"]
     est_for = {"tau": est.get("tau"), "kappa_upper": est.get("kappa_upper"), "kappa_lower": est.get("kappa_dual"),
                "phi": est.get("phi")}
     sign = {"upper": "<=", "lower": ">="}
+    rows, meanings = [], []
     for name, side in doc["certified"].items():
         if name == "estimates" or doc.get(name) is None:
             continue
         value = est_for.get(name)
-        table.add_row(name, f"{sign.get(side, '')} {doc[name]}", side,
-                      "" if value is None else f"{value:.6g}", doc["meaning"][name])
-    stdout_console().print(table)
+        rows.append([name, f"{sign.get(side, '')} {doc[name]}", "" if value is None else f"{value:.6g}"])
+        meanings.append([name, doc["meaning"][name]])
     applies = {True: "yes (tau < eps proved)", False: "no (tau >= eps proved)", None: "undecided"}[doc["theorem_applies"]]
-    print(f"theorem applies: {applies}; rank of C (float64 estimate): {est['rank_C']}")
-    print(doc["note"])
+    title = (f"softrank geometry: {doc['operator']} ({doc['shape'][0]}x{doc['shape'][1]}, retained rank "
+             f"{doc['retained_rank']}, eps {doc['eps']}, T = {doc['retained']})")
+    return "\n".join([
+        fold_text(title, width),
+        render_table(["quantity", "certified bound", "float64 estimate"], rows, width=width,
+                     right=("float64 estimate",), fixed=("quantity", "certified bound")),
+        "",
+        render_table(["quantity", "meaning"], meanings, width=width, fixed=("quantity",)),
+        "",
+        fold_text(f"theorem applies: {applies}; rank of C (float64 estimate): {est['rank_C']}", width),
+        fold_text(doc["note"], width),
+    ])
+
+
+def _render(doc: dict[str, Any]) -> None:
+    print(render_geometry(doc))

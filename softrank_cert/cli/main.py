@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .. import __version__
-from . import analyze_cmd, audit_cmd, bracket_cmd, budgets_cmd, geometry_cmd, keys, panel_cmd, profile_cmd, supports_cmd
+from . import (analyze_cmd, audit_cmd, bracket_cmd, budgets_cmd, geometry_cmd, keys, list_cmd, panel_cmd, profile_cmd,
+               supports_cmd)
 from .common import make_parser, parse_command_line, run_main
 
 EPILOG = """\
@@ -15,6 +16,7 @@ subcommand examples:
   softrank geometry op.npz --rank 4 --eps 0.25 --json
   softrank supports sphere --dim 2 --eps 0.25 --plot sphere.png
   softrank panel --model minilm --text examples/data/apache2.txt --widths 64,128 --out panel.npz
+  softrank list panel.npz                      # the operator names that --operator takes
   softrank audit brackets.jsonl --operators panel.npz --out report.json --plot ratios.png
   softrank budgets panel.npz --budgets 8,16,32 --eps 0.25 --plot budgets.png --table budgets.md
   softrank analyze certs/ --operators panel.npz --out analysis.json --plot analysis.png --table analysis.md
@@ -26,7 +28,7 @@ def build_parser():
     parser = make_parser("softrank", "Certified approximation ranks of softmax attention.", EPILOG)
     parser.add_argument("--version", action="version", version=f"softrank-cert {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for register in (keys.add_keygen, keys.add_sign, bracket_cmd.add_bracket, panel_cmd.add_panel,
+    for register in (keys.add_keygen, keys.add_sign, bracket_cmd.add_bracket, panel_cmd.add_panel, list_cmd.add_list,
                      geometry_cmd.add_geometry, supports_cmd.add_supports, audit_cmd.add_audit,
                      budgets_cmd.add_budgets, profile_cmd.add_profile, analyze_cmd.add_analyze):
         register(sub)

@@ -56,15 +56,9 @@ def add_profile(sub: Any) -> None:
 
 
 def _tolerances(text: str | None, option: str) -> list[str] | None:
-    from ..plumbing.tolerances import parse_eps
-    from ..errors import InvalidToleranceError
+    from ..plumbing.tolerances import parse_eps_list
 
-    if text is None:
-        return None
-    try:
-        return parse_eps(text)
-    except InvalidToleranceError as exc:
-        raise InvalidToleranceError(f"{option}: {exc}") from None
+    return None if text is None else parse_eps_list(text, option)
 
 
 def run_profile(args: Any) -> int:
@@ -104,7 +98,7 @@ def run_profile(args: Any) -> int:
             outputs.stage_json(out, certificate_for(name, op, result.brackets, result.provenance, args.key))
         if plot is not None:
             fig = profile.figure(marks=eps or (), yscale="linear" if args.linear else "log")
-            outputs.stage_figure(fig, plot, dpi=200)
+            outputs.stage_figure(fig, plot)
     report = profile.to_json(marks=eps or ())
     report["plot"] = None if plot is None else str(plot)
     report["certificate"] = None if out is None else str(out)

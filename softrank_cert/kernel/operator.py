@@ -5,14 +5,14 @@ defines from exact float64 inputs: ``qk``, ``A = softmax_rows(beta * Q K^T)`` (Q
 ``scores``, ``A = softmax_rows(S)``; ``probabilities``, ``A`` itself.  ``beta`` is the exact real
 ``1/sqrt(d)`` (``"inv_sqrt_d"``) or an exact rational.  The causal mask sets ``A_ij = 0`` exactly
 for ``j > i + (N - m)`` (the m queries are the *last* m of N positions), so it needs ``m <= N``.
-
-Arrays are copied into immutable little-endian float64 buffers behind a read-only mapping; an
-operator never changes afterwards and the kernel keeps no state on it.  Sizes are checked against
-:data:`MAX_DIM` and :data:`MAX_ENTRIES` before any Arb object is allocated.
+Arrays are copied into immutable little-endian float64 buffers behind a read-only mapping (the
+kernel keeps no state on an operator); sizes are checked against :data:`MAX_DIM` and
+:data:`MAX_ENTRIES` before any Arb object is allocated.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
@@ -36,14 +36,13 @@ def check_shape(name: str, shape: tuple[int, ...]) -> None:
     """Refuse absurd shapes before anything is allocated (raises :class:`SizeLimitError`)."""
     if len(shape) != 2:
         raise InvalidOperatorError(f"array {name} must be 2-D, has shape {list(shape)}")
-    rows, cols = shape
-    for n in (rows, cols):
+    for n in shape:
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise InvalidOperatorError(f"array {name} has invalid shape {list(shape)}")
         if n > MAX_DIM:
             raise SizeLimitError(f"array {name} dimension {n} exceeds the limit {MAX_DIM}")
-    if rows * cols > MAX_ENTRIES:
-        raise SizeLimitError(f"array {name} has {rows * cols} entries, limit {MAX_ENTRIES}")
+    if shape[0] * shape[1] > MAX_ENTRIES:
+        raise SizeLimitError(f"array {name} has {shape[0] * shape[1]} entries, limit {MAX_ENTRIES}")
 
 
 def checked_float64(name: str, value: object, shape: tuple[int, int] | None = None,
@@ -66,13 +65,11 @@ def checked_float64(name: str, value: object, shape: tuple[int, int] | None = No
 def _frozen_copy(name: str, value: object) -> np.ndarray:
     array = checked_float64(name, value)
     # A view of immutable bytes: read-only for good (numpy cannot make it writable again).
-    frozen = np.frombuffer(np.ascontiguousarray(array, dtype="<f8").tobytes(), dtype="<f8")
-    return frozen.reshape(array.shape)
+    return np.frombuffer(np.ascontiguousarray(array, dtype="<f8").tobytes(), dtype="<f8").reshape(array.shape)
 
 
 def exact_float64(name: str, value: object) -> np.ndarray:
-    """``value`` as float64 where that conversion is exact: float64 as is, float32/float16 (every
-    one is a double), integers of magnitude <= 2**53; anything else is refused."""
+    """``value`` as float64 where that is exact: float64, float32/16 (each a double), |integers| <= 2**53."""
     array = np.asarray(value)
     if array.dtype.kind == "f" and array.dtype.itemsize <= 8:
         return array.astype(np.float64, copy=False)
@@ -84,9 +81,8 @@ def exact_float64(name: str, value: object) -> np.ndarray:
 
 
 def beta_text(beta: object) -> str:
-    """The exact text of a score scale: None -> ``"inv_sqrt_d"`` (the real 1/sqrt(d)); a decimal
-    string as is (its grammar is checked by :class:`Operator`); an int or a finite float at its
-    exact binary value (``0.1`` is the double nearest 1/10, not 1/10)."""
+    """The exact text of a score scale: None -> ``"inv_sqrt_d"`` (1/sqrt(d)); a decimal string as is (its grammar
+    is checked by :class:`Operator`); an int or a finite float at its exact binary value (0.1 is not 1/10)."""
     if beta is None:
         return "inv_sqrt_d"
     if isinstance(beta, str):
@@ -98,7 +94,7 @@ def beta_text(beta: object) -> str:
     raise InvalidOperatorError(f"beta must be None, a decimal string, an int or a finite float, got {beta!r}")
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Operator:
     """Exact attention operator (module docstring); ``beta`` is ``"inv_sqrt_d"`` or a plain decimal
     string (``qk`` only), exactly :attr:`beta_exact`."""
@@ -115,9 +111,8 @@ class Operator:
             raise InvalidOperatorError(f"mask must be 'none' or 'causal', got {self.mask!r}")
         wanted = _REQUIRED[self.kind]
         if sorted(self.arrays) != sorted(wanted):
-            raise InvalidOperatorError(
-                f"a {self.kind!r} operator needs exactly the arrays {', '.join(wanted)}, got {', '.join(sorted(self.arrays)) or 'none'}"
-            )
+            raise InvalidOperatorError(f"a {self.kind!r} operator needs exactly the arrays {', '.join(wanted)}, "
+                                       f"got {', '.join(sorted(self.arrays)) or 'none'}")
         arrays = {name: _frozen_copy(name, self.arrays[name]) for name in wanted}
         object.__setattr__(self, "arrays", MappingProxyType(arrays))
         if self.kind == "qk":
@@ -157,13 +152,18 @@ class Operator:
             raise InvalidOperatorError(f"A has {negative} negative entries: a probabilities operator needs A >= 0")
         return op
 
+    def __repr__(self) -> str:
+        """Compact, never the arrays: kind, m x N, beta, mask and api.operator_id's hash of the exact inputs."""
+        parts = [f"|{name}{list(a.shape)}".encode() + a.tobytes() for name, a in sorted(self.arrays.items())]
+        digest = hashlib.sha256(f"{self.kind}|{self.beta}|{self.mask}".encode() + b"".join(parts)).hexdigest()[:12]
+        return f"Operator({self.kind}, {self.shape[0]}x{self.shape[1]}, beta={self.beta}, mask={self.mask}, sha256-{digest})"
+
     @property
     def shape(self) -> tuple[int, int]:
         """(m, N): queries x keys."""
         if self.kind == "qk":
             return self.arrays["Q"].shape[0], self.arrays["K"].shape[0]
-        (array,) = self.arrays.values()
-        return array.shape
+        return next(iter(self.arrays.values())).shape
 
     @property
     def p(self) -> int:

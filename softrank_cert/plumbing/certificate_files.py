@@ -2,17 +2,28 @@
 
 * :func:`certificate_path`: ``OUT/NAME.json`` for the operator ``NAME`` of a panel (its ``/`` as
   sub-folders; names that would escape ``OUT`` refused);
-* :func:`expand_json_paths`: the certificate files named on a command line, folders replaced by
-  the ``*.json`` files below them (campaign manifests left out).
+* :func:`expand_json_paths`: the JSON files named on a command line, folders replaced by the
+  ``*.json`` files below them;
+* :func:`declared_format`: the ``format`` a JSON file declares, so that reports and campaign
+  manifests in a certificate folder are recognised by their content (never by their name).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path, PurePosixPath
 
 from ..errors import InvalidInputError
-from .campaign import MANIFEST_NAME
 from .operators_npz import natural_key
+
+#: The ``format`` of a certificate (``certio.certificate.FORMAT_NAME``; a test checks they agree).
+CERTIFICATE_FORMAT = "softrank-certificate"
+#: The project's documents that are not certificates: every command's report
+#: (``softrank-<command>-report``), the ``--json`` error document and the campaign manifest
+#: (``plumbing.reports`` and ``plumbing.campaign``; ``tests/cli/test_verify_report.py`` checks
+#: that every format they write matches).
+NOT_CERTIFICATE_FORMATS = re.compile(r"softrank-[a-z0-9]+(-[a-z0-9]+)*-report|softrank-error|softrank-campaign")
 
 
 def certificate_path(out: Path, name: str) -> Path:
@@ -25,13 +36,49 @@ def certificate_path(out: Path, name: str) -> Path:
 
 def expand_json_paths(paths: list[str]) -> list[str]:
     """Files as given; folders replaced by the ``*.json`` files below them (in natural order:
-    ``L0H2`` before ``L0H10``), except a campaign's manifest (``softrank-campaign.json``,
-    which is not a certificate)."""
+    ``L0H2`` before ``L0H10``).  Whether a file is a certificate is for its content to say
+    (:func:`declared_format`), not its name."""
     out: list[str] = []
     for item in paths:
         path = Path(item)
         if path.is_dir():
-            out.extend(sorted((str(p) for p in path.rglob("*.json") if p.name != MANIFEST_NAME), key=natural_key))
+            out.extend(sorted((str(p) for p in path.rglob("*.json")), key=natural_key))
         else:
             out.append(item)
     return out
+
+
+class _Duplicate(Exception):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise _Duplicate
+    return dict(pairs)
+
+
+def declared_format(raw: bytes) -> str | None:
+    """The ``format`` string that the JSON object in ``raw`` declares at its top level, or None
+    when it declares none, or is not a JSON object that parses without duplicate keys.
+
+    A document that declares one of the project's other formats (:data:`NOT_CERTIFICATE_FORMATS`:
+    a ``softrank-*-report``, a ``softrank-campaign`` manifest) makes no certified claim: the
+    verifier lists it as skipped.  Everything else -- a certificate, a document of an unknown
+    format (``softrank-cert``: a damaged certificate?), anything that fails to parse -- goes to the
+    strict certificate parser, which accepts it or says what is wrong (so a file that only
+    *looks* like a report, e.g. through a duplicated ``format`` key, is never skipped).
+    """
+    try:
+        document = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except (UnicodeDecodeError, ValueError, RecursionError, _Duplicate):
+        return None
+    fmt = document.get("format") if isinstance(document, dict) else None
+    return fmt if isinstance(fmt, str) else None
+
+
+def is_certificate_format(fmt: str | None) -> bool:
+    """Whether a file declaring ``fmt`` (:func:`declared_format`) is to be checked as a certificate:
+    unless ``fmt`` is one of the project's documents that are not certificates."""
+    return fmt is None or not NOT_CERTIFICATE_FORMATS.fullmatch(fmt)

@@ -1,7 +1,8 @@
 """Operators from ``.npz`` files (DESIGN.md section 4).
 
 A single-operator file holds ``Q`` and ``K`` (optional scalar ``beta``, optional boolean
-``causal``), or ``S``, or ``A``.  A panel holds many operators as ``NAME/Q``, ``NAME/K``,
+``causal``), or ``S``, or ``A``: float64 arrays, or float32 / float16 / integers (|v| <= 2**53),
+which are widened to float64 exactly -- the rule of ``Operator.from_qk`` and the Python API.  A panel holds many operators as ``NAME/Q``, ``NAME/K``,
 ``NAME/beta``, ``NAME/causal``, ``NAME/S``, ``NAME/A``; other keys (``.../tokens``,
 ``__provenance__``: a JSON object name -> provenance) are metadata.  Array headers are read
 and sizes checked *before* any array is loaded.  A float ``beta`` becomes the exact decimal
@@ -67,26 +68,81 @@ def _group(headers: dict[str, Any], stem: str) -> dict[str, dict[str, str]]:
     return {name: leaves for name, leaves in groups.items() if {"Q", "S", "A"} & set(leaves)}
 
 
+#: What a file must hold to be read as operators (the messages quote it).
+EXPECTED = ("arrays Q and K (optional scalars beta, causal), or S (scores), or A (probabilities); in a panel "
+            "the same under NAME/, e.g. NAME/Q and NAME/K (names are case-sensitive)")
+
+
+def _check_file(path: Path) -> None:
+    """An existing regular file, else one line that says what ``path`` is instead."""
+    if path.is_dir():
+        inside = sorted(p.name for p in path.glob("*.npz"))[:3]
+        hint = f" (it holds {', '.join(inside)}{', ...' if len(inside) == 3 else ''})" if inside else ""
+        raise InvalidInputError(f"{path}: is a folder, not an .npz file: give the .npz file itself{hint}")
+    if not path.is_file():
+        raise InvalidInputError(f"{path}: no such file")
+
+
 def operator_names(path: str | Path) -> list[str]:
+    """The names of the operators in an ``.npz`` file, in natural order (read from the array
+    headers only: nothing is loaded)."""
     path = Path(path)
+    _check_file(path)
     return sorted(_group(_headers(path), path.stem), key=natural_key)
+
+
+def operator_shapes(path: str | Path) -> list[tuple[str, str, tuple[int, int]]]:
+    """``(name, kind, (m, N))`` of every operator of an ``.npz`` file, from the headers only."""
+    path = Path(path)
+    _check_file(path)
+    headers = _headers(path)
+    out = []
+    for name, leaves in sorted(_group(headers, path.stem).items(), key=lambda item: natural_key(item[0])):
+        if "Q" in leaves:
+            kind, shape = "qk", (headers[leaves["Q"]][0][0], headers[leaves["K"]][0][0] if "K" in leaves else -1)
+        else:
+            kind = "scores" if "S" in leaves else "probabilities"
+            shape = headers[leaves["S" if "S" in leaves else "A"]][0][:2]
+        out.append((name, kind, tuple(int(v) for v in shape)))
+    return out
+
+
+#: How a user lists a panel's operators (quoted by the messages below).
+LIST_COMMAND = "softrank list"
+
+
+def choose_operator_message(path: str | Path, names: list[str], how: str) -> str:
+    """The one line for a panel of several operators given without a choice: how many, a few
+    names, how to list them all, and ``how`` to choose (e.g. ``--operator NAME``)."""
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    return (f"{path} holds {len(names)} operators ({shown}): choose one with {how} "
+            f"(list them all: {LIST_COMMAND} {path})")
+
+
+def unknown_operator_message(path: str | Path, name: str, names: list[str]) -> str:
+    """The one line for an operator name a file does not hold: the closest names and how to list them."""
+    import difflib
+
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5) or sorted(names, key=natural_key)[:3]
+    return (f"{path}: no operator named {name!r} among its {len(names)} (closest: {', '.join(close)}; "
+            f"list them all: {LIST_COMMAND} {path})")
 
 
 def load_operators(path: str | Path, names: list[str] | None = None) -> list[NamedOperator]:
     """Load the named operators (all when ``names`` is None, in natural name order: ``L0H2``
     before ``L0H10``; else in the order given)."""
     path = Path(path)
-    if not path.is_file():
-        raise InvalidInputError(f"{path}: no such file")
+    _check_file(path)
     headers = _headers(path)
     groups = _group(headers, path.stem)
     if not groups:
-        raise InvalidInputError(f"{path}: holds no operator (expected Q and K, S, or A arrays)")
+        held = sorted(headers)
+        listed = ", ".join(held[:8]) + (f", ... ({len(held)} arrays)" if len(held) > 8 else "")
+        raise InvalidInputError(f"{path}: holds no operator: its arrays are {listed or 'none'}; expected {EXPECTED}")
     wanted = sorted(groups, key=natural_key) if names is None else names
     for name in wanted:
         if name not in groups:
-            raise InvalidInputError(f"{path}: no operator named {name!r} (it holds {len(groups)}: e.g. "
-                                    f"{min(groups, key=natural_key)!r})")
+            raise InvalidInputError(unknown_operator_message(path, name, list(groups)))
     for name in wanted:
         for leaf, key in groups[name].items():
             shape, dtype = headers[key]
@@ -103,10 +159,11 @@ def load_operators(path: str | Path, names: list[str] | None = None) -> list[Nam
 
 
 def _build(name: str, leaves: dict[str, str], data: Any) -> Operator:
+    """The operator ``name`` through the API's constructors (``Operator.from_qk``, ``.from_scores``,
+    ``.from_probabilities``), so that files and arrays follow ONE input rule: float64 as is,
+    float32 / float16 and integers of magnitude <= 2**53 widened to float64 (exactly: each such
+    value is a double), anything else refused."""
     arrays = {leaf: data[key] for leaf, key in leaves.items() if leaf in ("Q", "K", "S", "A")}
-    for leaf, array in arrays.items():
-        if array.dtype != np.float64:
-            raise InvalidOperatorError(f"{name}/{leaf} must be float64, is {array.dtype}")
     kind = "qk" if "Q" in arrays or "K" in arrays else ("scores" if "S" in arrays else "probabilities")
     beta = "inv_sqrt_d"
     if "beta" in leaves:
@@ -121,12 +178,20 @@ def _build(name: str, leaves: dict[str, str], data: Any) -> Operator:
             raise InvalidOperatorError(f"{name}/causal must be a boolean scalar")
         causal = bool(value)
     try:
-        operator = Operator(kind=kind, arrays=arrays, beta=beta, mask="causal" if causal else "none")
+        if kind == "qk":
+            if set(arrays) != {"Q", "K"}:
+                raise InvalidOperatorError(f"a 'qk' operator needs both Q and K, got {', '.join(sorted(arrays))}")
+            return Operator.from_qk(arrays["Q"], arrays["K"], beta=beta, causal=causal)
+        if causal and kind == "probabilities":
+            raise InvalidOperatorError("the causal mask applies to qk and scores operators; a probabilities "
+                                       "operator carries its zeros in A")
+        if kind == "scores":
+            return Operator.from_scores(arrays["S"], causal=causal)
+        if arrays["A"].dtype.kind in "fiu":  # the detailed message first (other dtypes: refused below)
+            check_probabilities(name, arrays["A"])
+        return Operator.from_probabilities(arrays["A"])
     except InvalidOperatorError as exc:
         raise InvalidOperatorError(f"{name}: {exc}") from None
-    if kind == "probabilities":
-        check_probabilities(name, operator.arrays["A"])
-    return operator
 
 
 def check_probabilities(name: str, A: np.ndarray) -> None:

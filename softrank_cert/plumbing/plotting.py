@@ -20,8 +20,11 @@ from .files import OutputFiles
 
 #: Figure formats of every ``--plot`` option.
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
-#: Resolution of PNG figures (PDF and SVG are vector graphics).
-DPI = 150
+#: Resolution of PNG figures (PDF and SVG are vector graphics): the one value of every figure,
+#: written by a command (``--plot``) or by the API (a figure the API makes carries it, so that a
+#: plain ``fig.savefig("x.png")`` gives the same pixels as the command; a 7.2 x 5.2 in profile
+#: figure is 1440 x 1040 px).
+DPI = 200
 
 #: Mantissas of the tick sets tried by :func:`label_log_axis`, sparsest first.
 _MANTISSAS = ((1.0,), (1.0, 2.0, 5.0), (1.0, 1.5, 2.0, 3.0, 5.0, 7.0),

@@ -78,7 +78,7 @@ import numpy as np
 from ..plumbing.tolerances import parse_eps_list
 from ..errors import InvalidInputError, SoftrankError
 from ..kernel import Operator, Status, parse_tolerance
-from ..plumbing.certificate_files import expand_json_paths
+from ..plumbing.certificate_files import declared_format, expand_json_paths, is_certificate_format
 from ..plumbing.files import write_text_atomic
 from ..plumbing.progress import progress_bar
 from ..plumbing.untrusted_text import safe_text
@@ -877,6 +877,8 @@ def _read_certificates(paths: list[str]) -> list[tuple[str, bytes, str, list[str
             raw = Path(path).read_bytes()
         except OSError as exc:
             raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        if not is_certificate_format(declared_format(raw)):
+            continue  # a report or a campaign manifest beside the certificates: no claim to analyze
         try:
             document = parse_json_strict(raw)
             check_schema(document)

@@ -555,9 +555,11 @@ def profile_figure(profile: Profile, *, marks: Sequence[str] = (), ax: Any = Non
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+    from ..plumbing.plotting import DPI
+
     own = ax is None
-    if own:
-        fig, ax = plt.subplots(figsize=(7.2, 5.2), layout="constrained")
+    if own:  # at the commands' DPI, so that fig.savefig() writes what softrank profile --plot writes
+        fig, ax = plt.subplots(figsize=(7.2, 5.2), layout="constrained", dpi=DPI)
     else:
         fig = ax.figure
     p = profile.operator.p

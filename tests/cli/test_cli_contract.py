@@ -292,31 +292,29 @@ def test_operator_column_is_never_cut_at_80_columns(tmp_path, tiny_panel):
     for short in ("L0H1 ", "L0H2 ", "L0H10 "):
         assert short in table
     lines = _at_80(run80("softrank-verify", tmp_path / "certs"))
-    assert max(len(line) for line in lines) <= 80 and "…" not in res.stdout
-    assert sum("L0H10 " in line for line in lines) == 4  # 2 tolerances x (lower, upper)
+    assert max(len(line) for line in lines) <= 80 and "…" not in res.stdout, "\n".join(lines)
+    assert sum("L0H10.json " in line for line in lines) == 5  # files table + 2 tolerances x (lower, upper)
 
 
-def test_long_distinct_names_fold_other_columns():
+def test_long_distinct_names_fold_other_columns(monkeypatch):
     """No common prefix: the names keep their full width and the other columns give way."""
-    import io
-
-    from rich.console import Console
-
-    from softrank_cert.cli.verify import render_table
-    from softrank_cert.verification import VerifyReport, check_claims
     from softrank_cert.certio.certificate import decode_certificate
+    from softrank_cert.cli.verify import _checked_entry, render_report
+    from softrank_cert.verification import VerifyReport, check_claims
 
+    monkeypatch.setenv("COLUMNS", "80")
     op = peaked_operator()
     cert = decode_certificate(build_document(op, valid_brackets(op)))
     pairs = check_claims(cert)
     names = ["gpt2/a-rather-long-document-name/w512/L11H11", "minilm/another-document/w512/L0H0"]
-    reports = [VerifyReport(f"{n}.json", n, None, pairs) for n in names]
-    buffer = io.StringIO()
-    render_table(reports, Console(file=buffer, width=80, color_system=None))
-    text = buffer.getvalue()
-    assert max(len(line) for line in text.splitlines()) <= 80
+    entries, margins = [], {}
+    for index, n in enumerate(names):
+        entry, margins[index] = _checked_entry(VerifyReport(f"{n}.json", n, None, pairs, cert), None)
+        entries.append(entry)
+    text = render_report(entries, margins)
+    assert max(len(line) for line in text.splitlines()) <= 80, text
     for name in names:
-        assert name in text
+        assert name in text  # the operator column (in the files table) is never cut
     assert "…" not in text
 
 
@@ -364,7 +362,7 @@ def test_end_of_run_hint_is_pasteable(tmp_path, tiny_panel):
 
 
 def test_operator_names_in_natural_order(tmp_path, tiny_panel):
-    from softrank_cert.plumbing.certificate_files import expand_json_paths
+    from softrank_cert.plumbing.certificate_files import declared_format, expand_json_paths, is_certificate_format
     from softrank_cert.plumbing.operators_npz import load_operators, natural_key, operator_names
 
     natural = ["tiny/doc/w4/L0H1", "tiny/doc/w4/L0H2", "tiny/doc/w4/L0H10"]
@@ -373,7 +371,8 @@ def test_operator_names_in_natural_order(tmp_path, tiny_panel):
     assert sorted(["w128", "w64", "w512"], key=natural_key) == ["w64", "w128", "w512"]
     res = run_softrank("bracket", tiny_panel, "--all", "--eps", "0.5", "--out", tmp_path / "c", "--json")
     assert [entry["operator"] for entry in json.loads(res.stdout)["operators"]] == natural
-    paths = expand_json_paths([str(tmp_path / "c")])
+    paths = [p for p in expand_json_paths([str(tmp_path / "c")])
+             if is_certificate_format(declared_format(Path(p).read_bytes()))]  # the manifest is no certificate
     assert [Path(p).stem for p in paths] == ["L0H1", "L0H2", "L0H10"]
 
 

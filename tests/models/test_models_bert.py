@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from conftest import REFERENCE_SKIP
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
@@ -172,7 +174,7 @@ def test_bad_text_and_checkpoint(tmp_path: Path) -> None:
 
 # reference: transformers' eager BertModel in float64 ------------------------------------------
 def _hf_attentions(hf_model, ids: np.ndarray):
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason=REFERENCE_SKIP)
     with torch.no_grad():
         t = torch.tensor(ids, dtype=torch.long)[None]
         res = hf_model(input_ids=t, attention_mask=torch.ones_like(t), token_type_ids=torch.zeros_like(t),
@@ -192,8 +194,8 @@ def _compare(arrays: dict, prefix: str, hf_model, layers: int, heads: int) -> No
 
 
 def test_reference_transformers_minilm(minilm: BertModel) -> None:
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch", reason=REFERENCE_SKIP)
+    transformers = pytest.importorskip("transformers", reason=REFERENCE_SKIP)
     hf = transformers.BertModel.from_pretrained(str(minilm_dir()), attn_implementation="eager").to(torch.float64).eval()
     arrays = build_panel(minilm, APACHE, [200])
     _compare(arrays, "minilm/apache2/w200", hf, 6, 12)
@@ -205,8 +207,8 @@ def test_reference_transformers_minilm(minilm: BertModel) -> None:
 
 
 def test_reference_transformers_tiny_random(tmp_path: Path) -> None:
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch", reason=REFERENCE_SKIP)
+    transformers = pytest.importorskip("transformers", reason=REFERENCE_SKIP)
     torch.manual_seed(1234)
     config = transformers.BertConfig(vocab_size=30522, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
                                      intermediate_size=40, max_position_embeddings=96, layer_norm_eps=1e-7,

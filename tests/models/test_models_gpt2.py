@@ -15,8 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from conftest import REFERENCE_SKIP
+
+torch = pytest.importorskip("torch", reason=REFERENCE_SKIP)
+transformers = pytest.importorskip("transformers", reason=REFERENCE_SKIP)
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 

@@ -19,8 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from conftest import REFERENCE_SKIP
+
+torch = pytest.importorskip("torch", reason=REFERENCE_SKIP)
+transformers = pytest.importorskip("transformers", reason=REFERENCE_SKIP)
 
 from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers  # noqa: E402
 from transformers.models.llama import modeling_llama  # noqa: E402

@@ -15,8 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from conftest import REFERENCE_SKIP
+
+torch = pytest.importorskip("torch", reason=REFERENCE_SKIP)
+transformers = pytest.importorskip("transformers", reason=REFERENCE_SKIP)
 Image = pytest.importorskip("PIL.Image")
 
 from safetensors.numpy import load_file, save_file  # noqa: E402

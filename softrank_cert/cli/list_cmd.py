@@ -1,0 +1,42 @@
+"""``softrank list``: the operators of an ``.npz`` file (a panel), read from the array headers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import add_command
+
+EPILOG = """\
+examples:
+  softrank list panel.npz               # one name per line: minilm/apache2/w128/L5H2, ...
+  softrank list panel.npz --details     # with kind and shape (m x N)
+  softrank list panel.npz | grep w128/L5   # then: --operator NAME
+
+Nothing is loaded but the array headers, so this is instant for any panel.
+exit codes: 0 listed; 2 invalid input (no such file, a folder, not an .npz,
+no operator in it)
+"""
+
+
+def add_list(sub: Any) -> None:
+    p = add_command(sub, "list", help="list the operators of a panel .npz (names for --operator)",
+                    description="Print the names of the operators an .npz file holds (natural order: L0H2 before "
+                                "L0H10), one per line: the names that --operator takes.", epilog=EPILOG)
+    p.add_argument("operator_file", metavar="FILE.npz", help="a panel (softrank panel --out) or a single-operator .npz")
+    p.add_argument("--details", action="store_true", help="also print each operator's kind and shape m x N")
+    p.set_defaults(run=run_list)
+
+
+def run_list(args: Any) -> int:
+    from ..errors import InvalidInputError
+    from ..plumbing.operators_npz import EXPECTED, operator_shapes
+    from ..plumbing.untrusted_text import plain_text
+
+    rows = operator_shapes(args.operator_file)
+    if not rows:
+        raise InvalidInputError(f"{args.operator_file}: holds no operator; expected {EXPECTED}")
+    width = max(len(name) for name, _, _ in rows)
+    for name, kind, (m, n) in rows:
+        shown = plain_text(name)
+        print(f"{shown.ljust(width)}  {kind:<13}  {m} x {n}" if args.details else shown)
+    return 0
