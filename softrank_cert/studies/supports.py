@@ -39,15 +39,16 @@ MAX_SWEEP_POINTS, MAX_X = 32, 1e6
 
 
 def kappas_for_x_range(eps: str, x_min: float, x_max: float, points: int) -> tuple[float, ...]:
-    """Radius products ``kappa_i = (x_i - 1) eps^2`` (rounded to 6 significant digits) for ``points``
-    values ``x_i`` spaced geometrically from ``x_min`` to ``x_max`` (``1 < x_min < x_max <= 1e6``)."""
+    """Radius products ``kappa_i = (x_i - 1) eps^2`` (in float64) for ``points`` values ``x_i``
+    spaced geometrically from ``x_min`` to ``x_max`` (``1 < x_min < x_max <= 1e6``), each ``x_i``
+    rounded to 6 significant digits (the exact x of a point is :func:`x_of` of its kappa)."""
     eps_q = parse_tolerance(eps)
     if not (isinstance(points, int) and 2 <= points <= MAX_SWEEP_POINTS):
         raise InvalidInputError(f"--points must be an integer in [2, {MAX_SWEEP_POINTS}], got {points!r}")
     if not (math.isfinite(x_min) and math.isfinite(x_max) and 1 < x_min < x_max <= MAX_X):
         raise InvalidInputError(f"the x range needs 1 < --x-min < --x-max <= {MAX_X:g}, got {x_min:g} and {x_max:g}")
     ratio = (x_max / x_min) ** (1.0 / (points - 1))
-    values = [float(f"{(x_min * ratio**i - 1) * float(eps_q) ** 2:.6g}") for i in range(points)]
+    values = [(float(f"{x_min * ratio**i:.6g}") - 1) * float(eps_q) ** 2 for i in range(points)]
     if len(set(values)) != len(values):
         raise InvalidInputError("the x range is too narrow for this many --points")
     return tuple(values)

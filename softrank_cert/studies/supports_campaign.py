@@ -79,6 +79,8 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
     from ..plumbing.parallel import run_tasks
 
     names = [point_name(support, dim, n, eps, kappa) for kappa in kappas]
+    if len(set(names)) != len(names):
+        raise InvalidInputError("two kappas agree to 6 significant digits: their points would share a name")
     ops = [support_operator(support, dim, n, kappa) for kappa in kappas]
     targets = [check_output_file(certificate_path(out, name), "--out") for name in names] if out else []
     manifest, kept = (_start(support, dim, n, eps, kappas, names, ops, targets, out, budget_seconds, ranks, resume,

@@ -116,8 +116,8 @@ def _draw_exponents(ax: Any, doc: dict[str, Any], color: str, name: str, shift: 
         x = math.sqrt(row["x1"] * row["x2"]) * shift
         bottom = lo if lo is not None else (hi - _OPEN_END)
         top = hi if hi is not None else (lo + _OPEN_END)
-        ax.vlines([x], [bottom], [top], color=color, linewidth=3.0,
-                  label=None if drawn else f"{name}: certified interval")
+        ax.plot([x, x], [bottom, top], "-", marker="_", markersize=12, markeredgewidth=2.5, color=color,
+                linewidth=3.0, label="_nolegend_" if drawn else f"{name}: certified local-exponent interval")
         ax.hlines([(bottom + top) / 2], [row["x1"] * shift], [row["x2"] * shift], color=color, linewidth=0.6,
                   alpha=0.5)
         for open_end, marker in ((lo is None, "v"), (hi is None, "^")):
