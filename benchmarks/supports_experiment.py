@@ -16,6 +16,9 @@ supports_{grid,sphere,ball}.png.
     nice -n 10 python benchmarks/supports_experiment.py            # ~25 min on 2 shared cores
     nice -n 10 python benchmarks/supports_experiment.py --resume   # after an interruption
     python benchmarks/supports_experiment.py --only sphere:1 --quick   # a smoke run (seconds)
+    python benchmarks/supports_experiment.py --replot                  # figures from supports.json
+
+It overwrites supports.json, supports.md and the figures in --results.
 """
 
 from __future__ import annotations
@@ -38,16 +41,19 @@ from softrank_cert.studies.supports_search import search
 HERE = Path(__file__).resolve().parent
 EPS = "0.25"
 #: (support, d, N, x values, budget seconds per point).  Sized to run in about 25 minutes on 2
-#: cores shared with other jobs: N = 256 (512 for the 1-d grid), x a factor 8-16 apart so that
-#: each interval spans about a decade, the ranks well below N.  (Measured: a 512-point 1-d ball
+#: cores shared with other jobs: N = 256-512, x a factor 4-16 apart (the decade intervals pair
+#: each point with the nearest one a decade below), the ranks well below N; d = 2 ball and grid
+#: at two N (a check that N does not decide the exponent).  (Measured: a 512-point 1-d ball
 #: at x = 4096 needs 272 s with an unbounded budget -- [7, 8] -- too slow for this plan.)
 PLAN = [
     ("sphere", 1, 64, (16, 256, 4096), 4.0),
-    ("ball", 1, 256, (16, 128, 1024), 45.0),
+    ("ball", 1, 256, (16, 128, 1024, 4096), 45.0),
     ("grid", 1, 512, (16, 256, 4096), 60.0),
-    ("sphere", 2, 256, (16, 128, 1024), 45.0),
+    ("sphere", 2, 256, (16, 128, 1024, 4096), 45.0),
     ("ball", 2, 256, (4, 32, 256), 45.0),
+    ("ball", 2, 512, (4, 32, 256, 1024), 60.0),
     ("grid", 2, 256, (4, 32, 256), 45.0),
+    ("grid", 2, 484, (4, 32, 256, 1024), 60.0),
     ("sphere", 3, 256, (4, 64), 30.0),
     ("ball", 3, 256, (4, 64), 30.0),
     ("grid", 3, 216, (4, 64), 30.0),
@@ -70,8 +76,12 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated support:d to run (default: the whole plan)")
     parser.add_argument("--quick", action="store_true", help="smoke run: N <= 32, budgets 1 s, a short search")
     parser.add_argument("--no-search", action="store_true")
+    parser.add_argument("--replot", action="store_true", help="only redraw the figures from --results/supports.json")
     args = parser.parse_args()
     results, work = Path(args.results), Path(args.work)
+    if args.replot:
+        plot_figures(json.loads((results / "supports.json").read_text())["sweeps"], results)
+        return
     results.mkdir(parents=True, exist_ok=True)
     wanted = {item.strip() for item in args.only.split(",") if item.strip()}
     plan = [row for row in PLAN if not wanted or f"{row[0]}:{row[1]}" in wanted]
@@ -95,9 +105,7 @@ def main() -> None:
         print(f"{support} d={dim} n={doc['n']}: theory {doc['exponent_theory']:g}, largest scale "
               f"x {last.get('x1')} -> {last.get('x2')}: [{last.get('lower')}, {last.get('upper')}] {last.get('verdict')}"
               f" ({doc['seconds']} s)", file=sys.stderr, flush=True)
-    for support in sorted({doc["support"] for doc in docs}):
-        plot_sweeps([d for d in docs if d["support"] == support], str(results / f"supports_{support}.png"),
-                    title=f"{support}: certified rank brackets and local exponents")
+    plot_figures(docs, results)
     found = None
     if not args.no_search:
         settings = dict(SEARCH, evaluations=8, start=4, kappa_factors=(1.0, 4.0)) if args.quick else SEARCH
@@ -107,11 +115,19 @@ def main() -> None:
     result = {"experiment": "supports", "issue": 24, "eps": EPS, "plan": [list(row) for row in plan],
               "search_settings": {k: list(v) if isinstance(v, tuple) else v for k, v in SEARCH.items()},
               "seconds_total": round(time.perf_counter() - start, 1), "resumed": args.resume, "quick": args.quick,
+              "point_seconds_total": round(sum(pt["seconds"] or 0.0 for doc in docs for pt in doc["points"]), 1),
               "machine": {"python": platform.python_version(), "platform": platform.platform()},
               "sweeps": docs, "search": found}
     write_text_atomic(results / "supports.json", json.dumps(result, indent=1) + "\n")
     write_text_atomic(results / "supports.md", tables(result))
     print(f"done in {result['seconds_total']} s", file=sys.stderr)
+
+
+def plot_figures(docs: list[dict], results: Path) -> None:
+    """``supports_{support}.png``: every sweep of that support in one two-panel figure."""
+    for support in sorted({doc["support"] for doc in docs}):
+        plot_sweeps([d for d in docs if d["support"] == support], str(results / f"supports_{support}.png"),
+                    title=f"{support}: certified rank brackets and local exponents")
 
 
 def _short(text: str | None, up: bool) -> str:
@@ -127,8 +143,9 @@ def _short(text: str | None, up: bool) -> str:
 def tables(result: dict) -> str:
     """The markdown tables of a results document (certified numbers shortened in their safe direction)."""
     lines = ["# Supports experiment: certified local exponents (issue 24)", "",
-             f"eps = {result['eps']}; generated by `benchmarks/supports_experiment.py` in {result['seconds_total']} s "
-             "(see docs/supports.md for the reading). Every bracket end is kernel-VERIFIED; the local-exponent "
+             f"eps = {result['eps']}; generated by `benchmarks/supports_experiment.py` (this run: "
+             f"{result['seconds_total']} s{', resuming the certificates of earlier runs' if result['resumed'] else ''}; "
+             f"solver seconds of all points: {result['point_seconds_total']} s; see docs/supports.md for the reading). Every bracket end is kernel-VERIFIED; the local-exponent "
              "intervals are certified (Arb, rounded outward, shown here to 3 digits in the safe direction); "
              "fits and row spreads are float64 estimates.", "",
              "## Certified local exponents", "",
@@ -143,15 +160,26 @@ def tables(result: dict) -> str:
                          f"{row['x1']:g} -> {row['x2']:g} | [{l1}, {u1}] -> [{l2}, {u2}] | "
                          f"[{_short(row['lower'], False)}, {_short(row['upper'], True)}] | {doc['exponent_theory']:g} | "
                          f"{row['verdict']} | {flags} |")
+    lines += ["", "## Certified decade exponents (each point against the nearest one a decade below)", "",
+              "| support | d | N | x1 -> x2 | exponent in | theory | verdict | width | largest scale |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for doc in result["sweeps"]:
+        for row in doc["decade_exponents"]:
+            largest = "yes" if row == doc["largest_scale"] else ""
+            width = "" if row["width"] is None else f"{row['width']:.3f}"
+            lines.append(f"| {doc['support']} | {doc['dim']} | {doc['n']} | {row['x1']:g} -> {row['x2']:g} | "
+                         f"[{_short(row['lower'], False)}, {_short(row['upper'], True)}] | {doc['exponent_theory']:g} | "
+                         f"{row['verdict']} | {width} | {largest} |")
     lines += ["", "## Points (float64 estimates of the row spread; fits)", "",
-              "| support | d | N | x | bracket | max A_ij | min 1/sum A_ij^2 | s | fit lower / upper |",
+              "| support | d | N | x | bracket | max A_ij | min 1/sum A_ij^2 | solver s | fit lower / upper |",
               "|---|---|---|---|---|---|---|---|---|"]
     fmt = lambda v: "n/a" if v is None else f"{v:.2f}"  # noqa: E731
     for doc in result["sweeps"]:
         fits = f"{fmt(doc['estimates']['exponent_fit_lower'])} / {fmt(doc['estimates']['exponent_fit_upper'])}"
         for pt in doc["points"]:
             est = pt["estimates"]
-            seconds = "kept" if pt["resumed"] else f"{pt['seconds']:.1f}"
+            seconds = "" if pt["seconds"] is None else f"{pt['seconds']:.1f}"
+            seconds += " (kept)" if pt["resumed"] else ""
             lines.append(f"| {doc['support']} | {doc['dim']} | {doc['n']} | {pt['x']:g} | [{pt['lower']}, {pt['upper']}] | "
                          f"{est['max_row_entry']:.3f} | {est['min_effective_support']:.1f} | {seconds} | {fits} |")
     found = result.get("search")
@@ -167,7 +195,8 @@ def tables(result: dict) -> str:
             inst = row["instance"]
             where = (f"{inst['support']} d={inst['dim']} n={inst['n']} kappa {inst['kappa']:g} stretch "
                      + "x".join(f"{s:.3g}" for s in inst["stretch"]))
-            trend = ", ".join(_short(t["lower_over_phi"], False) for t in row["kappa_trend"])
+            trend = ", ".join("n/a (no Phi bound)" if t["lower_over_phi"] is None else _short(t["lower_over_phi"], False)
+                              for t in row["kappa_trend"])
             lines.append(f"| {row['r']} | {_short(row['lower_over_phi'], False)} | {where} | [{row['lower']}, "
                          f"{row['upper']}] | {_short(row['phi'], True)} | {_short(row['tau'], True)} | {trend} | "
                          f"{row['trend']} |")

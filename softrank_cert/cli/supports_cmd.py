@@ -165,6 +165,11 @@ def _render(doc: dict[str, Any], out: Any) -> None:
         exps.add_row(f"{row['x1']:.6g}", f"{row['x2']:.6g}", _short(row["lower"], down=True),
                      _short(row["upper"], down=False), row["verdict"] + flags)
     console.print(exps)
+    last = doc["largest_scale"]
+    if last is not None:
+        print(f"largest scale (a decade or more when the points allow): x {last['x1']:.6g} -> {last['x2']:.6g}, "
+              f"certified exponent in [{_short(last['lower'], down=True)}, {_short(last['upper'], down=False)}] "
+              f"against theory {doc['exponent_theory']:g}: {last['verdict']}")
     est = doc["estimates"]
     print(f"float64 estimates: fit slope of lower ends {_fmt(est['exponent_fit_lower'])}, of upper ends "
           f"{_fmt(est['exponent_fit_upper'])}; max_ij A_ij {_fmt(est['max_row_entry'])}, "

@@ -72,8 +72,28 @@ def classify(lo: Fraction | None, hi: Fraction | None, theory: Fraction) -> str:
     return "contains" if hi - lo <= NARROW else "too wide"
 
 
-def local_exponents(points: Sequence[Any], theory: float) -> list[dict[str, Any]]:
-    """The certified local-exponent interval between each pair of consecutive points (ascending x):
+#: A decade interval spans at least this factor in x.
+DECADE = 10
+
+
+def consecutive_pairs(ordered: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """Each point (ascending x) with the next one."""
+    return [(a, b) for a, b in zip(ordered, ordered[1:]) if a.x < b.x]
+
+
+def decade_pairs(ordered: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """Each point (ascending x) with the nearest point at least a decade (x / 10) below it."""
+    pairs = []
+    for j, b in enumerate(ordered):
+        below = [a for a in ordered[:j] if a.x * DECADE <= b.x]
+        if below:
+            pairs.append((below[-1], b))
+    return pairs
+
+
+def local_exponents(points: Sequence[Any], theory: float, *, decades: bool = False) -> list[dict[str, Any]]:
+    """The certified local-exponent interval between each pair of consecutive points (ascending x),
+    or with ``decades`` between each point and the nearest one at least a decade below it:
     ``lower`` / ``upper`` as outward-rounded decimal strings, the verdict against ``theory``, the
     exact width (a float of an exact difference) and the flags of the larger point."""
     from ..plumbing.reports import bound_down, bound_up
@@ -81,10 +101,8 @@ def local_exponents(points: Sequence[Any], theory: float) -> list[dict[str, Any]
     theory_q = Fraction(theory).limit_denominator(1000)  # r/2, (d-1)/2, d/2: exact halves
     ordered = sorted(points, key=lambda pt: pt.x)
     rows = []
-    for a, b in zip(ordered, ordered[1:]):
+    for a, b in (decade_pairs if decades else consecutive_pairs)(ordered):
         x1, x2 = a.x, b.x
-        if x1 == x2:
-            continue
         lo, hi = local_exponent_bounds(x1, x2, a.lower, a.upper, b.lower, b.upper)
         spread = b.spread or {}
         rows.append({"x1": float(x1), "x2": float(x2), "kappa1": a.kappa, "kappa2": b.kappa,
@@ -98,13 +116,15 @@ def local_exponents(points: Sequence[Any], theory: float) -> list[dict[str, Any]
 
 
 def exponents_document(points: Sequence[Any], theory: float) -> dict[str, Any]:
-    """``local_exponents`` and ``largest_scale`` (the interval ending at the largest x whose two
-    sides are bounded, else the last one; None for fewer than two points) of a sweep report."""
+    """``local_exponents`` (consecutive points), ``decade_exponents`` (each point against the
+    nearest one a decade below) and ``largest_scale``: the decade interval ending at the largest
+    x, else the last consecutive one (None for fewer than two points)."""
     rows = local_exponents(points, theory)
-    bounded = [row for row in rows if row["lower"] is not None and row["upper"] is not None]
-    largest = (bounded or rows or [None])[-1]
-    return {"local_exponents": rows, "largest_scale": largest,
+    decade_rows = local_exponents(points, theory, decades=True)
+    largest = (decade_rows or rows or [None])[-1]
+    return {"local_exponents": rows, "decade_exponents": decade_rows, "largest_scale": largest,
             "exponent_note": "certified: log(lower_2/upper_1)/log(x2/x1) <= local exponent <= "
-                             "log(upper_2/lower_1)/log(x2/x1) between consecutive points, from the kernel-verified "
+                             "log(upper_2/lower_1)/log(x2/x1) between consecutive points (decade_exponents: each point and the "
+                             "nearest one at least a decade below; largest_scale: the last decade interval), from the kernel-verified "
                              "ends, Arb logarithms rounded outward; verdict against the theory exponent: excludes / "
                              f"contains (width <= {float(NARROW):g}) / too wide / unbounded"}

@@ -5,12 +5,13 @@ Only what was certified is drawn as data:
 * left panel, per sweep: at each sampled ``x = 1 + kappa/eps^2`` the verified bracket
   ``[lower, upper]`` as a vertical bar with its two ends marked (a resolved rank is one
   marker); nothing is interpolated between sampled points;
-* right panel, per sweep: each certified local-exponent interval as a vertical bar spanning
-  ``[lower, upper]`` placed at the geometric mean of its ``x1, x2`` (a thin horizontal line
-  shows the span ``x1 .. x2``), against the theory exponent as a horizontal dashed line.
+* right panel, per sweep: each certified local-exponent interval between consecutive points as
+  a vertical bar spanning ``[lower, upper]`` placed at the geometric mean of its ``x1, x2`` (a
+  thin horizontal line shows the span ``x1 .. x2``), each decade interval that is not also a
+  consecutive one as a wide pale bar, against the theory exponent as a horizontal dashed line.
 
 The theory lines are references, labelled so; the rank ceiling ``p`` is a grey line.  Legends
-sit below the panels in 10-point type.
+sit below the panels, in axes of their own (``fig.axes[2:]``), in 10-point type.
 """
 
 from __future__ import annotations
@@ -38,7 +39,11 @@ def sweeps_figure(documents: list[dict[str, Any]], title: str | None = None) -> 
 
     from ..plumbing.plotting import label_log_axis
 
-    fig, (ranks_ax, exp_ax) = plt.subplots(1, 2, figsize=(12.0, 5.6))
+    entries = 4 * len(documents) + 2  # legend lines below the taller panel (fits take two)
+    legend_height = 0.24 * entries + 0.3
+    fig, grid = plt.subplots(2, 2, figsize=(13.0, 4.8 + legend_height),
+                             gridspec_kw={"height_ratios": [4.8, legend_height]})
+    (ranks_ax, exp_ax), legend_axes = grid[0], grid[1]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     xs_all: list[float] = []
     ys_all: list[float] = []
@@ -46,7 +51,7 @@ def sweeps_figure(documents: list[dict[str, Any]], title: str | None = None) -> 
     width = 0.09 / max(1, len(documents))  # horizontal offset between sweeps, in decades
     for index, doc in enumerate(documents):
         color = colors[index % len(colors)]
-        name = f"{doc['support']} $d = {doc['dim']}$"
+        name = f"{doc['support']} $d = {doc['dim']}$, $N = {doc['n']}$"
         shift = 10 ** (width * (index - (len(documents) - 1) / 2))
         eps = float(doc["eps"])
         xs = [(1 + pt["kappa"] / eps**2) * shift for pt in doc["points"]]
@@ -80,17 +85,19 @@ def sweeps_figure(documents: list[dict[str, Any]], title: str | None = None) -> 
     ranks_ax.set_yscale("log")
     label_log_axis(ranks_ax.yaxis, [max(y, 1.0) for y in ys_all], integers=True)
     ranks_ax.set_ylabel(r"certified bracket of $r_\varepsilon(A)$", fontsize=LABEL_SIZE)
-    setting = ", ".join(sorted({f"$\\varepsilon = {doc['eps']}$, $n = {doc['n']}$" for doc in documents}))
+    tolerances = ", ".join(sorted({str(doc["eps"]) for doc in documents}))
+    sizes = ", ".join(str(n) for n in sorted({int(doc["n"]) for doc in documents}))
+    setting = f"$\\varepsilon = {tolerances}$, $n = {sizes}$" if documents else ""
     ranks_ax.set_title("kernel-verified rank brackets (sampled points only)" + (f"\n{setting}" if setting else ""),
                        fontsize=LABEL_SIZE)
     exp_ax.set_ylabel(r"local exponent $\log(r_2/r_1)/\log(x_2/x_1)$", fontsize=LABEL_SIZE)
     exp_ax.set_title("certified local-exponent intervals", fontsize=LABEL_SIZE)
     fig.suptitle(title or "certified ranks on supports", fontsize=12)
-    for ax in (ranks_ax, exp_ax):
+    for ax, below in zip((ranks_ax, exp_ax), legend_axes):
+        below.axis("off")  # the legends get their own row, so the panels keep their size
         handles, labels = ax.get_legend_handles_labels()
         if handles:
-            ax.legend(handles, labels, fontsize=LEGEND_SIZE, loc="upper center", bbox_to_anchor=(0.5, -0.14),
-                      ncol=1, frameon=False)
+            below.legend(handles, labels, fontsize=LEGEND_SIZE, loc="upper center", ncol=1, frameon=False)
     fig.tight_layout()
     return fig
 
@@ -124,6 +131,15 @@ def _draw_exponents(ax: Any, doc: dict[str, Any], color: str, name: str, shift: 
             if open_end:  # an unbounded side: an arrow head at the drawn end
                 ax.plot([x], [bottom if marker == "v" else top], marker, color=color, markersize=7)
         drawn = True
+    decade_drawn = False
+    for row in doc.get("decade_exponents") or []:
+        if row["lower"] is None or row["upper"] is None or row in rows:
+            continue  # a decade interval that is also a consecutive one is drawn once
+        x = math.sqrt(row["x1"] * row["x2"]) * shift
+        ax.plot([x, x], [_decimal(row["lower"]), _decimal(row["upper"])], "-", color=color, linewidth=9.0, alpha=0.25,
+                solid_capstyle="butt", label="_nolegend_" if decade_drawn else f"{name}: certified decade interval "
+                                                                                 r"($x_2/x_1 \geq 10$)")
+        decade_drawn = True
     ax.axhline(doc["exponent_theory"], color=color, linestyle="--", linewidth=1.2,
                label=f"{name}: theory exponent {doc['exponent_theory']:g} (reference)")
 

@@ -14,7 +14,8 @@ push that ratio up, per rank r:
   when the certified ratio grows; ``evaluations`` bounds the work;
 * then the best instance of each r is re-evaluated at kappa times 1, 2, 4, 8: a ratio that
   keeps growing with kappa would be evidence against the theorem; a bounded one is a
-  measured lower estimate of ``C_r`` (never a value of it).
+  measured lower estimate of ``C_r`` (never a value of it).  (``C_r >= 1`` holds trivially, from
+  ``kappa -> 0``; the search stays at ``kappa >= 1``, where the ratio says something about growth.)
 
 Comparisons use the exact rationals of the certified decimal strings.
 """
@@ -32,8 +33,11 @@ import numpy as np
 from ..kernel import Operator
 
 #: Point counts the search may use (small: every evaluation brackets and encloses the geometry).
-N_RANGE = (8, 48)
-KAPPA_RANGE = (0.25, 64.0)
+N_RANGE = (8, 64)
+#: Radius products searched.  Below kappa ~ 1 the ratio tends to the trivial value: as kappa -> 0,
+#: Phi -> 1 while the verified lower end stays 1 (||A|| = 1 > eps), so C_r >= 1 always; the
+#: search looks where the rank has room to grow (x = 1 + kappa/eps^2 >= 17 at eps = 0.25).
+KAPPA_RANGE = (1.0, 64.0)
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,7 @@ def sweep_doc() -> dict:
 
 def test_figure_draws_only_certified_points_with_their_brackets():
     fig = sweeps_figure([sweep_doc()])
-    ranks_ax, exp_ax = fig.axes
+    ranks_ax, exp_ax, ranks_legend, exp_legend = fig.axes
     from matplotlib.collections import PolyCollection
 
     assert not ranks_ax.collections  # no band (fill_between) between the sampled ranks
@@ -138,13 +138,13 @@ def test_figure_draws_only_certified_points_with_their_brackets():
     assert sorted((lo, hi) for _, _, lo, hi in segments) == [(1, 1), (3, 3), (6, 7)]
     intervals = [line for line in exp_ax.get_lines() if len(line.get_xdata()) == 2 and line.get_linestyle() == "-"]
     assert sorted(tuple(line.get_ydata()) for line in intervals) == [(0.49, 0.62), (0.79, 0.8)]
-    for ax in (ranks_ax, exp_ax):
+    for ax in (ranks_legend, exp_legend):  # the legends have a row of their own below the panels
         legend = ax.get_legend()
         texts = [t.get_text() for t in legend.get_texts()]
         assert all(t.get_fontsize() >= 10 for t in legend.get_texts())
         assert not any("shaded" in t or "band" in t for t in texts)
         assert all("reference" in t for t in texts if "theory" in t)  # theory is never drawn as a measurement
-    assert any("certified local-exponent interval" in t.get_text() for t in exp_ax.get_legend().get_texts())
+    assert any("certified local-exponent interval" in t.get_text() for t in exp_legend.get_legend().get_texts())
     plt.close(fig)
 
 
