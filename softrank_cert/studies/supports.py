@@ -4,7 +4,7 @@ DESIGN.md section 1, "Supports": as ``x = 1 + kappa/eps^2`` grows, ranks should 
 ``x^e`` with ``e = r/2`` (grid in r dimensions), ``(d-1)/2`` (sphere S^{d-1}), ``d/2`` (ball
 B^d), until they reach ``p``.  A sweep brackets the support operator of
 :func:`~softrank_cert.geometry.supports.support_operator` at every kappa of a list, each end
-VERIFIED by the trusted kernel (:func:`softrank_cert.api.bracket`).  From those integer ends:
+VERIFIED by the trusted kernel (:func:`~softrank_cert.solvers.bracket.bracket_operator`).  From those integer ends:
 
 * the **certified local exponents** between consecutive points
   (:mod:`~softrank_cert.studies.supports_exponents`, Arb logarithms rounded outward): the main
@@ -23,6 +23,7 @@ certificates and the campaign manifest are written by
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -138,14 +139,15 @@ def support_point_task(support: str, dim: int, n: int, kappa: float, eps: str, b
                        ranks: list[int] | None, progress: Any = None) -> dict[str, Any]:
     """One kappa of a sweep (a worker task: plain data in, plain data out): the support operator's
     verified bracket at ``eps`` as a certificate bracket, the solver seconds and :func:`point_details`."""
-    from ..api import bracket
     from ..geometry.supports import stdout_to_stderr, support_operator
+    from ..solvers.bracket import bracket_operator
 
     op = support_operator(support, dim, n, kappa)
+    start = time.perf_counter()
     with stdout_to_stderr():
-        result = bracket(op, [eps], budget_seconds=budget_seconds, progress=progress)
-    (b,) = result.brackets
-    return {"bracket": b.to_certificate(), "seconds": result.seconds, **point_details(op, eps, b.lower.k, ranks)}
+        (b,) = bracket_operator(op, [eps], budget_seconds=budget_seconds, progress=progress)
+    seconds = time.perf_counter() - start
+    return {"bracket": b.to_certificate(), "seconds": seconds, **point_details(op, eps, b.lower.k, ranks)}
 
 
 def point_from_task(kappa: float, eps: str, p: int, value: dict[str, Any]) -> SweepPoint:

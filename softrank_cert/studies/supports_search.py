@@ -61,13 +61,13 @@ class Instance:
 
 def evaluate(instance: Instance, eps: str, ranks: list[int], budget_seconds: float) -> dict[str, Any]:
     """The verified bracket of the instance and its geometry rows (certified ``lower_over_phi`` per r)."""
-    from ..api import bracket
     from ..geometry.supports import stdout_to_stderr
+    from ..solvers.bracket import bracket_operator
     from .supports import geometry_rows
 
     op = instance.operator()
     with stdout_to_stderr():
-        (b,) = bracket(op, [eps], budget_seconds=budget_seconds).brackets
+        (b,) = bracket_operator(op, [eps], budget_seconds=budget_seconds)
     return {"instance": asdict(instance), "p": op.p, "lower": b.lower.k, "upper": b.upper.r,
             "geometry": geometry_rows(op, eps, b.lower.k, ranks)}
 
