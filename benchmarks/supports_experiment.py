@@ -193,7 +193,7 @@ def tables(result: dict) -> str:
                 lines.append(f"| {row['r']} | none found | | | | | | |")
                 continue
             inst = row["instance"]
-            where = (f"{inst['support']} d={inst['dim']} n={inst['n']} kappa {inst['kappa']:g} stretch "
+            where = (f"{inst['support']} d={inst['dim']} n={inst['n']} (p={row['p']}) kappa {inst['kappa']:g} stretch "
                      + "x".join(f"{s:.3g}" for s in inst["stretch"]))
             trend = ", ".join("n/a (no Phi bound)" if t["lower_over_phi"] is None else _short(t["lower_over_phi"], False)
                               for t in row["kappa_trend"])
