@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import matplotlib
 
@@ -168,5 +167,5 @@ def test_figure_draws_only_certified_points_with_their_brackets():
     (["--dim", "2", "--geometry-ranks", "0"], "--geometry-ranks"),
 ])
 def test_refusals_exit_2_in_one_line(argv, needle, tmp_path):
-    code, out, err = run("supports", "sphere", *argv)
+    code, _, err = run("supports", "sphere", *argv)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
