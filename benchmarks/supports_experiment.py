@@ -97,7 +97,9 @@ def main() -> None:
             result = run_campaign(support, dim, n, EPS, kappas(xs), budget_seconds=budget, ranks=None, out=folder,
                                   resume=args.resume, bar=bar)
         doc = sweep_document(support, dim, EPS, n, result.points)
+        manifest = json.loads((folder / "softrank-campaign.json").read_text())
         doc.update({"budget_seconds": budget, "seconds": round(time.perf_counter() - t0, 1),
+                    "campaign_runs": manifest["runs"],
                     "load_average_1min": round(os.getloadavg()[0], 2),
                     "campaign": result.to_json(), "failed": result.failed})
         docs.append(doc)
