@@ -25,6 +25,26 @@ from ..kernel import Operator
 
 SUPPORTS = ("grid", "sphere", "ball")
 _GOLDEN = math.pi * (3.0 - math.sqrt(5.0))
+#: Largest point count of a support operator in a sweep: 512, or 1024 in one dimension (where
+#: the ranks stay small); checked before any array is allocated.
+MAX_POINTS, MAX_POINTS_1D = 512, 1024
+#: A row whose largest probability exceeds this is reported as collapsed (nearly one-hot).
+COLLAPSED_ROW = 0.9
+
+
+def max_points(dim: int) -> int:
+    """The largest ``--n`` a sweep accepts in ``dim`` dimensions."""
+    return MAX_POINTS_1D if dim == 1 else MAX_POINTS
+
+
+def check_sweep_size(dim: int, n: int) -> None:
+    """Refuse (exit 2) a point count outside ``[2, max_points(dim)]`` before anything is built."""
+    if not isinstance(dim, int) or isinstance(dim, bool) or not 1 <= dim <= 64:
+        raise InvalidInputError(f"--dim must be an integer in [1, 64], got {dim!r}")
+    limit = max_points(dim)
+    if not isinstance(n, int) or isinstance(n, bool) or not 2 <= n <= limit:
+        raise InvalidInputError(f"--n must be an integer in [2, {limit}] for d = {dim} "
+                                f"({MAX_POINTS_1D} for d = 1, {MAX_POINTS} otherwise), got {n!r}")
 
 
 def theory_exponent(support: str, dim: int) -> float:
@@ -43,8 +63,8 @@ def _fibonacci_sphere(n: int) -> np.ndarray:
 def support_points(support: str, dim: int, n: int, seed: int = 0) -> np.ndarray:
     """About ``n`` deterministic points of the support in R^dim, max 2-norm 1.
 
-    grid: the ``k^dim`` grid ``{-1, ..., 1}^dim`` with ``k = round(n^(1/dim))`` (so ``n`` is
-    rounded to ``k^dim``); sphere: ``{-1, +1}`` (dim 1, alternating), equally spaced on the
+    grid: the ``k^dim`` grid ``{-1, ..., 1}^dim`` with ``k = floor(n^(1/dim))`` (so ``n`` is
+    rounded down to ``k^dim``); sphere: ``{-1, +1}`` (dim 1, alternating), equally spaced on the
     circle (dim 2), Fibonacci points (dim 3), normalised Gaussians (dim > 3); ball: equally spaced
     on ``[-1, 1]`` (dim 1), a sunflower disc (dim 2), uniform random in B^dim (dim > 2).
     """
@@ -56,7 +76,7 @@ def support_points(support: str, dim: int, n: int, seed: int = 0) -> np.ndarray:
         raise InvalidInputError(f"--n must be an integer in [2, 4096], got {n!r}")
     rng = np.random.default_rng(seed)
     if support == "grid":
-        k = max(2, int(round(n ** (1.0 / dim))))
+        k = max(2, int(math.floor(n ** (1.0 / dim) + 1e-9)))
         axis = np.linspace(-1.0, 1.0, k)
         P = np.stack(np.meshgrid(*([axis] * dim), indexing="ij"), axis=-1).reshape(-1, dim)
     elif support == "sphere":
@@ -94,6 +114,22 @@ def support_operator(support: str, dim: int, n: int, kappa: float, seed: int = 0
         raise InvalidInputError(f"kappa must be a positive finite number, got {kappa!r}")
     P = support_points(support, dim, n, seed)
     return Operator("qk", {"Q": float(kappa) * P, "K": P.copy()}, beta="1")
+
+
+def row_spread(op: Operator) -> dict[str, float]:
+    """How far the softmax rows are from one-hot (float64 estimates, not certified).
+
+    ``max_row_entry``: ``max_ij A_ij`` (1 = some row is one-hot); ``min_effective_support``:
+    ``min_i 1 / sum_j A_ij^2`` (the participation ratio: about how many keys the least spread
+    row really uses; 1 = one-hot, N = uniform); ``collapsed_rows``: the share of rows whose
+    largest entry exceeds :data:`COLLAPSED_ROW`.
+    """
+    from ..solvers.dense import attention_matrix
+
+    A = attention_matrix(op)
+    top = A.max(axis=1)
+    return {"max_row_entry": float(top.max()), "min_effective_support": float((1.0 / (A * A).sum(axis=1)).min()),
+            "collapsed_rows": float((top > COLLAPSED_ROW).mean())}
 
 
 @contextlib.contextmanager

@@ -22,5 +22,7 @@ here.  Progress bars, atomic writes and certificate paths come from
   (``softrank analyze``); its tables, Markdown report and figure in
   :mod:`~softrank_cert.studies.analyze_report`.
 * :mod:`softrank_cert.studies.supports` -- the supports sweeps: certified ranks against kappa on
-  grid / sphere / ball supports and the fitted exponents (``softrank supports``).
+  grid / sphere / ball supports (``softrank supports``), with ``supports_exponents`` (certified
+  local exponents), ``supports_campaign`` (certificates, manifest, resume), ``supports_plot``
+  and ``supports_search`` (the adversarial search of ``lower / Phi_upper``).
 """

@@ -1,35 +1,69 @@
 """Supports sweeps (UNTRUSTED study logic): certified ranks on grid / sphere / ball supports.
 
-DESIGN.md section 1, "Supports": as ``kappa/eps^2`` grows, ranks should grow like
-``(kappa/eps^2)^e`` with ``e = r/2`` (grid in r dimensions), ``(d-1)/2`` (sphere S^{d-1}),
-``d/2`` (ball B^d), until they reach ``p``.  A sweep brackets the support operator of
+DESIGN.md section 1, "Supports": as ``x = 1 + kappa/eps^2`` grows, ranks should grow like
+``x^e`` with ``e = r/2`` (grid in r dimensions), ``(d-1)/2`` (sphere S^{d-1}), ``d/2`` (ball
+B^d), until they reach ``p``.  A sweep brackets the support operator of
 :func:`~softrank_cert.geometry.supports.support_operator` at every kappa of a list, each end
-VERIFIED by the trusted kernel (:func:`~softrank_cert.solvers.bracket.bracket_operator`);
-the exponent fits here are float64 least squares on those certified ends (the ends are
-certified, the fitted slopes are estimates), and the optional geometry rows are certified
-bounds of :mod:`softrank_cert.geometry`.  ``softrank supports`` and
-``benchmarks/supports_experiment.py`` run them.
+VERIFIED by the trusted kernel (:func:`~softrank_cert.solvers.bracket.bracket_operator`).  From those integer ends:
+
+* the **certified local exponents** between consecutive points
+  (:mod:`~softrank_cert.studies.supports_exponents`, Arb logarithms rounded outward): the main
+  result;
+* least-squares slopes of ``log(end)`` against ``log x`` (:func:`fit_exponent`): float64
+  estimates, reported under ``estimates``;
+* per point, how spread the softmax rows are (float64 estimates,
+  :func:`~softrank_cert.geometry.supports.row_spread`) and optionally the certified geometry
+  rows (tau, kappa, Phi and ``lower / Phi_upper`` per retained rank r).
+
+``softrank supports`` and ``benchmarks/supports_experiment.py`` run them; with ``--out`` the
+certificates and the campaign manifest are written by
+:mod:`~softrank_cert.studies.supports_campaign`.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from contextlib import closing
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from ..errors import InvalidInputError
 from ..kernel import Operator, parse_tolerance
 
-DEFAULT_KAPPAS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+#: Default tolerance-scale range of a sweep: x = 4, 16, 64, 256 at eps = 0.25.
+DEFAULT_X_MIN, DEFAULT_X_MAX, DEFAULT_POINTS = 4.0, 256.0, 4
+#: Bounds on a sweep: at most this many points, x at most this large.
+MAX_SWEEP_POINTS, MAX_X = 32, 1e6
+
+
+def kappas_for_x_range(eps: str, x_min: float, x_max: float, points: int) -> tuple[float, ...]:
+    """Radius products ``kappa_i = (x_i - 1) eps^2`` (in float64) for ``points`` values ``x_i``
+    spaced geometrically from ``x_min`` to ``x_max`` (``1 < x_min < x_max <= 1e6``), each ``x_i``
+    rounded to 6 significant digits (the exact x of a point is :func:`x_of` of its kappa)."""
+    eps_q = parse_tolerance(eps)
+    if not (isinstance(points, int) and 2 <= points <= MAX_SWEEP_POINTS):
+        raise InvalidInputError(f"--points must be an integer in [2, {MAX_SWEEP_POINTS}], got {points!r}")
+    if not (math.isfinite(x_min) and math.isfinite(x_max) and 1 < x_min < x_max <= MAX_X):
+        raise InvalidInputError(f"the x range needs 1 < --x-min < --x-max <= {MAX_X:g}, got {x_min:g} and {x_max:g}")
+    ratio = (x_max / x_min) ** (1.0 / (points - 1))
+    values = [(float(f"{x_min * ratio**i:.6g}") - 1) * float(eps_q) ** 2 for i in range(points)]
+    if len(set(values)) != len(values):
+        raise InvalidInputError("the x range is too narrow for this many --points")
+    return tuple(values)
+
+
+def x_of(kappa: float, eps: str) -> Fraction:
+    """The tolerance scale ``x = 1 + kappa/eps^2`` exactly (kappa is the float64 scale of Q)."""
+    return 1 + Fraction(kappa) / parse_tolerance(eps) ** 2
 
 
 @dataclass
 class SweepPoint:
+    """One kappa of a sweep: the kernel-verified ends ``lower <= r_eps(A) <= upper``."""
+
     kappa: float
     eps: str
     lower: int
@@ -37,13 +71,21 @@ class SweepPoint:
     p: int
     lower_method: str
     upper_construction: str
-    seconds: float
+    seconds: float | None
     geometry: list[dict[str, Any]] = field(default_factory=list)  # per retained rank r (C_r estimates)
+    spread: dict[str, float] = field(default_factory=dict)  # float64 estimates of row concentration
+    certificate: str | None = None  # its file with --out
+    resumed: bool = False
+
+    @property
+    def x(self) -> Fraction:
+        return x_of(self.kappa, self.eps)
 
     def to_json(self) -> dict[str, Any]:
-        return {"kappa": self.kappa, "eps": self.eps, "lower": self.lower, "upper": self.upper, "p": self.p,
-                "lower_method": self.lower_method, "upper_construction": self.upper_construction,
-                "seconds": round(self.seconds, 3), "geometry": self.geometry}
+        return {"kappa": self.kappa, "x": float(self.x), "eps": self.eps, "lower": self.lower, "upper": self.upper,
+                "p": self.p, "lower_method": self.lower_method, "upper_construction": self.upper_construction,
+                "seconds": None if self.seconds is None else round(self.seconds, 3), "geometry": self.geometry,
+                "estimates": dict(self.spread), "certificate": self.certificate, "resumed": self.resumed}
 
 
 def fit_exponent(points: list[SweepPoint], side: str) -> tuple[float | None, list[float]]:
@@ -85,144 +127,79 @@ def geometry_rows(op: Operator, eps: str, lower: int, ranks: list[int]) -> list[
     return rows
 
 
-def sweep_point(support: str, dim: int, eps: str, n: int, kappa: float, budget_seconds: float,
-                ranks: list[int] | None) -> SweepPoint:
-    """One kappa of :func:`sweep` (also its task for worker processes or a Dask cluster): bracket
-    the support operator at ``eps`` (kernel-verified ends), then the optional geometry rows."""
+def point_details(op: Operator, eps: str, lower: int, ranks: list[int] | None) -> dict[str, Any]:
+    """The parts of a point that do not come from its certificate: the row spread (float64
+    estimates) and, for ``ranks``, the certified geometry rows."""
+    from ..geometry.supports import row_spread
+
+    return {"spread": row_spread(op), "geometry": geometry_rows(op, eps, lower, ranks) if ranks else []}
+
+
+def support_point_task(support: str, dim: int, n: int, kappa: float, eps: str, budget_seconds: float | None,
+                       ranks: list[int] | None, progress: Any = None) -> dict[str, Any]:
+    """One kappa of a sweep (a worker task: plain data in, plain data out): the support operator's
+    verified bracket at ``eps`` as a certificate bracket, the solver seconds and :func:`point_details`."""
     from ..geometry.supports import stdout_to_stderr, support_operator
     from ..solvers.bracket import bracket_operator
 
     op = support_operator(support, dim, n, kappa)
     start = time.perf_counter()
     with stdout_to_stderr():
-        (b,) = bracket_operator(op, [eps], budget_seconds=budget_seconds)
+        (b,) = bracket_operator(op, [eps], budget_seconds=budget_seconds, progress=progress)
     seconds = time.perf_counter() - start
-    pt = SweepPoint(float(kappa), eps, b.lower.k, b.upper.r, op.p, b.lower.method, b.upper.construction, seconds)
-    if ranks:
-        pt.geometry = geometry_rows(op, eps, b.lower.k, ranks)
-    return pt
+    return {"bracket": b.to_certificate(), "seconds": seconds, **point_details(op, eps, b.lower.k, ranks)}
 
 
-def sweep(support: str, dim: int, *, eps: str = "0.25", n: int = 64, kappas: tuple[float, ...] = DEFAULT_KAPPAS,
-          budget_seconds: float = 6.0, geometry_ranks: list[int] | None = None,
-          progress: Callable[[int, int, float], None] | None = None, jobs: int = 1,
+def point_from_task(kappa: float, eps: str, p: int, value: dict[str, Any]) -> SweepPoint:
+    """The :class:`SweepPoint` of a :func:`support_point_task` result."""
+    b = value["bracket"]
+    return SweepPoint(float(kappa), eps, b.lower.k, b.upper.r, p, b.lower.method, b.upper.construction,
+                      value["seconds"], value["geometry"], value["spread"])
+
+
+def sweep(support: str, dim: int, *, eps: str = "0.25", n: int = 64, kappas: tuple[float, ...],
+          budget_seconds: float | None = None, geometry_ranks: list[int] | None = None, jobs: int = 1,
           scheduler: str | None = None) -> list[SweepPoint]:
-    """Bracket the support operator at every kappa (kernel-verified ends) at one tolerance.
+    """Bracket the support operator at every kappa (kernel-verified ends) at one tolerance, in
+    kappa order, without writing certificates (for that, and for resuming:
+    :func:`~.supports_campaign.run_campaign`, which this calls).  With ``jobs > 1`` or a Dask
+    ``scheduler`` every kappa is one :func:`support_point_task` in worker processes or on the
+    cluster; a failed point raises its one-line error."""
+    from ..geometry.supports import check_sweep_size
+    from ..plumbing.parallel import WorkerError
+    from .supports_campaign import run_campaign
 
-    ``progress(done, total, kappa)`` after each point.  With ``jobs > 1`` or a Dask ``scheduler``
-    every kappa is one :func:`sweep_point` task (the same computation) in worker processes or on
-    the cluster; the points come back in kappa order either way.
-    """
     parse_tolerance(eps)
+    check_sweep_size(dim, n)
     if len(kappas) < 2:
         raise InvalidInputError("a sweep needs at least two kappa values")
-    if jobs == 1 and not scheduler:
-        points = []
-        for index, kappa in enumerate(kappas):
-            points.append(sweep_point(support, dim, eps, n, kappa, budget_seconds, geometry_ranks))
-            if progress is not None:
-                progress(index + 1, len(kappas), kappa)
-        return points
-    from ..plumbing.parallel import run_ordered
-
-    finished: list[int] = []
-
-    def done(i: int) -> None:
-        finished.append(i)
-        if progress is not None:
-            progress(len(finished), len(kappas), kappas[i])
-
-    tasks = [(support, dim, eps, n, kappa, budget_seconds, geometry_ranks) for kappa in kappas]
-    with closing(run_ordered(sweep_point, tasks, jobs=jobs, scheduler=scheduler, done=done)) as results:
-        return list(results)
+    result = run_campaign(support, dim, n, eps, tuple(kappas), budget_seconds=budget_seconds, ranks=geometry_ranks,
+                          jobs=jobs, scheduler=scheduler)
+    if result.failed:
+        first = result.failed[0]
+        raise WorkerError(f"point {first['point']}: {first['reason']}", first["exit_code"])
+    return result.points
 
 
 def sweep_document(support: str, dim: int, eps: str, n: int, points: list[SweepPoint]) -> dict[str, Any]:
-    from ..geometry.supports import theory_exponent
+    """A sweep's report body: the certified local exponents (main result), the theory exponent,
+    the float64 fits under ``estimates`` and the points."""
+    from ..geometry.supports import COLLAPSED_ROW, theory_exponent
+    from .supports_exponents import exponents_document
 
     lower, used_lower = fit_exponent(points, "lower")
     upper, used_upper = fit_exponent(points, "upper")
+    theory = theory_exponent(support, dim)
+    spreads = [pt.spread for pt in points if pt.spread]
     return {"support": support, "dim": dim, "eps": eps, "n": points[0].p if points else n,
-            "exponent_theory": theory_exponent(support, dim),
-            "estimates": {"exponent_fit_lower": lower, "exponent_fit_upper": upper},
+            "exponent_theory": theory,
+            **exponents_document(points, theory),
+            "estimates": {"exponent_fit_lower": lower, "exponent_fit_upper": upper,
+                          "max_row_entry": max((s["max_row_entry"] for s in spreads), default=None),
+                          "min_effective_support": min((s["min_effective_support"] for s in spreads), default=None)},
             "fit_points_lower": used_lower, "fit_points_upper": used_upper,
             "fit_note": "estimates: least-squares slopes of log(end) vs log(1 + kappa/eps^2) over points with "
-                        "1 < end < p (float64 estimates from certified ends); null = fewer than two such points",
+                        "1 < end < p (float64 estimates from certified ends); null = fewer than two such points; "
+                        f"row spread: max_ij A_ij and min_i 1/sum_j A_ij^2 (float64; rows with max > {COLLAPSED_ROW} "
+                        "count as collapsed)",
             "points": [pt.to_json() for pt in points]}
-
-
-def plot_sweeps(documents: list[dict[str, Any]], out: str, title: str | None = None) -> None:
-    """Write :func:`sweeps_figure` to ``out`` (PNG, PDF or SVG as its suffix says)."""
-    import matplotlib.pyplot as plt
-
-    from ..plumbing.plotting import save_figure
-
-    fig = sweeps_figure(documents, title)
-    try:
-        save_figure(fig, out)
-    finally:
-        plt.close(fig)
-
-
-def _fit(doc: dict[str, Any], side: str) -> float | None:
-    return (doc.get("estimates") or {}).get(f"exponent_fit_{side}")
-
-
-def sweeps_figure(documents: list[dict[str, Any]], title: str | None = None) -> Any:
-    """Log-log plot of certified lower and upper ends against ``1 + kappa/eps^2``: per sweep the
-    upper and lower ends (every line labelled, with the fitted slopes, float64 estimates), the
-    theory slope (dotted) and the rank ceiling ``p`` (grey); ``eps`` and ``n`` in the title."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..plumbing.plotting import label_log_axis
-
-    fig, ax = plt.subplots(figsize=(9.6, 5.0))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    xs_all: list[float] = []
-    ys_all: list[float] = []
-    ceilings: dict[int, list[str]] = {}
-    for index, doc in enumerate(documents):
-        color = colors[index % len(colors)]
-        eps = float(parse_tolerance(doc["eps"]))
-        x = np.array([1 + pt["kappa"] / eps**2 for pt in doc["points"]])
-        lo = np.array([pt["lower"] for pt in doc["points"]], dtype=float)
-        up = np.array([pt["upper"] for pt in doc["points"]], dtype=float)
-        name = f"{doc['support']} $d = {doc['dim']}$"
-
-        def slope(side: str) -> str:
-            value = _fit(doc, side)
-            return "fit n/a" if value is None else f"fit slope {0.0 if abs(value) < 0.005 else value:.2f}"
-
-        ax.plot(x, up, "o-", color=color, label=f"{name}: certified upper ({slope('upper')})")
-        ax.plot(x, lo, "v--", color=color, alpha=0.75, label=f"{name}: certified lower ({slope('lower')})")
-        ax.fill_between(x, np.maximum(lo, 0.8), up, color=color, alpha=0.08, linewidth=0,
-                        label=r"$r_\varepsilon(A)$ lies in the shaded band" if index == 0 else None)
-        e = doc["exponent_theory"]
-        if e > 0:
-            anchor = max(up[0], 1.0)
-            ax.plot(x, anchor * (x / x[0]) ** e, ":", color=color, linewidth=1.2,
-                    label=f"{name}: theory slope {e:g}")
-        ceilings.setdefault(int(doc["points"][0]["p"]), []).append(name)
-        xs_all += list(x)
-        ys_all += list(lo) + list(up)
-    for p, names in sorted(ceilings.items()):
-        ax.axhline(p, color="grey", linewidth=0.8, linestyle="-",
-                   label=f"rank ceiling $p = {p}$" + (f" ({', '.join(names)})" if len(ceilings) > 1 else ""))
-        ys_all.append(p)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    label_log_axis(ax.xaxis, xs_all)
-    label_log_axis(ax.yaxis, [max(y, 1.0) for y in ys_all], integers=True)
-    ax.set_xlabel(r"$1 + \kappa / \varepsilon^2$")
-    ax.set_ylabel(r"certified bracket of $r_\varepsilon(A)$: lower, upper")
-    setting = ", ".join(sorted({f"$\\varepsilon = {doc['eps']}$, $n = {doc['n']}$" for doc in documents}))
-    ax.set_title((title or "certified ranks on supports") + (f"\n{setting}" if setting else ""), fontsize=11)
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    fig.text(0.01, 0.01, "fit slopes: float64 least-squares estimates from the certified ends with 1 < end < p",
-             ha="left", va="bottom", fontsize=7, color="dimgrey")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    return fig

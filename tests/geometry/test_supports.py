@@ -40,7 +40,8 @@ def test_support_points(support, dim):
     if support == "sphere":
         assert np.allclose(norms, 1)
     if support == "grid":
-        assert P.shape[0] == round(64 ** (1 / dim)) ** dim
+        assert P.shape[0] == 64  # k = floor(64^(1/d)) per axis: 64, 8^2, 4^3
+    assert support_points("grid", 2, 512).shape[0] == 22**2 <= 512  # rounded down: never above --n
     op = support_operator(support, dim, 64, 2.0)
     assert op.beta == "1" and abs(float(np.linalg.norm(op.arrays["Q"], axis=1).max()) - 2.0) < 1e-12
 

@@ -21,7 +21,7 @@ from softrank_cert.studies.audit import RowResult  # noqa: E402
 from softrank_cert.cli.main import main as softrank_main  # noqa: E402
 from softrank_cert.studies.audit_plot import ratio_figure  # noqa: E402
 from softrank_cert.studies.budgets_plot import budgets_figure  # noqa: E402
-from softrank_cert.studies.supports import sweeps_figure  # noqa: E402
+from softrank_cert.studies.supports_plot import sweeps_figure  # noqa: E402
 from softrank_cert.plumbing.plotting import figure_format, label_log_axis, log_ticks, plain_number  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ def test_supports_figure_labels_every_line_and_shows_eps_n_and_fits():
         assert line.get_label() and not line.get_label().startswith("_"), line  # the grey p line too
     labels = [line.get_label() for line in ax.get_lines()]
     assert any("rank ceiling" in label and "12" in label for label in labels)
-    assert any("fit slope 0.47" in label for label in labels) and any("fit slope 0.41" in label for label in labels)
+    assert sum("fit slope 0.41 / 0.47" in label for label in labels) == 2  # lower / upper fits, per sweep
     assert any("theory slope" in label for label in labels)
     title = ax.get_title()
     assert r"\varepsilon = 0.25" in title and "n = 12" in title
