@@ -121,8 +121,8 @@ def run_main(prog: str, body: Callable[[], int], *, json_errors: bool = False) -
         else:  # a full disk, a read-only or forbidden place: the environment, not a bug
             where = f" ({exc.filename})" if exc.filename else ""
             message, code = f"error: {exc.strerror or exc}{where}", EXIT_INVALID_INPUT
-    except KeyboardInterrupt:
-        message, code = "interrupted", 130
+    except KeyboardInterrupt as exc:  # a campaign's CampaignInterrupted names its --resume command
+        message, code = str(exc) or "interrupted", 130
     except Exception as exc:  # a bug: still one line, unless debugging
         if os.environ.get("SOFTRANK_DEBUG"):
             raise
