@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -77,8 +76,6 @@ def read_kept_bytes(path: str | os.PathLike[str]) -> bytes | str:
     why they cannot be read (missing, unreadable, too large)."""
     from ..certio.certificate import read_certificate_bytes
 
-    if not Path(path).is_file():
-        return f"{path}: no such file"
     try:
         return read_certificate_bytes(path)
     except InvalidInputError as exc:

@@ -341,7 +341,7 @@ def analyze_task(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_l
     panel operator ``spec`` bit for bit, computes features, geometry, scores and the
     invariance check.  Returns plain data (floats, ints, strings).
     """
-    from .audit import operator_mismatch
+    from ..plumbing.campaign_inputs import operator_mismatch
     from ..plumbing.reports import bound_up
     from ..plumbing.parallel import unpack_operator
     from ..verification import check_claims, verify_certificate_bytes

@@ -151,3 +151,55 @@ def test_budgets_resume_with_other_budgets_is_refused(panel8, tmp_path, capsys):
     code, _stdout, err = cli(capsys, "budgets", str(panel8), "--budgets", "3", "--eps", "0.25", "--budget-seconds",
                              "inf", "--out", str(out), "--resume")
     assert code == EXIT_INVALID_INPUT and "--budgets 2,4,6" in err and "--budgets 3" in err, err
+
+
+# ----------------------------------------------------------------------------- audit
+
+def _audit(capsys, table: Path, panel8: Path, out: Path) -> dict:
+    code, stdout, err = cli(capsys, "audit", str(table), "--operators", str(panel8), "--out", str(out),
+                            "--budget-seconds", "inf", "--json", "--resume")
+    assert code == 0, err
+    return json.loads(stdout)
+
+
+def test_audit_resume_rejudges_forged_rows(panel8, tmp_path, capsys):
+    """Issue 25 point 2: a published row [20, 21] for a head whose verified bracket is small was
+    reported "confirmed" with ends 20 and 21 after its manifest entry was edited; the rows of a
+    kept operator are judged again from its re-verified reproduction now."""
+    from softrank_cert.plumbing.operators_npz import operator_names
+
+    names = operator_names(panel8)
+    table = tmp_path / "table.jsonl"
+    table.write_text("".join(json.dumps({"operator": name, "eps": "0.25", "lower": 7, "upper": 8}) + "\n"
+                             for name in names))
+    out = tmp_path / "audit.json"
+    first = _audit(capsys, table, panel8, out)
+    assert all(row["status"] != "confirmed" for row in first["rows"])
+    manifest = tmp_path / "audit-campaign.json"
+
+    def forge(document: dict) -> None:
+        for entry in document["operators"].values():
+            for row in entry["result"]["rows"]:
+                row.update(status="confirmed", lower=7, upper=8, evidence={})
+    _edit(manifest, forge)
+    again = _audit(capsys, table, panel8, out)
+    assert _untimed(again) == _untimed(first)
+    assert json.loads(manifest.read_text())["runs"][-1]["skipped"] == 4
+
+
+def test_audit_resume_recomputes_when_the_kept_reproduction_is_forged(panel8, tmp_path, capsys):
+    """A reproduction certificate swapped for another operator's (or deleted) is not kept."""
+    from softrank_cert.plumbing.operators_npz import operator_names
+
+    table = tmp_path / "table.jsonl"
+    table.write_text("".join(json.dumps({"operator": name, "eps": "0.25", "lower": 1, "upper": 2}) + "\n"
+                             for name in operator_names(panel8)))
+    out = tmp_path / "audit.json"
+    first = _audit(capsys, table, panel8, out)
+    state = sorted((tmp_path / "audit-campaign").rglob("*.json"))
+    state[0].write_text(state[1].read_text())
+    state[2].unlink()
+    again = _audit(capsys, table, panel8, out)
+    assert _untimed(again) == _untimed(first)
+    run = json.loads((tmp_path / "audit-campaign.json").read_text())["runs"][-1]
+    assert (run["skipped"], run["computed"]) == (2, 2)
