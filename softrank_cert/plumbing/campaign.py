@@ -360,3 +360,8 @@ def _canonical(value: Any) -> str:
 
 def _shown(value: Any) -> str:
     return ",".join(map(str, value)) if isinstance(value, list) else json.dumps(value)
+
+
+__all__ = ["FORMAT", "MANIFEST_NAME", "STATUSES", "VERSION", "Campaign", "CampaignInterrupted", "Manifest", "budget_json",
+           "check_manifest_clear", "failure_record", "file_sha256", "operator_sha256", "recheck_certificate",
+           "resume_command", "reusable_certificate"]

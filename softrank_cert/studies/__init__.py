@@ -20,7 +20,7 @@ here.  Progress bars, atomic writes and certificate paths come from
   operator, every step a kernel verdict (``softrank profile``).
 * :mod:`softrank_cert.studies.analyze` -- does interaction geometry predict certified rank?
   (``softrank analyze``); its tables, Markdown report and figure in
-  :mod:`~softrank_cert.studies.analyze_report`.
+  :mod:`~softrank_cert.studies.analyze_report`, :mod:`~softrank_cert.studies.analyze_stats`, :mod:`~softrank_cert.studies.analyze_plot` (geometry: :mod:`softrank_cert.geometry.intrinsic`).
 * :mod:`softrank_cert.studies.supports` -- the supports sweeps: certified ranks against kappa on
   grid / sphere / ball supports and the fitted exponents (``softrank supports``).
 """
