@@ -113,6 +113,9 @@ def _build(name: str, leaves: dict[str, str], data: Any) -> Operator:
         value = data[leaves["beta"]]
         if value.shape != () or value.dtype.kind != "f" or not np.isfinite(value):
             raise InvalidOperatorError(f"{name}/beta must be a finite float scalar")
+        if value.dtype.itemsize > 8:  # the API's rule (beta_text): a long double is not a double, never rounded
+            raise InvalidOperatorError(f"{name}/beta is a {value.dtype} scalar: a double would round it; store it as "
+                                       "float64 (or as a decimal string with the API)")
         beta = float_to_decimal_string(float(value))
     causal = False
     if "causal" in leaves:
@@ -124,19 +127,4 @@ def _build(name: str, leaves: dict[str, str], data: Any) -> Operator:
         operator = Operator(kind=kind, arrays=arrays, beta=beta, mask="causal" if causal else "none")
     except InvalidOperatorError as exc:
         raise InvalidOperatorError(f"{name}: {exc}") from None
-    if kind == "probabilities":
-        check_probabilities(name, operator.arrays["A"])
     return operator
-
-
-def check_probabilities(name: str, A: np.ndarray) -> None:
-    """A probabilities operator is an attention matrix: every entry ``A_ij >= 0``.
-
-    (The kernel's checks are sound for any real matrix, but the solvers and the theory assume
-    probabilities; an ``A`` with a negative entry is an input mistake, refused with exit 2.)
-    """
-    negative = np.argwhere(A < 0)
-    if len(negative):
-        i, j = (int(v) for v in negative[0])
-        raise InvalidOperatorError(f"{name}/A has {len(negative)} negative entr{'y' if len(negative) == 1 else 'ies'} "
-                                   f"(e.g. A[{i}, {j}] = {float(A[i, j])!r}): a probabilities operator needs A >= 0")

@@ -112,7 +112,7 @@ def operators(draw, kinds=("qk", "scores", "probabilities"), max_dim=6):
             A.flat[rng.integers(0, m * n)] = rng.choice(SUBNORMALS)
             A.flat[rng.integers(0, m * n)] = -0.0
         if style == "tiny":
-            A = A * 1e-3 - 2e-4  # negative entries are allowed: A is the given matrix
+            A = A * 1e-3  # tiny entries (negative ones are refused: A is an attention matrix, issue 25)
         arrays = {"A": A}
     op = Operator(kind, arrays, beta=beta, mask=mask)
     note(f"kind={kind} m={m} n={n} mask={mask} style={style} beta={beta}")
