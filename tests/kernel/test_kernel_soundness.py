@@ -109,7 +109,7 @@ def operators(draw, kinds=("qk", "scores", "probabilities"), max_dim=6):
             A = A**8
         A = A / A.sum(axis=1, keepdims=True)
         if style == "mixed":
-            A.flat[rng.integers(0, m * n)] = rng.choice(SUBNORMALS)
+            A.flat[rng.integers(0, m * n)] = abs(rng.choice(SUBNORMALS))  # A >= 0 (issue 25)
             A.flat[rng.integers(0, m * n)] = -0.0
         if style == "tiny":
             A = A * 1e-3  # tiny entries (negative ones are refused: A is an attention matrix, issue 25)
