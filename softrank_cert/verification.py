@@ -256,7 +256,7 @@ class _MemoryGuard:
         return KernelLimitError(
             f"not checked: {what}; the Arb check of this {m} x {n} operator at {self.schedule[index]} bits needs "
             f"about {format_bytes(self.need[index])} of memory, more than the {format_bytes(self.limit)} this "
-            f"process may use (--max-memory; see README, Long campaigns)")
+            f"process may use (--max-memory; see docs/campaigns.md)")
 
     def __call__(self, check: Any, args: tuple, options: dict[str, Any], claim: str, eps: str) -> Verdict:
         if self.engine_first:
