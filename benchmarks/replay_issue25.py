@@ -117,6 +117,8 @@ def main() -> int:
             from softrank_cert.studies.analyze import _cache_key
             from softrank_cert.plumbing.parallel import pack_operator
             key = _cache_key((pack_operator(item.operator), item.name, raw, 'bad/c.json', ['0.0001'], None, options))
+        if entry.get('invariance'):
+            entry['invariance']['native_refactored'] = {'0.0001': 1.0}
         pathlib.Path(f'r-cache/{key}.json').write_text(json.dumps({**entry, 'key': key, 'source': 'bad/c.json',
             'brackets': forged, 'dropped': [], 'scores': {'0.0001': scores}}))
         pathlib.Path('r-campaign.json').unlink(missing_ok=True)
