@@ -116,7 +116,7 @@ def run_analyze(args: Any) -> int:
                       seed=args.seed, trusted_keys=trusted, require_signature=args.require_signature,
                       drop_unverified=args.drop_unverified, jobs=jobs, scheduler=args.scheduler,
                       show_progress=not args.json, cache=resume_cache(out) if args.resume else None,
-                      manifest=manifest, resume_command=resume_hint() if args.resume else None)
+                      manifest=manifest, resume_command=resume_hint(args) if args.resume else None)
     with OutputFiles() as outputs:  # all or nothing
         outputs.stage_json(out, report)
         if table:

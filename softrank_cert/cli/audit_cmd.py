@@ -113,7 +113,7 @@ def run_audit(args: Any) -> int:
         result = audit_table(table, panel, evidence_dir=evidence_rel, budget_seconds=args.budget_seconds,
                              trusted_keys=trusted, jobs=resolve_jobs(args.jobs), scheduler=args.scheduler,
                              progress=progress, max_memory=campaign_memory(args), manifest=manifest,
-                             resume=args.resume, resume_command=resume_hint() if args.resume else None)
+                             resume=args.resume, resume_command=resume_hint(args) if args.resume else None)
     report = envelope("audit", {
         "brackets": str(table), "panel": str(panel), "budget_seconds": budget_json(args.budget_seconds),
         "evidence_dir": evidence_rel.as_posix() if result.evidence_files else None, "signed_evidence": bool(args.key),

@@ -254,7 +254,7 @@ def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], target
                             "estimated_bytes": operator_task_bytes(item.operator)})
                for item, target in zip(operators, targets)]
     campaign = Campaign(manifest_path, "bracket", parameters, entries, resume=bool(args.resume),
-                        must_match={"tolerances": "--eps"}, resume_command=resume_hint())
+                        must_match={"tolerances": "--eps"}, resume_command=resume_hint(args))
     kept: dict[int, dict[str, Any]] = {}
     if args.resume:
         for i, (item, target) in enumerate(zip(operators, targets)):
@@ -274,11 +274,12 @@ def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], target
     return campaign, kept
 
 
-def resume_hint() -> str:
-    """The ``softrank`` command line of this run with ``--resume`` (named when it is interrupted)."""
+def resume_hint(args: Any) -> str:
+    """The ``softrank`` command line of this run (``args.argv``, else ``sys.argv``) with
+    ``--resume``: what an interruption names to continue the campaign."""
     from ..plumbing.campaign import resume_command
 
-    return resume_command("softrank", sys.argv[1:])
+    return resume_command("softrank", list(getattr(args, "argv", None) or sys.argv[1:]))
 
 
 def _render(summary: list[dict[str, Any]]) -> None:

@@ -122,7 +122,7 @@ def run_budgets(args: Any) -> int:
     report = study(args.panels, args.eps, budgets, args.budget_seconds, jobs=jobs, scheduler=args.scheduler,
                    show_progress=not args.json, manifest=manifest, resume=args.resume,
                    max_memory=campaign_memory(args), operators=args.operator, certificates=certificates,
-                   key=args.key, staged=staged, resume_command=resume_hint())
+                   key=args.key, staged=staged, resume_command=resume_hint(args))
     with OutputFiles() as outputs:  # all or nothing: a failed run leaves no partial report
         stage_certificates(outputs, staged, None)  # signed already
         if out:

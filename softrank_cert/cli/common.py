@@ -49,7 +49,9 @@ def parse_command_line(parser: argparse.ArgumentParser, argv: list[str] | None =
     global _ARGV
     _ARGV = list(sys.argv[1:] if argv is None else argv)
     try:
-        return parser.parse_args(_ARGV)
+        args = parser.parse_args(_ARGV)
+        args.argv = _ARGV  # the command line as given (a campaign names it with --resume when interrupted)
+        return args
     finally:
         _ARGV = None
 
