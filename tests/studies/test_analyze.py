@@ -312,8 +312,9 @@ def test_analyze_resume_keeps_finished_operators_after_an_interruption(toy, tmp_
     args = ["analyze", str(certs), "--operators", str(panel), "--plot", str(tmp_path / "f.png"),
             "--bootstrap", "50", "--json"]
     monkeypatch.setattr(study, "analyze_task", interrupted_after_five)
-    code, _, _ = cli(capsys, *args, "--out", str(tmp_path / "r.json"), "--resume")
+    code, _, err = cli(capsys, *args, "--out", str(tmp_path / "r.json"), "--resume")
     assert code == 130 and not (tmp_path / "r.json").exists()
+    assert "r-campaign.json records what finished; continue with: softrank " in err and "--resume" in err, err
     assert len(list((tmp_path / "r-cache").glob("*.json"))) == 5
 
     def counted(*args):
