@@ -40,7 +40,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import budget_study  # noqa: E402
 
 from softrank_cert.studies.analyze import analysis  # noqa: E402
-from softrank_cert.studies.analyze_report import analysis_figure, markdown_report  # noqa: E402
+from softrank_cert.studies.analyze_plot import analysis_figure  # noqa: E402
+from softrank_cert.studies.analyze_report import markdown_report  # noqa: E402
 from softrank_cert.certio.issuing import certificate_for  # noqa: E402
 from softrank_cert.cli.bracket_cmd import bracket_task  # noqa: E402
 from softrank_cert.cli.common import comma_items, int_list  # noqa: E402

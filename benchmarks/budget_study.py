@@ -33,7 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from softrank_cert.studies.budgets import NO_WIDTH, parse_budgets, study  # noqa: E402
+from softrank_cert.studies.budgets import NO_WIDTH, parse_budgets  # noqa: E402
+from softrank_cert.studies.budgets_study import study  # noqa: E402
 from softrank_cert.studies.budgets_plot import plot_budgets  # noqa: E402
 from softrank_cert.cli.budgets_cmd import markdown_table  # noqa: E402
 from softrank_cert.cli.common import comma_items, int_list  # noqa: E402

@@ -184,8 +184,27 @@ def check_claims(certificate: Certificate, *, max_prec: int = DEFAULT_MAX_PREC, 
     else:
         def run(check: Any, args: tuple, options: dict[str, Any], claim: str, eps: str) -> Verdict:
             return check(*args, **options, max_prec=max_prec)
-    return tuple(tuple(run(*claim, bracket.eps) for claim in _claims(op, bracket, checks))  # lower, then upper
+    def check_one(check: Any, args: tuple, options: dict[str, Any], claim: str, eps: str) -> Verdict:
+        if _needs_no_arithmetic(check, args, checks):  # nothing to size: never refused for memory
+            return check(*args, **options, max_prec=max_prec)
+        return run(check, args, options, claim, eps)
+
+    return tuple(tuple(check_one(*claim, bracket.eps) for claim in _claims(op, bracket, checks))  # lower, then upper
                  for bracket in certificate.brackets)
+
+
+def _needs_no_arithmetic(check: Any, args: tuple, checks: tuple) -> bool:
+    """A trivial claim the kernel decides without arithmetic (``proofs/trivial-ends.md``): ``k = 0``
+    (T3), ``r = p`` (T1), and for softmax rows (``||A|| = 1`` exactly) ``k = 1`` (T4) and
+    ``r = 0`` (T2), which are exact comparisons of eps with 1."""
+    _lower, trivial_lower, trivial_upper, _upper = checks
+    if check is trivial_lower:
+        op, _eps, k = args
+        return k == 0 or op.row_sums_exactly_one()
+    if check is trivial_upper:
+        op, _eps, r = args
+        return r == op.p or op.row_sums_exactly_one()
+    return False
 
 
 def _claims(op: Operator, bracket: Bracket, checks: tuple) -> tuple[tuple, tuple]:
@@ -237,7 +256,7 @@ class _MemoryGuard:
         return KernelLimitError(
             f"not checked: {what}; the Arb check of this {m} x {n} operator at {self.schedule[index]} bits needs "
             f"about {format_bytes(self.need[index])} of memory, more than the {format_bytes(self.limit)} this "
-            f"process may use (--max-memory; see README, Long campaigns)")
+            f"process may use (--max-memory; see docs/campaigns.md)")
 
     def __call__(self, check: Any, args: tuple, options: dict[str, Any], claim: str, eps: str) -> Verdict:
         if self.engine_first:

@@ -12,8 +12,9 @@ from ..plumbing.parallel import resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
 from ..plumbing.reports import dumps
 from ..plumbing.untrusted_text import safe_text
-from ..studies.analyze_report import (HELDOUT_COLUMNS, SCORE_COLUMNS, analysis_figure, heldout_rows, invariance_line,
-                                      markdown_report, score_rows)
+from ..studies.analyze_plot import analysis_figure
+from ..studies.analyze_report import (HELDOUT_COLUMNS, SCORE_COLUMNS, heldout_rows, invariance_line, markdown_report,
+                                      score_rows)
 from .common import PLOT_HELP, add_command, add_parallel_options, check_distinct_outputs, int_list, stdout_console
 
 EPILOG = """\
@@ -41,8 +42,9 @@ certificate about another operator or not in the panels, a tolerance missing fro
 certificate, a causal or probabilities operator, unusable --out/--plot/--table: checked
 before any work; a failed run writes nothing); 1 / 3 a certificate with a REJECTED /
 INCONCLUSIVE claim (without --drop-unverified); 4 a checker bug; 130 interrupted by Ctrl-C
-or SIGTERM (with --resume the per-operator results finished so far stay in REPORT-cache/:
-run it again).
+or SIGTERM (with --resume the per-operator results finished so far stay in REPORT-cache/ and
+the message names the command that continues; a cached result only saves the geometry: the
+certificate is re-verified and its brackets re-derived, docs/campaigns.md).
 """
 
 
@@ -70,9 +72,10 @@ def add_analyze(sub: Any) -> None:
                    help="leave out tolerances whose ends are not both VERIFIED instead of refusing the certificate")
     add_parallel_options(p)
     p.add_argument("--resume", action="store_true",
-                   help="keep the per-operator results an earlier run with --resume recorded in REPORT-cache/ "
-                        "beside --out (for exactly these certificate bytes, operator bytes and options) and "
-                        "compute the rest")
+                   help="reuse the per-operator geometry an earlier run with --resume recorded in REPORT-cache/ "
+                        "beside --out (for exactly this software version, certificate bytes, operator and options; "
+                        "every certificate is verified again all the same) and compute the rest "
+                        "(REPORT-campaign.json records the campaign)")
     p.add_argument("--json", action="store_true", help="print the report JSON instead of the tables")
     p.set_defaults(run=run_analyze)
 
@@ -90,6 +93,7 @@ def resume_cache(out: Path) -> Path:
 def run_analyze(args: Any) -> int:
     from ..certio.signing import load_trusted_keys
     from ..studies.analyze import analysis
+    from .bracket_cmd import resume_hint
 
     probed: set[Path] = set()
     out = check_output_file(args.out, "--out", suffixes=(".json",), probed=probed)
@@ -104,11 +108,15 @@ def run_analyze(args: Any) -> int:
     jobs = resolve_jobs(args.jobs)
     trusted = load_trusted_keys(args.trusted_keys) if args.trusted_keys else None
     inputs = {f"panel {path}": Path(path) for path in args.operators}
-    check_distinct_outputs({"--out": out, "--plot": plot, "--table": table}, inputs)
+    manifest = out.with_name(out.stem + "-campaign.json") if args.resume else None
+    if manifest is not None:
+        check_output_file(manifest, "--out")
+    check_distinct_outputs({"--out": out, "--plot": plot, "--table": table, "the campaign manifest": manifest}, inputs)
     report = analysis(args.certificates, args.operators, args.eps, ranks=args.ranks, resamples=args.bootstrap,
                       seed=args.seed, trusted_keys=trusted, require_signature=args.require_signature,
                       drop_unverified=args.drop_unverified, jobs=jobs, scheduler=args.scheduler,
-                      show_progress=not args.json, cache=resume_cache(out) if args.resume else None)
+                      show_progress=not args.json, cache=resume_cache(out) if args.resume else None,
+                      manifest=manifest, resume_command=resume_hint(args) if args.resume else None)
     with OutputFiles() as outputs:  # all or nothing
         outputs.stage_json(out, report)
         if table:

@@ -35,10 +35,11 @@ tightening ends are written as certificates to REPORT-evidence/ (signed with --k
 them with softrank-verify.
 
 With --resume the audit is a resumable campaign: REPORT-campaign.json records each audited
-operator (rewritten atomically after every one; evidence certificates are staged in
-REPORT-campaign/), and a later run with --resume keeps the results of operators whose inputs
-are unchanged (and whose staged evidence still verifies) and audits the rest. Pass --resume
-from the first run of a long audit.
+operator (rewritten atomically after every one) and REPORT-campaign/ the certificate of each
+reproduction; a later run with --resume keeps an operator whose inputs are unchanged and whose
+certificate there is re-verified by the kernel, judges its rows again from those verdicts (never
+from the manifest), and audits the rest (docs/campaigns.md). Pass --resume from the first run of
+a long audit.
 A worker that dies costs its operator one retry; an operator whose task fails again (or that
 --max-memory refuses) gets 'error' rows with the reason, and the audit goes on.
 
@@ -47,7 +48,8 @@ report's statuses); 6 it ran, but some operator's task failed or was refused (li
 "failed" in the report); 2 an input file is unusable (missing or unreadable table or panel,
 no JSON row at all, bad key file) or an output path is (a folder, not writable, a --plot
 that is not .png/.pdf/.svg: checked before any work; a failed run writes nothing);
-4 a checker bug (verified lower above verified upper).
+4 a checker bug (verified lower above verified upper); 130 interrupted by Ctrl-C or SIGTERM
+(with --resume the message names the command that continues).
 """
 
 
@@ -74,6 +76,7 @@ def run_audit(args: Any) -> int:
     from ..studies.audit import audit_table, summary
     from ..plumbing.campaign import budget_json
     from ..certio.signing import load_private_key, load_trusted_keys
+    from .bracket_cmd import resume_hint
 
     if args.budget_seconds is not None and not args.budget_seconds > 0:
         raise InvalidInputError("--budget-seconds must be > 0")
@@ -110,7 +113,7 @@ def run_audit(args: Any) -> int:
         result = audit_table(table, panel, evidence_dir=evidence_rel, budget_seconds=args.budget_seconds,
                              trusted_keys=trusted, jobs=resolve_jobs(args.jobs), scheduler=args.scheduler,
                              progress=progress, max_memory=campaign_memory(args), manifest=manifest,
-                             resume=args.resume)
+                             resume=args.resume, resume_command=resume_hint(args) if args.resume else None)
     report = envelope("audit", {
         "brackets": str(table), "panel": str(panel), "budget_seconds": budget_json(args.budget_seconds),
         "evidence_dir": evidence_rel.as_posix() if result.evidence_files else None, "signed_evidence": bool(args.key),

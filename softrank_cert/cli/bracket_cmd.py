@@ -11,8 +11,8 @@ from typing import Any
 from ..certio.certificate import Bracket
 from ..certio.issuing import certificate_for
 from ..certio.signing import load_private_key
-from ..errors import InvalidInputError, SoftrankError
-from ..plumbing.campaign import budget_json
+from ..errors import InvalidInputError
+from ..plumbing.campaign import budget_json, check_manifest_clear
 from ..plumbing.certificate_files import certificate_path
 from ..plumbing.files import check_output_file, check_output_folder, write_json_atomic
 from ..plumbing.operators_npz import NamedOperator, choose_operator_message, load_operators, operator_names
@@ -43,16 +43,18 @@ tighter ends).
 
 Campaigns (--out a folder): certs/softrank-campaign.json records the parameters and each
 operator's status and seconds, rewritten atomically after every operator. --resume keeps
-every certificate that exists, verifies, is about the panel's operator bit for bit and has
-exactly the requested tolerances (signed by --key when given), and computes the rest. A worker
+every certificate that exists, is re-verified by the kernel, is about the panel's operator bit
+for bit, has exactly the requested tolerances and the panel's provenance (signed by --key when
+given), and computes the rest; resuming with other --eps is refused (docs/campaigns.md). A worker
 that dies costs its task one retry; a task that fails again is recorded as failed and the
 campaign goes on. --max-memory (default 75% of this machine) refuses a task whose estimated
 peak does not fit and starts tasks only while they fit together.
 
-exit codes: 0 every certificate written (or kept); 2 invalid input, or an output that cannot
+exit codes: 0 every certificate written (or kept); 2 invalid input (also an operator named
+softrank-campaign, the manifest's name, or a --resume with other --eps), or an output that cannot
 be written (full disk: one line, the manifest and every finished certificate stay intact);
 4 a checker bug; 6 the campaign finished but some operators failed or were refused (see the
-manifest); 130 interrupted by Ctrl-C or SIGTERM (resume with --resume).
+manifest); 130 interrupted by Ctrl-C or SIGTERM (the message names the --resume command).
 """
 
 
@@ -151,6 +153,7 @@ def run_bracket(args: Any) -> int:
     jobs = resolve_jobs(args.jobs)
     if not campaign:
         return _run_single(args, operators[0], targets[0], eps_list, key, jobs, max_memory)
+    check_manifest_clear(item.name for item in operators)
     check_scheduler(args.scheduler)  # before the manifest is written
     manifest, kept = _start_campaign(args, out, operators, targets, eps_list, key, jobs, max_memory)
     todo = [i for i in range(len(operators)) if i not in kept]
@@ -159,48 +162,33 @@ def run_bracket(args: Any) -> int:
     failed: list[dict[str, Any]] = []
     from ..plumbing.memory import operator_task_bytes
 
-    try:
-        with OperatorProgress("softrank bracket", len(operators), bar=not args.json) as bar:
-            for i in kept:
-                bar.advance(operators[i].name)
-                bar.finished(operators[i].name, "kept (resumed: verified certificate)")
-            tasks = [(pack_operator(operators[i].operator), eps_list, args.budget_seconds,
-                      bar.stage_callback(operators[i].name) if in_process else None) for i in todo]
-            memory = [operator_task_bytes(operators[i].operator) for i in todo]
-            results = run_tasks(bracket_task, tasks, jobs=jobs, scheduler=args.scheduler, memory=memory,
-                                max_memory=max_memory, done=lambda j: bar.advance(operators[todo[j]].name))
-            with closing(results):
-                for outcome in results:
-                    i = todo[outcome.index]
-                    item, target = operators[i], targets[i]
-                    if not outcome.ok:
-                        status = "refused" if outcome.refused else "failed"
-                        manifest.update(item.name, status=status, reason=outcome.failure, attempts=outcome.attempts,
-                                        task_seconds=round(outcome.seconds, 3))
-                        manifest.run["failed"] += 1
-                        manifest.save()
-                        failed.append({"operator": item.name, "status": status, "reason": outcome.failure,
-                                       "attempts": outcome.attempts})
-                        bar.finished(item.name, f"{status.upper()}: {outcome.failure}")
-                        if bar.tty:  # the bar shows no lines
-                            print(f"softrank bracket: {plain_text(item.name)}: {status}: {outcome.failure}",
-                                  file=sys.stderr)
-                        continue
-                    brackets, seconds = outcome.value
-                    write_json_atomic(target, certificate_for(item.name, item.operator, brackets, item.provenance, key))
-                    manifest.update(item.name, status="done", seconds=round(seconds, 3),
-                                    task_seconds=round(outcome.seconds, 3), attempts=outcome.attempts, reason=None,
-                                    resumed=False)
-                    manifest.run["computed"] += 1
-                    manifest.save()
-                    bar.finished(item.name, brackets_summary(brackets, seconds))
-                    entries[i] = _entry(item, target, brackets, seconds, bool(key))
-    except KeyboardInterrupt:
-        manifest.finish("interrupted")
-        _save_quietly(manifest)
-        raise
-    manifest.finish("incomplete" if failed else "complete")
-    manifest.save()
+    with manifest.running(), OperatorProgress("softrank bracket", len(operators), bar=not args.json) as bar:
+        for i in kept:
+            bar.advance(operators[i].name)
+            bar.finished(operators[i].name, "kept (resumed: verified certificate)")
+        tasks = [(pack_operator(operators[i].operator), eps_list, args.budget_seconds,
+                  bar.stage_callback(operators[i].name) if in_process else None) for i in todo]
+        memory = [operator_task_bytes(operators[i].operator) for i in todo]
+        results = run_tasks(bracket_task, tasks, jobs=jobs, scheduler=args.scheduler, memory=memory,
+                            max_memory=max_memory, done=lambda j: bar.advance(operators[todo[j]].name))
+        with closing(results):
+            for outcome in results:
+                i = todo[outcome.index]
+                item, target = operators[i], targets[i]
+                if not outcome.ok:
+                    record = manifest.failed(item.name, outcome)
+                    failed.append(record)
+                    bar.finished(item.name, f"{record['status'].upper()}: {outcome.failure}")
+                    if bar.tty:  # the bar shows no lines
+                        print(f"softrank bracket: {plain_text(item.name)}: {record['status']}: {outcome.failure}",
+                              file=sys.stderr)
+                    continue
+                brackets, seconds = outcome.value
+                write_json_atomic(target, certificate_for(item.name, item.operator, brackets, item.provenance, key))
+                manifest.done(item.name, outcome, seconds)
+                bar.finished(item.name, brackets_summary(brackets, seconds))
+                entries[i] = _entry(item, target, brackets, seconds, bool(key))
+    manifest.finish(failed=bool(failed))
     summary = [entries[i] for i in sorted(entries)]
     if args.json:
         print(dumps(envelope("bracket", {
@@ -216,13 +204,6 @@ def run_bracket(args: Any) -> int:
             print(f"{len(failed)} operator(s) failed or were refused (see {manifest.path}): "
                   + ", ".join(entry["operator"] for entry in failed[:5]) + (", ..." if len(failed) > 5 else ""))
     return EXIT_SOME_FAILED if failed else 0
-
-
-def _save_quietly(manifest: Any) -> None:
-    try:
-        manifest.save()
-    except SoftrankError:
-        pass
 
 
 def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str], key: Any, jobs: int,
@@ -254,16 +235,16 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
 
 def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], targets: list[Path], eps_list: list[str],
                     key: Any, jobs: int, max_memory: int | None) -> tuple[Any, dict[int, dict[str, Any]]]:
-    """The campaign's manifest (written before any work) and, with --resume, the certificates
-    kept (index -> summary entry), each re-verified by the kernel."""
-    from ..plumbing.campaign import MANIFEST_NAME, Manifest, file_sha256, operator_sha256, reusable_certificate
+    """The campaign (its manifest written before any work) and, with --resume, the certificates
+    kept (index -> summary entry, re-derived from the kernel's verdicts on each)."""
     from ..certio.signing import did_key
+    from ..plumbing.campaign import MANIFEST_NAME, Campaign, file_sha256, operator_sha256, recheck_certificate
+    from ..plumbing.campaign_inputs import read_kept_bytes
     from ..plumbing.memory import operator_task_bytes
 
     manifest_path = out / MANIFEST_NAME
     check_output_file(manifest_path, "--out")
     signer = did_key(key.public_key()) if key is not None else None
-    previous = Manifest.read(manifest_path) if args.resume else None
     parameters = {"panel": {"path": str(args.operator_file), "sha256": file_sha256(args.operator_file),
                             "operators": len(operators)},
                   "tolerances": eps_list, "budget_seconds": budget_json(args.budget_seconds), "max_memory": max_memory,
@@ -272,26 +253,33 @@ def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], target
                             "output": target.relative_to(out).as_posix(),
                             "estimated_bytes": operator_task_bytes(item.operator)})
                for item, target in zip(operators, targets)]
-    manifest = Manifest.start(manifest_path, "bracket", parameters, entries, resume=bool(args.resume))
+    campaign = Campaign(manifest_path, "bracket", parameters, entries, resume=bool(args.resume),
+                        must_match={"tolerances": "--eps"}, resume_command=resume_hint(args))
     kept: dict[int, dict[str, Any]] = {}
     if args.resume:
-        old = (previous or {}).get("operators", {})
         for i, (item, target) in enumerate(zip(operators, targets)):
-            certificate, why = reusable_certificate(target, item.name, item.operator, eps_list, signer)
-            if certificate is None:
-                if why != "no certificate":
-                    manifest.update(item.name, reason=f"recomputed: {why}")
+            if not target.is_file():
                 continue
-            before = old.get(item.name, {}) if isinstance(old.get(item.name), dict) else {}
-            seconds = before.get("seconds") if isinstance(before.get("seconds"), (int, float)) else None
-            task_seconds = before.get("task_seconds") if isinstance(before.get("task_seconds"), (int, float)) else None
-            manifest.update(item.name, status="done", resumed=True, seconds=seconds, task_seconds=task_seconds,
-                            attempts=before.get("attempts", 0) if isinstance(before.get("attempts"), int) else 0,
-                            finished=before.get("finished"))
-            manifest.run["skipped"] += 1
-            kept[i] = _entry(item, target, list(certificate.brackets), seconds, bool(key), resumed=True)
-    manifest.save()
-    return manifest, kept
+            report, why = recheck_certificate(read_kept_bytes(target), str(target), item.name, item.operator, eps_list,
+                                              signer=signer, provenance=item.provenance)
+            if report is None:
+                campaign.note(item.name, f"recomputed: {why}")
+                continue
+            before = campaign.recorded(item.name) or {}
+            campaign.keep(item.name, before)
+            seconds = campaign.manifest.operators[item.name]["seconds"]
+            # every claim of these brackets was just VERIFIED by the kernel: they are what is reported
+            kept[i] = _entry(item, target, list(report.certificate.brackets), seconds, bool(key), resumed=True)
+    campaign.save()
+    return campaign, kept
+
+
+def resume_hint(args: Any) -> str:
+    """The ``softrank`` command line of this run (``args.argv``, else ``sys.argv``) with
+    ``--resume``: what an interruption names to continue the campaign."""
+    from ..plumbing.campaign import resume_command
+
+    return resume_command("softrank", list(getattr(args, "argv", None) or sys.argv[1:]))
 
 
 def _render(summary: list[dict[str, Any]]) -> None:

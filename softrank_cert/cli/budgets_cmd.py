@@ -15,6 +15,7 @@ from ..plumbing.plotting import PLOT_SUFFIXES
 from ..plumbing.reports import dumps
 from ..plumbing.untrusted_text import safe_text
 from .audit_cmd import stage_certificates
+from .bracket_cmd import resume_hint
 from .common import (PLOT_HELP, add_campaign_options, add_command, add_parallel_options, budget_help, campaign_memory,
                      check_distinct_outputs, stdout_console)
 
@@ -42,9 +43,11 @@ Without --budget-seconds the searches run to the end; with it, each operator get
 of bracket search and at most S more for the targeted pass (a faster machine may resolve more).
 
 With --resume (and --out R.json) the study is a resumable campaign: R-campaign.json records each
-finished operator (rewritten atomically after every one), and a later run with --resume keeps
-the results recorded there for operators with the same exact inputs, --eps, --budgets and
---budget-seconds, and computes the rest. Pass --resume from the first run of a long study. A worker that dies costs its task
+finished operator (rewritten atomically after every one) and R-campaign/ the certificate of its
+final ends; a later run with --resume keeps an operator with the same exact inputs and
+--budget-seconds whose certificate there is re-verified by the kernel, re-derives its ends and
+classes from that certificate (never from the manifest), and computes the rest; another --eps or
+--budgets is refused (docs/campaigns.md). Pass --resume from the first run of a long study. A worker that dies costs its task
 one retry; a task that fails again (or is refused by --max-memory) is left out and listed.
 
 exit codes: 0 the study ran; 2 invalid input (bad --budgets or --eps, unreadable panel,
@@ -52,7 +55,7 @@ an operator name in two panels, an unusable --out/--table/--plot: checked before
 a failed run writes no report) or an output that cannot be written (a full disk);
 4 a checker bug (verified lower above verified upper); 6 the study ran but some operators
 failed or were refused (listed under "failed"); 130 interrupted by Ctrl-C or
-SIGTERM (resume with --resume).
+SIGTERM (the message names the --resume command).
 """
 
 
@@ -85,7 +88,8 @@ PLOT_FORMATS = PLOT_SUFFIXES
 
 
 def run_budgets(args: Any) -> int:
-    from ..studies.budgets import parse_budgets, study
+    from ..studies.budgets import parse_budgets
+    from ..studies.budgets_study import study
     from ..studies.budgets_plot import budgets_figure
 
     budgets = parse_budgets(args.budgets)
@@ -118,7 +122,7 @@ def run_budgets(args: Any) -> int:
     report = study(args.panels, args.eps, budgets, args.budget_seconds, jobs=jobs, scheduler=args.scheduler,
                    show_progress=not args.json, manifest=manifest, resume=args.resume,
                    max_memory=campaign_memory(args), operators=args.operator, certificates=certificates,
-                   key=args.key, staged=staged)
+                   key=args.key, staged=staged, resume_command=resume_hint(args))
     with OutputFiles() as outputs:  # all or nothing: a failed run leaves no partial report
         stage_certificates(outputs, staged, None)  # signed already
         if out:

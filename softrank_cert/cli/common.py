@@ -82,7 +82,9 @@ def parse_command_line(parser: argparse.ArgumentParser, argv: list[str] | None =
     global _ARGV
     _ARGV = list(sys.argv[1:] if argv is None else argv)
     try:
-        return parser.parse_args(_ARGV)
+        args = parser.parse_args(_ARGV)
+        args.argv = _ARGV  # the command line as given (a campaign names it with --resume when interrupted)
+        return args
     finally:
         _ARGV = None
 
@@ -154,8 +156,8 @@ def run_main(prog: str, body: Callable[[], int], *, json_errors: bool = False) -
         else:  # a full disk, a read-only or forbidden place: the environment, not a bug
             where = f" ({exc.filename})" if exc.filename else ""
             message, code = f"error: {exc.strerror or exc}{where}", EXIT_INVALID_INPUT
-    except KeyboardInterrupt:
-        message, code = "interrupted", 130
+    except KeyboardInterrupt as exc:  # a campaign's CampaignInterrupted names its --resume command
+        message, code = str(exc) or "interrupted", 130
     except Exception as exc:  # a bug: still one line, unless debugging
         if os.environ.get("SOFTRANK_DEBUG"):
             raise

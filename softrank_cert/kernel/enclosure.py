@@ -19,6 +19,7 @@ on the :class:`Operator`); code outside the kernel reads them only through :func
 
 from __future__ import annotations
 
+import functools
 import weakref
 
 import numpy as np
@@ -49,8 +50,8 @@ def _rough_row_shifts(op: Operator, allowed: np.ndarray) -> list[float]:
         shifts = rough[np.arange(rough.shape[0]), best]
     else:
         shifts = np.where(allowed, op.arrays["S"], -np.inf).max(axis=1)
-    # Overflowed or otherwise unusable shifts fall back to 0: still exact, still sound.
-    return np.where(np.isfinite(shifts), shifts, 0.0).tolist()
+    # An overflowed (|Q K^T| beyond double range) or unusable shift is None: the Arb row maximum is used.
+    return [s if np.isfinite(s) else None for s in shifts.tolist()]
 
 
 class Enclosure:
@@ -71,10 +72,11 @@ class Enclosure:
         lengths = allowed.sum(axis=1).tolist()  # allowed keys per row: a prefix (causal) or all
         probs: list[arb] = []
         zero = arb(0)
+        sign = -1 if (op.beta_exact or 0) < 0 else 1  # orients qk's G so that the shift is the row's top score
         for i, length in enumerate(lengths):
-            g = arb(shifts[i])  # exact double
-            # S_ij - c_i with c_i = beta * g_i (qk) or g_i (scores), formed before scaling.
             row = entries[i * n : i * n + length]
+            # c_i = beta * g_i (qk) or g_i (scores), g_i the double or the midpoint of the Arb top (Lemma 1: any real)
+            g = arb(shifts[i]) if shifts[i] is not None else (functools.reduce(arb.max, [sign * x for x in row]) * sign).mid()
             exps = [(x - g).exp() for x in row] if beta is None else [((x - g) * beta).exp() for x in row]
             total = sum(exps, zero)
             probs.extend(e / total for e in exps)

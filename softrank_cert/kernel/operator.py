@@ -125,6 +125,8 @@ class Operator:
                 parse_decimal(self.beta, "beta")  # validates the grammar
         elif self.beta != "inv_sqrt_d":
             raise InvalidOperatorError(f"beta applies to 'qk' operators only, not {self.kind!r}")
+        if self.kind == "probabilities" and len(bad := np.argwhere(arrays["A"] < 0)):  # A is an attention matrix
+            raise InvalidOperatorError(f"A has {len(bad)} negative entr{'y' if len(bad) == 1 else 'ies'} (e.g. A[{bad[0][0]}, {bad[0][1]}] = {float(arrays['A'][tuple(bad[0])])!r}): a probabilities operator needs A >= 0")
         m, n = self.shape
         if self.mask == "causal" and self.kind == "probabilities":
             raise InvalidOperatorError("the causal mask applies to qk and scores operators; a probabilities operator carries its zeros in A")
@@ -146,11 +148,7 @@ class Operator:
     @classmethod
     def from_probabilities(cls, A: object) -> "Operator":
         """``A`` itself (m x N), exactly as given; every entry must be >= 0."""
-        op = cls("probabilities", {"A": exact_float64("A", A)})
-        negative = int((op.arrays["A"] < 0).sum())
-        if negative:
-            raise InvalidOperatorError(f"A has {negative} negative entries: a probabilities operator needs A >= 0")
-        return op
+        return cls("probabilities", {"A": exact_float64("A", A)})
 
     def __repr__(self) -> str:
         """Compact, never the arrays: kind, m x N, beta, mask and api.operator_id's hash of the exact inputs."""

@@ -1,18 +1,56 @@
-"""Campaign manifests and resume (front end): long runs over many operators that survive.
+"""The campaign runner (front end): long runs over many operators that survive, and one rule for resume.
 
-A campaign is one command over the operators of a panel (``softrank bracket PANEL --all --out
-DIR``, ``softrank budgets ... --out R.json``).  Its **manifest** (:class:`Manifest`; for
-``bracket`` ``DIR/softrank-campaign.json``) records the parameters -- panel hash, tolerances,
-time budget, memory limit, signer, version -- and, per operator, its status and seconds.  It
-is rewritten atomically (temporary file, ``fsync``, ``os.replace``, ``fsync`` of the folder)
-after every operator, so that at any moment, even after a SIGKILL or a power cut, it is the
-last complete state and never a torn file.
+A campaign is one command over the operators of some panels (``softrank bracket PANEL --all --out
+DIR``, ``softrank budgets ... --out R.json --resume``, ``softrank audit ... --resume``, ``softrank
+analyze ... --resume``).  Its **manifest** (:class:`Manifest`; ``DIR/softrank-campaign.json`` for
+``bracket``, ``R-campaign.json`` beside the report for the others) records the parameters --
+panel hash, tolerances, time budget, memory limit, signer, version -- and, per operator, its
+status and seconds.  It is rewritten atomically (temporary file, ``fsync``, ``os.replace``,
+``fsync`` of the folder) after every operator, so that at any moment, even after a SIGKILL or a
+power cut, it is the last complete state and never a torn file.  Its ``format`` is always
+``"softrank-campaign"``: that, not its file name, tells a manifest from a certificate.
 
-Resume (``--resume``) never trusts the manifest for a result: an operator is skipped only when
-its certificate exists, is re-verified by the kernel (every claim VERIFIED; signed by the
-campaign's key when ``--key`` is given), is about the panel operator of the same name bit for
-bit, and has exactly the requested tolerances (:func:`reusable_certificate`).  Everything else
-is computed again.  The manifest supplies only bookkeeping (the seconds of earlier runs).
+**The rule: what is kept is re-derived or re-checked, never believed** (``docs/campaigns.md``).
+
+* A result that rests on certificates is kept only when its certificate -- the output itself
+  (``bracket``) or the one the runner stores in the campaign's **state folder** (``budgets``:
+  the final ends; ``audit``: the reproduced brackets) -- exists, is re-verified by the kernel
+  (every claim VERIFIED; signed by the campaign's key when one is given), is about the panel
+  operator of the same name bit for bit, holds exactly the requested tolerances and carries the
+  panel's provenance (:func:`recheck_certificate`).  Everything the command then reports --
+  ends, methods, classes, statuses -- is recomputed from those verdicts; the manifest's copy of
+  a result is never read back as a result.
+* A cached computation that no certificate can re-check (``analyze``'s geometry and scores) is
+  keyed by :func:`~softrank_cert.plumbing.campaign_inputs.inputs_sha256` -- the software version,
+  the result format, the exact operator and every input -- and is only a shortcut: the
+  certificate it came from is re-verified and the brackets are taken from that verification.
+* The manifest supplies only bookkeeping: the seconds and attempts of earlier runs.
+* Resuming with other tolerances (or ``budgets``' other ``--budgets``) is refused with exit 2,
+  naming both (never a silent mix of old and new); a manifest of another command likewise.
+* No operator may take the manifest's name: an operator whose certificate file would be named
+  ``softrank-campaign.json`` is refused with exit 2 (:func:`check_manifest_clear`).
+
+**Interface** (what a command does; ``bracket_cmd``, ``studies/budgets``, ``studies/audit``,
+``studies/analyze`` use it)::
+
+    campaign = Campaign(path, "budgets", parameters, entries, resume=resume,
+                        must_match={"tolerances": "--eps"}, resume_command=hint)
+    for i, (name, key) in ...:                  # resume: offer each operator's previous entry
+        entry = campaign.recorded(name, key)    # done under exactly this inputs key, else None
+        value = rebuild(entry) if entry else None   # the command re-checks and re-derives
+        if value is not None:
+            campaign.keep(name, entry)
+    campaign.save()
+    with campaign.running():                    # Ctrl-C / SIGTERM -> 'interrupted', exit 130
+        for outcome in run_tasks(...):          # the message names the exact --resume command
+            if not outcome.ok:
+                campaign.failed(name, outcome)  # failure record (status, reason, attempts)
+            else:
+                campaign.done(name, outcome, seconds=..., output=...)
+    campaign.finish(failed=bool(failures))      # 'complete' or 'incomplete' (exit 6)
+
+The older functions stay for commands on the first interface: :class:`Manifest`,
+:func:`reusable_certificate`, :func:`operator_sha256`, :func:`file_sha256`, :func:`budget_json`.
 
 Schema (version 1)::
 
@@ -26,9 +64,9 @@ Schema (version 1)::
      "runs": [{"started": ..., "finished": ..., "state": ..., "computed": 3, "skipped": 1, "failed": 0}],
      "summary": {"done": 4, "failed": 0, "refused": 0, "pending": 0},
      "operators": {"NAME": {"status": "pending" | "done" | "failed" | "refused",
-                            "operator_sha256": "<hex>", "output": "NAME.json", "seconds": 1.25,
-                            "task_seconds": 1.41, "attempts": 1, "estimated_bytes": 180000000, "finished": "<RFC 3339>",
-                            "resumed": false, "reason": null}}}
+                            "operator_sha256": "<hex>", "inputs_sha256": "<hex>", "output": "NAME.json",
+                            "seconds": 1.25, "task_seconds": 1.41, "attempts": 1, "estimated_bytes": 180000000,
+                            "finished": "<RFC 3339>", "resumed": false, "reason": null}}}
 
 ``seconds``: the operator's own time (``bracket``: the solver's search, which a time budget
 bounds; ``budgets``: the study's checks; ``audit``: the task); ``task_seconds``: the wall seconds
@@ -42,16 +80,15 @@ its memory estimate exceeds ``max_memory``.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
+import shlex
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
-
-import numpy as np
+from typing import Any, Iterable, Iterator, Mapping
 
 from .. import __version__
-from ..errors import SoftrankError
+from ..errors import InvalidInputError, SoftrankError
+from .campaign_inputs import file_sha256, operator_mismatch, operator_sha256, read_kept_bytes
 from .files import canonical_dump, write_text_atomic
 
 FORMAT = "softrank-campaign"
@@ -59,25 +96,6 @@ VERSION = 1
 #: The manifest's file name inside a campaign's output folder.
 MANIFEST_NAME = "softrank-campaign.json"
 STATUSES = ("pending", "done", "failed", "refused")
-
-
-def operator_sha256(op: Any) -> str:
-    """SHA-256 of an operator's exact inputs: kind, beta, mask, and every array's name, shape and
-    little-endian float64 bytes (equal digests: the same exact operator)."""
-    digest = hashlib.sha256(f"{op.kind}|{op.beta}|{op.mask}".encode())
-    for name in sorted(op.arrays):
-        array = op.arrays[name]
-        digest.update(f"|{name}{list(array.shape)}".encode())
-        digest.update(np.ascontiguousarray(array, dtype="<f8").tobytes())
-    return digest.hexdigest()
-
-
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def budget_json(budget_seconds: float | None) -> float | str | None:
@@ -160,28 +178,23 @@ class Manifest:
         write_text_atomic(self.path, canonical_dump(self.data))  # atomic and durable
 
 
-def reusable_certificate(path: Path, name: str, op: Any, eps_list: list[str], signer: str | None,
-                         max_prec: int | None = None) -> tuple[Any | None, str]:
-    """``(certificate, "")`` when the certificate at ``path`` may be kept by a resumed campaign,
-    else ``(None, why not)``: it must exist, verify (every claim VERIFIED, re-checked here by the
-    kernel; signed by ``signer`` when one is given), be about the operator ``name`` with the
-    exact inputs of ``op``, and hold exactly the tolerances ``eps_list`` in that order."""
-    from ..studies.audit import operator_mismatch
-    from ..certio.certificate import MAX_CERTIFICATE_BYTES
+def recheck_certificate(raw: bytes | str, source: str, name: str, op: Any, eps_list: list[str] | None, *,
+                        signer: str | None = None, provenance: Mapping[str, Any] | None = None,
+                        max_prec: int | None = None) -> tuple[Any | None, str]:
+    """``(report, "")`` when the certificate ``raw`` (its bytes, or the reason they could not be
+    read) may be kept, else ``(None, why not)``: re-verified here by the kernel with every claim
+    VERIFIED (signed by ``signer`` when one is given), about the operator ``name`` with the exact
+    inputs of ``op``, holding exactly the tolerances ``eps_list`` in that order (None: any) and,
+    when ``provenance`` is given, exactly that provenance.  ``report`` is the
+    :class:`~softrank_cert.verification.VerifyReport`: its verdicts are what a resume reports."""
     from ..kernel import DEFAULT_MAX_PREC, Status
     from ..verification import verify_certificate_bytes
 
-    try:
-        if not path.is_file():
-            return None, "no certificate"
-        if path.stat().st_size > MAX_CERTIFICATE_BYTES:
-            return None, "certificate too large"
-        raw = path.read_bytes()
-    except OSError as exc:
-        return None, f"unreadable certificate ({exc.strerror or exc})"
+    if isinstance(raw, str):
+        return None, raw
     trusted = frozenset({signer.split("#", 1)[0]}) if signer else None
     try:
-        report = verify_certificate_bytes(raw, source=str(path), trusted_keys=trusted, require_signature=bool(signer),
+        report = verify_certificate_bytes(raw, source=source, trusted_keys=trusted, require_signature=bool(signer),
                                           max_prec=max_prec or DEFAULT_MAX_PREC)
     except SoftrankError as exc:
         if exc.exit_code == 4:  # a checker bug is never a reason to recompute quietly
@@ -195,6 +208,160 @@ def reusable_certificate(path: Path, name: str, op: Any, eps_list: list[str], si
     mismatch = operator_mismatch(op, certificate.operator)
     if mismatch is not None:
         return None, f"certificate's operator differs from the panel's: {mismatch}"
-    if [b.eps for b in certificate.brackets] != list(eps_list):
+    if eps_list is not None and [b.eps for b in certificate.brackets] != list(eps_list):
         return None, "certificate has other tolerances (" + ",".join(b.eps for b in certificate.brackets) + ")"
-    return certificate, ""
+    if provenance is not None and _canonical(certificate.provenance or {}) != _canonical(provenance):
+        return None, "certificate's provenance differs from the panel's"
+    return report, ""
+
+
+def reusable_certificate(path: Path, name: str, op: Any, eps_list: list[str], signer: str | None,
+                         max_prec: int | None = None, provenance: Mapping[str, Any] | None = None
+                         ) -> tuple[Any | None, str]:
+    """``(certificate, "")`` when the certificate file at ``path`` may be kept by a resumed
+    campaign, else ``(None, why not)`` (:func:`recheck_certificate` of its bytes; "no
+    certificate" when there is no file)."""
+    if not Path(path).is_file():
+        return None, "no certificate"
+    report, why = recheck_certificate(read_kept_bytes(path), str(path), name, op, eps_list, signer=signer,
+                                      provenance=provenance, max_prec=max_prec)
+    return (None, why) if report is None else (report.certificate, "")
+
+
+def check_manifest_clear(names: Iterable[str], manifest_name: str = MANIFEST_NAME) -> None:
+    """Refuse (exit 2) an operator whose certificate file would take the manifest's name."""
+    stem = manifest_name[: -len(".json")]
+    for name in names:
+        if str(name).rsplit("/", 1)[-1] == stem:
+            raise InvalidInputError(f"operator {name!r}: its certificate would be named {manifest_name}, the campaign "
+                                    "manifest's name; rename the operator in the panel")
+
+
+def resume_command(prog: str, argv: list[str]) -> str:
+    """The command line to paste to continue a campaign: ``prog`` and ``argv`` with ``--resume``."""
+    return shlex.join([prog, *argv, *([] if "--resume" in argv else ["--resume"])])
+
+
+class CampaignInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during a campaign: its one line names the command that continues it."""
+
+
+class Campaign:
+    """One campaign run: its manifest, the resume decision's bookkeeping, failure records and
+    interruption (the interface is in the module docstring).
+
+    ``must_match``: manifest parameters a resume may not change (parameter -> the option that
+    sets it, e.g. ``{"tolerances": "--eps"}``): a different value is refused with exit 2.  A
+    previous manifest of another command is refused too.  ``resume_command``: the line that
+    continues this campaign (:func:`resume_command`), named when it is interrupted.
+    """
+
+    def __init__(self, path: Path, command: str, parameters: dict[str, Any],
+                 entries: Iterable[tuple[str, dict[str, Any]]], *, resume: bool,
+                 must_match: Mapping[str, str] | None = None, resume_command: str | None = None) -> None:
+        self.path = Path(path)
+        previous = Manifest.read(self.path) if resume else None
+        if previous is not None:
+            if previous.get("command") != command:
+                raise InvalidInputError(f"--resume: {self.path} is the manifest of a 'softrank "
+                                        f"{previous.get('command')}' campaign, not of 'softrank {command}'")
+            for key, option in (must_match or {}).items():
+                if previous.get(key) != parameters.get(key):
+                    raise InvalidInputError(
+                        f"--resume: the campaign in {self.path} was run with {option} {_shown(previous.get(key))}, "
+                        f"this run asks for {option} {_shown(parameters.get(key))}; resume it with the same {option}, "
+                        "or start a new campaign (another --out, without --resume)")
+        old = previous.get("operators") if previous else None
+        self.previous: dict[str, Any] = old if isinstance(old, dict) else {}
+        self.manifest = Manifest.start(self.path, command, parameters, entries, resume=resume)
+        self.hint = resume_command
+
+    @property
+    def run(self) -> dict[str, Any]:
+        return self.manifest.run
+
+    def recorded(self, name: str, inputs_sha256: str | None = None) -> dict[str, Any] | None:
+        """The previous manifest's entry of ``name`` when it is ``done`` (and, when given, under
+        exactly this inputs key), else None.  Bookkeeping only: the caller re-checks the result."""
+        entry = self.previous.get(name)
+        if not isinstance(entry, dict) or entry.get("status") != "done":
+            return None
+        if inputs_sha256 is not None and entry.get("inputs_sha256") != inputs_sha256:
+            return None
+        return entry
+
+    def keep(self, name: str, entry: Mapping[str, Any] | None = None, **fields: Any) -> None:
+        """Record ``name`` as kept from an earlier run (its re-checked result is the caller's);
+        seconds, attempts and finishing time come from the previous ``entry`` when they are
+        well-formed."""
+        entry = entry or {}
+        number = lambda key: entry.get(key) if isinstance(entry.get(key), (int, float)) and \
+            not isinstance(entry.get(key), bool) else None  # noqa: E731
+        attempts = entry.get("attempts") if isinstance(entry.get("attempts"), int) else 0
+        finished = entry.get("finished") if isinstance(entry.get("finished"), str) else None
+        self.manifest.update(name, status="done", resumed=True, seconds=number("seconds"),
+                             task_seconds=number("task_seconds"), attempts=attempts, finished=finished, reason=None,
+                             **fields)
+        self.run["skipped"] += 1
+
+    def note(self, name: str, reason: str) -> None:
+        """Why an operator's earlier result was not kept (``reason`` in the manifest)."""
+        self.manifest.update(name, reason=reason)
+
+    def done(self, name: str, outcome: Any, seconds: float | None, **fields: Any) -> None:
+        """Record a computed operator (``outcome`` from :func:`~softrank_cert.plumbing.parallel.run_tasks`)."""
+        self.manifest.update(name, status="done", seconds=None if seconds is None else round(seconds, 3),
+                             task_seconds=round(outcome.seconds, 3), attempts=outcome.attempts, reason=None,
+                             resumed=False, **fields)
+        self.run["computed"] += 1
+        self.manifest.save()
+
+    def failed(self, name: str, outcome: Any) -> dict[str, Any]:
+        """Record a failed or refused operator; returns its failure record for the report."""
+        status = "refused" if outcome.refused else "failed"
+        self.manifest.update(name, status=status, reason=outcome.failure, attempts=outcome.attempts,
+                             task_seconds=round(outcome.seconds, 3))
+        self.run["failed"] += 1
+        self.manifest.save()
+        return {"operator": name, "status": status, "reason": outcome.failure, "attempts": outcome.attempts}
+
+    def save(self) -> None:
+        self.manifest.save()
+
+    @contextmanager
+    def running(self) -> Iterator["Campaign"]:
+        """Ctrl-C or SIGTERM inside: the manifest says 'interrupted' and
+        :class:`CampaignInterrupted` (exit 130) names the command that continues."""
+        try:
+            yield self
+        except KeyboardInterrupt:
+            self.manifest.finish("interrupted")
+            try:
+                self.manifest.save()
+            except SoftrankError:
+                pass
+            how = f"; continue with: {self.hint}" if self.hint else "; continue it with --resume"
+            raise CampaignInterrupted(f"interrupted: {self.path} records what finished{how}") from None
+
+    def finish(self, failed: bool = False) -> None:
+        self.manifest.finish("incomplete" if failed else "complete")
+        self.manifest.save()
+
+
+def failure_record(outcome: Any, name: str) -> dict[str, Any]:
+    """The failure record of a task that failed or was refused, outside a campaign."""
+    return {"operator": name, "status": "refused" if outcome.refused else "failed", "reason": outcome.failure,
+            "attempts": outcome.attempts}
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _shown(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else json.dumps(value)
+
+
+__all__ = ["FORMAT", "MANIFEST_NAME", "STATUSES", "VERSION", "Campaign", "CampaignInterrupted", "Manifest", "budget_json",
+           "check_manifest_clear", "failure_record", "file_sha256", "operator_sha256", "recheck_certificate",
+           "resume_command", "reusable_certificate"]

@@ -170,6 +170,9 @@ def _build(name: str, leaves: dict[str, str], data: Any) -> Operator:
         value = data[leaves["beta"]]
         if value.shape != () or value.dtype.kind != "f" or not np.isfinite(value):
             raise InvalidOperatorError(f"{name}/beta must be a finite float scalar")
+        if value.dtype.itemsize > 8:  # the API's rule (beta_text): a long double is not a double, never rounded
+            raise InvalidOperatorError(f"{name}/beta is a {value.dtype} scalar: a double would round it; store it as "
+                                       "float64 (or as a decimal string with the API)")
         beta = float_to_decimal_string(float(value))
     causal = False
     if "causal" in leaves:

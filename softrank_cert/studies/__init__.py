@@ -12,15 +12,20 @@ here.  Progress bars, atomic writes and certificate paths come from
 :mod:`softrank_cert.plumbing`; nothing here imports the CLI.
 
 * :mod:`softrank_cert.studies.audit` -- audits of published bracket tables: confirm, tighten or
-  refute each row (``softrank audit``); its figure in :mod:`~softrank_cert.studies.audit_plot`.
+  refute each row (``softrank audit``); its rows and judging in
+  :mod:`~softrank_cert.studies.audit_rows`, supplied certificates in
+  :mod:`~softrank_cert.studies.audit_certificates`, the resumable audit in
+  :mod:`~softrank_cert.studies.audit_campaign`, its figure in :mod:`~softrank_cert.studies.audit_plot`.
 * :mod:`softrank_cert.studies.budgets` -- which rank budgets are feasible / impossible per block
-  width, over panels and as a resumable campaign (``softrank budgets``); its figure in
-  :mod:`~softrank_cert.studies.budgets_plot`.
+  width (``softrank budgets``); the study over panels as a resumable campaign in
+  :mod:`~softrank_cert.studies.budgets_study`, its figure in :mod:`~softrank_cert.studies.budgets_plot`.
 * :mod:`softrank_cert.studies.rank_profile` -- the certified lower and upper rank curves of one
   operator, every step a kernel verdict (``softrank profile``).
 * :mod:`softrank_cert.studies.analyze` -- does interaction geometry predict certified rank?
-  (``softrank analyze``); its tables, Markdown report and figure in
-  :mod:`~softrank_cert.studies.analyze_report`.
+  (``softrank analyze``); its statistics in :mod:`~softrank_cert.studies.analyze_stats`, the
+  report and its tables in :mod:`~softrank_cert.studies.analyze_report`, its figure in
+  :mod:`~softrank_cert.studies.analyze_plot`, the operator geometry in
+  :mod:`softrank_cert.geometry.intrinsic`.
 * :mod:`softrank_cert.studies.supports` -- the supports sweeps: certified ranks against kappa on
   grid / sphere / ball supports (``softrank supports``), with ``supports_exponents`` (certified
   local exponents), ``supports_campaign`` (certificates, manifest, resume), ``supports_plot``

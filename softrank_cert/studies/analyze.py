@@ -71,13 +71,14 @@ import math
 import time
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ..plumbing.tolerances import parse_eps_list
 from ..errors import InvalidInputError, SoftrankError
-from ..kernel import Operator, Status, parse_tolerance
+from ..geometry.intrinsic import double_above, operator_geometry, rank_grid, refactored_operator
+from ..kernel import Status, parse_tolerance
+from ..plumbing.tolerances import parse_eps_list
+from .analyze_report import build_report
+from .analyze_stats import operator_features
 from ..plumbing.certificate_files import declared_format, expand_json_paths, is_certificate_format
 from ..plumbing.files import write_text_atomic
 from ..plumbing.progress import progress_bar
@@ -89,38 +90,6 @@ if TYPE_CHECKING:
 #: Version of the per-operator results (:func:`analyze_task`): bump it whenever what they
 #: contain or how it is computed changes (study caches are keyed by it).
 RESULT_VERSION = "2"  # 2: certified strings with the report contract's 17 digits (were 9 and 6)
-#: Rank grid of the intrinsic score (see the module docstring).
-GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
-MAX_GRID_RANK = 64
-#: A rank whose float64 tau estimate exceeds max eps * (1 + this) is not certified.
-PRESCREEN_SLACK = 1e-6
-#: Ranks whose float64 score estimate is within this relative gap of the best qualifying one
-#: are certified too (see :func:`operator_geometry`).
-TIE = 1e-6
-#: Continuation powers of the smoothed-max kappa search (L-BFGS-B).
-KAPPA_POWERS = (16.0, 256.0, 1024.0)
-BOOTSTRAP_RESAMPLES = 2000
-BOOTSTRAP_SEED = 20260
-CI_LEVEL = 0.95
-#: L1 weight of the non-intercept coefficients in the interval fit (a tie-breaker only).
-L1_PENALTY = 1e-4
-#: Exponents of the power-of-two refactorization D = diag(2^e_t), e_t = (t mod 7) - 3.
-D_PERIOD = 7
-
-SCORES = ("intrinsic", "native", "baseline", "interaction_dim")
-BASELINE_FEATURES = ("log_width", "log_eps", "mean_row_entropy", "log_effective_rank")
-#: name -> (certified side, meaning)
-DEFINITIONS = {
-    "intrinsic": ("upper", "min over r in the grid with certified tau(T_r) < eps of (r/2) log(1 + kappa(T_r)/(eps - "
-                           "tau(T_r))^2), T_r the rank-r truncated SVD of C, certified upper bounds of tau and kappa "
-                           "(a certified upper bound of the minimum); inf when no r qualifies"),
-    "native": ("upper", "(d/2) log(1 + Gamma/eps^2), Gamma = beta rho_Q rho_K of the given Q, K (certified upper "
-                        "bound), d the head dimension, tau = 0 (A = softmax(beta Q K^T) exactly); not invariant"),
-    "baseline": ("estimate", "float64 estimate: linear in log width, log eps, mean row entropy of A and log effective "
-                             "rank of A, fitted to the brackets with the interval loss (in-sample for this table)"),
-    "interaction_dim": ("derived", "the r attaining the intrinsic score (the interaction dimension; inf when none "
-                                   "qualifies): derived from certified upper bounds, not itself a bound"),
-}
 
 
 class CertificateRefusedError(SoftrankError):
@@ -130,192 +99,6 @@ class CertificateRefusedError(SoftrankError):
         super().__init__(message)
         self.exit_code = exit_code
 
-
-# ============================================================================ geometry
-
-def rank_grid(op: Operator, ranks: Sequence[int] | None = None) -> list[int]:
-    """The ranks r of the intrinsic score for ``op`` (module docstring); ``ranks`` overrides."""
-    if ranks is not None:
-        grid = sorted({int(r) for r in ranks if 1 <= int(r) <= op.p})
-        if not grid:
-            raise InvalidInputError(f"--ranks: no rank in [1, {op.p}] for a {op.shape[0]} x {op.shape[1]} operator")
-        return grid
-    top = min(op.head_dim, op.p) if op.kind == "qk" else op.p - 1
-    top = max(1, min(top, MAX_GRID_RANK))
-    return sorted({r for r in GRID if r <= top} | {top})
-
-
-def refactored_operator(op: Operator) -> Operator:
-    """``Q -> Q D``, ``K -> K D^{-1}``, ``D = diag(2^e_t)``, ``e_t = (t mod 7) - 3``: exact in
-    float64 (barring overflow / underflow, which is checked), same beta, same ``A``."""
-    if op.kind != "qk":
-        raise InvalidInputError("the refactorization needs Q and K (a 'qk' operator)")
-    Q, K = op.arrays["Q"], op.arrays["K"]
-    scale = np.ldexp(1.0, (np.arange(Q.shape[1]) % D_PERIOD) - D_PERIOD // 2)
-    Q2, K2 = Q * scale, K / scale
-    exact = (np.array_equal(Q2 / scale, Q) and np.array_equal(K2 * scale, K) and np.isfinite(Q2).all()
-             and np.isfinite(K2).all())
-    if not exact:
-        raise InvalidInputError("the power-of-two refactorization is not exact for this operator (overflow/underflow)")
-    return Operator("qk", {"Q": Q2, "K": K2}, beta=op.beta, mask=op.mask)
-
-
-def _log_bound(x: Fraction):
-    """Bound of ``log x`` for a rational ``x > 0`` (Arb at 128 bits, outward)."""
-    from flint import arb, ctx
-
-    from ..geometry.bounds import Bound
-
-    old = ctx.prec
-    ctx.prec = 128
-    try:
-        ball = (arb(x.numerator) / arb(x.denominator)).log()
-    finally:
-        ctx.prec = old
-    return Bound.of(ball)
-
-
-def _up(x: Fraction) -> float:
-    """The smallest-but-one double above the nearest double of ``x``: a double >= x."""
-    return math.nextafter(float(x), math.inf)
-
-
-def _down(x: Fraction) -> float:
-    return math.nextafter(float(x), -math.inf)
-
-
-@dataclasses.dataclass
-class RankGeometry:
-    """One rank of the grid: float64 tau estimate and, if certified, the kernel's bounds."""
-
-    r: int
-    tau_float: float
-    tau: Any = None  # Bound (certified enclosure of tau(T_r)) or None when not certified
-    tau_tanh: Any = None  # Bound of the Hilbert tanh bound
-    kappa_upper: Fraction | None = None  # certified upper bound of kappa(T_r)
-    kappa_float: float | None = None
-
-    @property
-    def certified(self) -> bool:
-        return self.tau is not None
-
-    def key(self) -> tuple:
-        """Everything certified about this rank (for the bit-identity check)."""
-        return (self.r, self.tau_float, self.tau, self.tau_tanh, self.kappa_upper)
-
-
-@dataclasses.dataclass
-class Geometry:
-    """An operator's geometry on the grid and its scores at each eps (exact rationals)."""
-
-    C_bytes: bytes
-    c_bounds: tuple
-    ranks: list[RankGeometry]
-    intrinsic: dict[str, tuple[Any, int | None]]  # eps -> (Bound of log Phi* or None = inf, r*)
-    gamma: Any  # Bound of native Gamma, or None
-    native: dict[str, Any]  # eps -> Bound of the native score
-
-
-def _phi_estimate(r: int, kappa: float, tau: float, eps: float) -> float:
-    """float64 estimate of ``(r/2) log(1 + kappa/(eps - tau)^2)`` (inf unless tau < eps)."""
-    return 0.5 * r * math.log1p(kappa / (eps - tau) ** 2) if tau < eps else math.inf
-
-
-def operator_geometry(op: Operator, grid: list[int], eps_list: list[str]) -> Geometry:
-    """Certified geometry of ``op`` on ``grid`` and the intrinsic / native scores at each eps.
-
-    Float64 first, for every rank of the grid: the truncated SVD ``T_r`` of C and its tau
-    estimate; ranks whose estimate exceeds the largest eps (relative slack
-    :data:`PRESCREEN_SLACK`) stop there.  The others get a kappa-optimised factorization and a
-    float64 estimate of the score.  Then, per eps, the kernel certifies tau and kappa of the
-    ranks in increasing order of that estimate -- the best one and every rank whose estimate
-    is within a relative :data:`TIE` of the best *qualifying* (certified ``tau < eps``) one --
-    and the score is the least certified upper bound among them.  A rank left uncertified is
-    one whose float64 estimate is clearly worse: certifying it could not lower the minimum
-    unless the certified bound and the float64 estimate differed by more than ``TIE``
-    relatively (they agree to about 1e-12); and whatever is left out, the score remains a
-    certified upper bound of the minimum over the grid.
-    """
-    from ..geometry.interaction import interaction_float, retained_softmax
-    from ..geometry.kappa import optimise_factorization
-    from ..geometry.bounds import (Bound, factorization_radius, interaction_bounds, native_gamma, phi_bound,
-                                   require_common_support, residual_bounds)
-    from ..solvers.dense import attention_matrix, norm
-
-    require_common_support(op)
-    C, b = interaction_float(op)
-    c_bounds = interaction_bounds(op, C)
-    A = attention_matrix(op)
-    U, s, Vt = np.linalg.svd(C, full_matrices=False)
-    limit = float(max(parse_tolerance(e) for e in eps_list)) * (1 + PRESCREEN_SLACK)
-    ranks: list[RankGeometry] = []
-    factors: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for r in grid:
-        root = np.sqrt(s[:r])
-        X0, Y0 = U[:, :r] * root, Vt[:r].T * root
-        tau_f = norm(A - retained_softmax(X0 @ Y0.T, b))
-        g = RankGeometry(r, tau_f)
-        if tau_f <= limit:
-            search = optimise_factorization(np.ascontiguousarray(X0), np.ascontiguousarray(Y0), method="L-BFGS-B",
-                                            powers=KAPPA_POWERS)
-            factors[r] = (search.X, search.Y)
-            g.kappa_float = search.upper_estimate
-        ranks.append(g)
-    by_r = {g.r: g for g in ranks}
-
-    def certify(g: RankGeometry) -> None:
-        if g.certified:
-            return
-        X, Y = factors[g.r]
-        g.tau, g.tau_tanh = residual_bounds(op, X, Y)
-        g.kappa_upper = factorization_radius(X, Y).hi
-
-    intrinsic: dict[str, tuple[Any, int | None]] = {}
-    for eps in eps_list:
-        eps_q, eps_f = parse_tolerance(eps), float(parse_tolerance(eps))
-        estimates = sorted((_phi_estimate(r, by_r[r].kappa_float, by_r[r].tau_float, eps_f), r) for r in factors)
-        best: tuple[Any, int | None] = (None, None)
-        threshold = math.inf
-        for estimate, r in estimates:
-            if not math.isfinite(estimate) or estimate > threshold:
-                break
-            g = by_r[r]
-            certify(g)
-            if g.tau.hi is None or g.kappa_upper is None or not g.tau.hi < eps_q:
-                continue
-            phi = phi_bound(Bound(None, g.kappa_upper), g.tau, eps, g.r)
-            if phi.hi is None:
-                continue
-            log_phi = _log_bound(max(phi.hi, Fraction(1)))
-            if best[0] is None:
-                threshold = estimate * (1 + TIE) + TIE
-            if best[0] is None or log_phi.hi < best[0].hi:
-                best = (log_phi, g.r)
-        intrinsic[eps] = best
-    gamma, native = None, {}
-    if op.kind == "qk":
-        gamma = native_gamma(op)
-        zero = Bound(Fraction(0), Fraction(0))
-        for eps in eps_list:
-            phi = phi_bound(gamma, zero, eps, op.head_dim)
-            native[eps] = Bound(_log_bound(max(phi.lo, Fraction(1))).lo, _log_bound(phi.hi).hi)
-    return Geometry(C.tobytes(), c_bounds, ranks, intrinsic, gamma, native)
-
-
-def operator_features(op: Operator) -> dict[str, float]:
-    """Cheap float64 statistics of A that know nothing of the theorem (the baseline's inputs)."""
-    from ..solvers.dense import attention_matrix
-
-    A = attention_matrix(op)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        plogp = np.where(A > 0, A * np.log(A), 0.0)
-    entropy = float(-plogp.sum(axis=1).mean())
-    sv = np.linalg.svd(A, compute_uv=False)
-    weights = sv / sv.sum() if sv.sum() > 0 else np.ones(1)
-    weights = weights[weights > 0]
-    erank = float(np.exp(-(weights * np.log(weights)).sum()))
-    return {"width": int(op.shape[1]), "queries": int(op.shape[0]), "mean_row_entropy": entropy,
-            "effective_rank": erank}
 
 
 # ============================================================================ one operator
@@ -332,22 +115,15 @@ def _overlap(a: tuple[Fraction, Fraction] | None, b: tuple[Fraction, Fraction] |
     return a[0] <= b[1] and b[0] <= a[1]
 
 
-def analyze_task(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_list: list[str],
-                 ranks: list[int] | None, options: dict[str, Any]) -> dict[str, Any]:
-    """Everything about one operator (a task for :func:`~softrank_cert.plumbing.parallel.run_ordered`).
+def verified_brackets(op: Any, name: str, raw: bytes, source: str, eps_list: list[str], options: dict[str, Any]
+                      ) -> tuple[Any, Any, dict[str, dict[str, Any]], list[str]]:
+    """Re-verify the certificate ``raw`` (every claim decided by the kernel now) and return
+    ``(certificate, report, brackets, dropped)``: the VERIFIED ends per eps, refusing the
+    certificate unless every claim is VERIFIED (or dropping the tolerances that are not with
+    ``options["drop_unverified"]``); it must be about the panel operator ``op`` bit for bit."""
+    from ..plumbing.campaign_inputs import operator_mismatch
+    from ..verification import verify_certificate_bytes
 
-    Re-verifies the certificate (refusing it unless every claim is VERIFIED, or dropping the
-    tolerances that are not with ``options["drop_unverified"]``), checks that it is about the
-    panel operator ``spec`` bit for bit, computes features, geometry, scores and the
-    invariance check.  Returns plain data (floats, ints, strings).
-    """
-    from .audit import operator_mismatch
-    from ..plumbing.reports import bound_up
-    from ..plumbing.parallel import unpack_operator
-    from ..verification import check_claims, verify_certificate_bytes
-
-    start = time.perf_counter()
-    op = unpack_operator(spec)
     report = verify_certificate_bytes(raw, source=source, trusted_keys=options.get("trusted_keys"),
                                       require_signature=bool(options.get("require_signature")),
                                       max_prec=options.get("max_prec", 512))
@@ -359,7 +135,6 @@ def analyze_task(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_l
     if op.mask != "none" or op.kind not in ("qk", "scores"):
         raise InvalidInputError(f"{name}: softrank analyze needs unmasked 'qk' or 'scores' operators (the theorem "
                                 "assumes one common positive support and needs scores)")
-    verdicts = report.verdicts
     by_eps: dict[Fraction, tuple[Any, Any]] = {}
     for bracket, pair in zip(certificate.brackets, report.pairs):
         by_eps[bracket.eps_value] = pair
@@ -381,6 +156,29 @@ def analyze_task(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_l
                 1 if worst is Status.REJECTED else 3)
         brackets[eps] = {"lower": pair[0].rank, "upper": pair[1].rank, "lower_method": pair[0].method,
                          "upper_method": pair[1].method}
+    return certificate, report, brackets, dropped
+
+
+#: The fields of a per-operator result that a cache may supply (everything but the brackets,
+#: which are always re-derived from a verification in this run).
+CACHED_FIELDS = ("features", "scores", "grid", "gamma_upper", "invariance", "seconds")
+
+
+def analyze_task(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_list: list[str],
+                 ranks: list[int] | None, options: dict[str, Any]) -> dict[str, Any]:
+    """Everything about one operator (a task for :func:`~softrank_cert.plumbing.parallel.run_tasks`).
+
+    Re-verifies the certificate (:func:`verified_brackets`), computes features, geometry, scores
+    and the invariance check.  Returns plain data (floats, ints, strings).
+    """
+    from ..plumbing.reports import bound_up
+    from ..plumbing.parallel import unpack_operator
+    from ..verification import check_claims
+
+    start = time.perf_counter()
+    op = unpack_operator(spec)
+    certificate, report, brackets, dropped = verified_brackets(op, name, raw, source, eps_list, options)
+    verdicts = report.verdicts
     verify_s = time.perf_counter() - start
     grid = rank_grid(op, ranks)
     features = operator_features(op)
@@ -391,12 +189,12 @@ def analyze_task(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_l
     for eps in eps_list:
         log_phi, r_star = geo.intrinsic[eps]
         entry: dict[str, Any] = {
-            "intrinsic": math.inf if log_phi is None else _up(log_phi.hi),
+            "intrinsic": math.inf if log_phi is None else double_above(log_phi.hi),
             "intrinsic_bound": None if log_phi is None else bound_up(log_phi.hi),
             "interaction_dim": math.inf if r_star is None else r_star,
         }
         if geo.native:
-            entry["native"] = _up(geo.native[eps].hi)
+            entry["native"] = double_above(geo.native[eps].hi)
             entry["native_bound"] = bound_up(geo.native[eps].hi)
         scores[eps] = entry
     invariance = None
@@ -421,7 +219,7 @@ def analyze_task(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_l
             == [(g.r, g.kappa_float, g.kappa_upper) for g in geo2.ranks],
             "intrinsic_identical": geo.intrinsic == geo2.intrinsic,
             "native_moved": geo.gamma != geo2.gamma and all(geo.native[e] != geo2.native[e] for e in eps_list),
-            "native_refactored": {eps: _up(geo2.native[eps].hi) for eps in eps_list},
+            "native_refactored": {eps: double_above(geo2.native[eps].hi) for eps in eps_list},
         }
     invariance_s = time.perf_counter() - t
     return {
@@ -437,419 +235,61 @@ def analyze_task(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_l
     }
 
 
-# ============================================================================ concordance
 
-def pair_matrices(lower: np.ndarray, upper: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(P, credit)`` for one tolerance: ``P[i, j]`` = i provably needs more rank than j
-    (``lower_i > upper_j``) with both scores available; ``credit[i, j]`` = 1 if the score puts i
-    above j, 1/2 on a tie, 0 otherwise (only where P).  NaN = score not available; +inf is a
-    score above every finite one (two infinities tie)."""
-    lower, upper, score = (np.asarray(a, dtype=np.float64) for a in (lower, upper, score))
-    valid = ~np.isnan(score)
-    P = (lower[:, None] > upper[None, :]) & valid[:, None] & valid[None, :]
-    with np.errstate(invalid="ignore"):
-        credit = (score[:, None] > score[None, :]) + 0.5 * (score[:, None] == score[None, :])
-    return P.astype(np.float64), np.where(P, credit, 0.0)
+def recheck_task(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_list: list[str],
+                 options: dict[str, Any], cached: dict[str, Any]) -> dict[str, Any]:
+    """One operator from the cache: the certificate re-verified now (:func:`verified_brackets`:
+    brackets, dropped tolerances and any refusal exactly as in a fresh run), the geometry
+    (:data:`CACHED_FIELDS`) from the cache entry, which is keyed by the software version, the
+    result format, the exact operator, the certificate's bytes and the options."""
+    from ..plumbing.parallel import unpack_operator
 
-
-def concordance(lower: Sequence[float], upper: Sequence[float], score: Sequence[float]) -> tuple[float | None, int]:
-    """Certified concordance of ``score`` at one tolerance: ``(share, certified pairs)``
-    (share None when no pair is certified)."""
-    P, credit = pair_matrices(np.asarray(lower), np.asarray(upper), np.asarray(score))
-    pairs = int(P.sum())
-    return (float(credit.sum() / pairs) if pairs else None), pairs
+    start = time.perf_counter()
+    op = unpack_operator(spec)
+    _certificate, _report, brackets, dropped = verified_brackets(op, name, raw, source, eps_list, options)
+    result = {"operator": name, "source": source, "kind": op.kind, "shape": list(op.shape), "p": op.p,
+              "d": op.head_dim, "brackets": brackets, "dropped": dropped, **{k: cached[k] for k in CACHED_FIELDS}}
+    result["seconds"] = {**cached["seconds"], "verify": round(time.perf_counter() - start, 3)}
+    return result
 
 
-def bootstrap_weights(n: int, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> np.ndarray:
-    """``resamples x n`` multiplicities of a bootstrap over n units (fixed seed)."""
-    rng = np.random.default_rng(seed)
-    return rng.multinomial(n, np.full(n, 1.0 / n), size=resamples).astype(np.float64) if n else np.zeros((resamples, 0))
+def operator_result(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_list: list[str],
+                    ranks: list[int] | None, options: dict[str, Any], cached: dict[str, Any] | None) -> dict[str, Any]:
+    """The task of one operator: :func:`recheck_task` with a usable cache entry, else :func:`analyze_task`."""
+    if cached is not None:
+        return recheck_task(spec, name, raw, source, eps_list, options, cached)
+    return analyze_task(spec, name, raw, source, eps_list, ranks, options)
 
 
-def _interval(samples: np.ndarray, level: float = CI_LEVEL) -> list[float] | None:
-    samples = samples[np.isfinite(samples)]
-    if samples.size == 0:
+def cache_key(op: Any, name: str, raw: bytes, eps_list: list[str], ranks: list[int] | None,
+              options: dict[str, Any]) -> str:
+    """The key of one operator's cache entry: :func:`~softrank_cert.plumbing.campaign_inputs.inputs_sha256`
+    of the software version, :data:`RESULT_VERSION`, the exact operator (kind, beta, mask, shapes,
+    bytes), the name, the certificate's bytes, the tolerances, the rank grid and the options."""
+    from ..plumbing.campaign_inputs import inputs_sha256
+
+    inputs = {"name": name, "eps": eps_list, "ranks": ranks, "drop_unverified": bool(options.get("drop_unverified")),
+              "require_signature": bool(options.get("require_signature")),
+              "trusted_keys": sorted(options.get("trusted_keys") or []), "max_prec": options.get("max_prec")}
+    return inputs_sha256(op, RESULT_VERSION, inputs, {"certificate": raw})
+
+
+def usable_cache_entry(raw: bytes | str, key: str, name: str, eps_list: list[str]) -> dict[str, Any] | None:
+    """A cache file's entry when it is one for exactly this key (well-formed, about ``name``, every
+    tolerance scored), else None (then the operator is computed again)."""
+    if isinstance(raw, str):
         return None
-    tail = 100 * (1 - level) / 2
-    return [round(float(np.percentile(samples, tail)), 4), round(float(np.percentile(samples, 100 - tail)), 4)]
+    try:
+        entry = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    if not isinstance(entry, dict) or entry.get("key") != key or entry.get("operator") != name:
+        return None
+    if any(field not in entry for field in CACHED_FIELDS) or not isinstance(entry["scores"], dict) or \
+            sorted(entry["scores"]) != sorted(eps_list) or not isinstance(entry["seconds"], dict):
+        return None
+    return entry
 
-
-def _pair_sums(LO: np.ndarray, UP: np.ndarray, S: np.ndarray, idx: np.ndarray, W: np.ndarray):
-    """Point and bootstrap sums (credit, pairs) over operators ``idx``, pooled over eps columns."""
-    num = den = 0.0
-    numb = np.zeros(W.shape[0])
-    denb = np.zeros(W.shape[0])
-    Wg = W[:, idx]
-    for e in range(LO.shape[1]):
-        P, credit = pair_matrices(LO[idx, e], UP[idx, e], S[idx, e])
-        if not P.any():
-            continue
-        num += credit.sum()
-        den += P.sum()
-        numb += ((Wg @ credit) * Wg).sum(axis=1)
-        denb += ((Wg @ P) * Wg).sum(axis=1)
-    return num, den, numb, denb
-
-
-def _summary(num: float, den: float, numb: np.ndarray, denb: np.ndarray) -> dict[str, Any]:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        samples = np.where(denb > 0, numb / np.where(denb > 0, denb, 1), np.nan)
-    return {"concordance": round(num / den, 4) if den else None, "ci": _interval(samples) if den else None,
-            "pairs": int(den)}
-
-
-def score_concordance(LO: np.ndarray, UP: np.ndarray, S: np.ndarray, W: np.ndarray, eps_list: list[str],
-                      groups: dict[str, list[Any]]) -> dict[str, Any]:
-    """Concordance of one score (matrices: operators x eps), pooled, by eps and by groups."""
-    n = LO.shape[0]
-    everyone = np.arange(n)
-    out = _summary(*_pair_sums(LO, UP, S, everyone, W))
-    out["by_eps"] = {eps: _summary(*_pair_sums(LO[:, [e]], UP[:, [e]], S[:, [e]], everyone, W))
-                     for e, eps in enumerate(eps_list)}
-    for key, labels in groups.items():
-        values = sorted({label for label in labels if label is not None}, key=_group_order)
-        table = {}
-        for value in values:
-            idx = np.array([i for i, label in enumerate(labels) if label == value])
-            table[str(value)] = _summary(*_pair_sums(LO, UP, S, idx, W))
-        out[f"by_{key}"] = table
-    return out
-
-
-def _group_order(value: Any) -> tuple:
-    return (0, value, "") if isinstance(value, (int, float)) else (1, 0, str(value))
-
-
-# ============================================================================ interval loss and fits
-
-def log_rank(x: np.ndarray | Sequence[float]) -> np.ndarray:
-    """``log`` of a rank bracket end (a rank 0, only possible at eps >= ||A||, enters as log 1/2)."""
-    return np.log(np.maximum(np.asarray(x, dtype=np.float64), 0.5))
-
-
-def interval_loss(pred: np.ndarray | Sequence[float], lo: np.ndarray | Sequence[float],
-                  hi: np.ndarray | Sequence[float]) -> np.ndarray:
-    """Distance of each prediction to its interval ``[lo, hi]`` (zero inside)."""
-    pred, lo, hi = (np.asarray(a, dtype=np.float64) for a in (pred, lo, hi))
-    return np.maximum(lo - pred, 0.0) + np.maximum(pred - hi, 0.0)
-
-
-@dataclasses.dataclass
-class IntervalModel:
-    """``prediction = intercept + coef . (x - mean) / scale`` on the kept columns."""
-
-    columns: list[int]
-    mean: np.ndarray
-    scale: np.ndarray
-    intercept: float
-    coef: np.ndarray
-
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        Z = (X[:, self.columns] - self.mean) / self.scale
-        return self.intercept + Z @ self.coef
-
-
-def fit_interval_model(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, l1: float = L1_PENALTY) -> IntervalModel:
-    """Minimise ``mean_i dist(x_i . beta, [lo_i, hi_i]) + l1 * |beta|_1`` (intercept free) exactly
-    as a linear program (HiGHS).  Columns constant on the data are dropped; the others are
-    standardised."""
-    from scipy import sparse
-    from scipy.optimize import linprog
-
-    X = np.asarray(X, dtype=np.float64)
-    n = X.shape[0]
-    if n == 0:
-        raise InvalidInputError("no operator to fit the baseline on")
-    sd = X.std(axis=0)
-    columns = [j for j in range(X.shape[1]) if sd[j] > 1e-12 * max(1.0, abs(X[:, j]).max())]
-    mean, scale = X[:, columns].mean(axis=0), sd[columns]
-    Z = (X[:, columns] - mean) / scale
-    k = len(columns)
-    # variables: b0, b+ (k), b- (k), s (n);   b0 + Z b + s >= lo,   b0 + Z b - s <= hi
-    ones = np.ones((n, 1))
-    block = sparse.hstack([sparse.csr_matrix(ones), sparse.csr_matrix(Z), sparse.csr_matrix(-Z)])
-    eye = sparse.identity(n, format="csr")
-    A_ub = sparse.vstack([sparse.hstack([-block, -eye]), sparse.hstack([block, -eye])]).tocsc()
-    b_ub = np.concatenate([-np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)])
-    c = np.concatenate([[0.0], np.full(2 * k, l1), np.full(n, 1.0 / n)])
-    bounds = [(None, None)] + [(0, None)] * (2 * k + n)
-    res = linprog(c, A_ub=A_ub, b_ub=b_ub, bounds=bounds, method="highs")
-    if res.status != 0:
-        raise InvalidInputError(f"the interval fit failed: {res.message}")
-    x = res.x
-    return IntervalModel(columns, mean, scale, float(x[0]), x[1:1 + k] - x[1 + k:1 + 2 * k])
-
-
-def baseline_matrix(rows: list[dict[str, Any]]) -> np.ndarray:
-    """Baseline features of rows (operator, eps): log width, log eps, entropy, log effective rank."""
-    return np.array([[math.log(r["features"]["width"]), math.log(float(parse_tolerance(r["eps"]))),
-                      r["features"]["mean_row_entropy"], math.log(max(r["features"]["effective_rank"], 1e-300))]
-                     for r in rows], dtype=np.float64).reshape(len(rows), len(BASELINE_FEATURES))
-
-
-def with_score(base: np.ndarray, score: np.ndarray, train: np.ndarray) -> np.ndarray:
-    """Baseline columns plus a score column (+inf replaced by 1 + the largest finite training
-    value) and an "infinite" indicator column (dropped by the fit when constant)."""
-    score = np.asarray(score, dtype=np.float64)
-    finite = score[train][np.isfinite(score[train])]
-    cap = (finite.max() + 1.0) if finite.size else 0.0
-    value = np.where(np.isinf(score), cap, score)
-    return np.column_stack([base, value, np.isinf(score).astype(np.float64)])
-
-
-# ============================================================================ held-out
-
-def heldout(rows: list[dict[str, Any]], op_index: np.ndarray, n_ops: int, fold_labels: list[Any],
-            added: list[str], W: np.ndarray) -> dict[str, Any]:
-    """Group-wise cross-validation (one fold per distinct label of the operators).
-
-    ``rows`` (operator, eps) with lower, upper, features, scores; ``op_index[i]`` the operator of
-    row i; ``fold_labels[op]`` its fold.  Models: the baseline, and the baseline plus each score
-    in ``added``.  Returns the held-out interval loss and certified concordance (pairs inside
-    one test fold, same eps) of each model and, for each added score, the paired bootstrap
-    intervals of the differences (model - baseline).
-    """
-    labels = sorted({label for label in fold_labels if label is not None}, key=_group_order)
-    if len(labels) < 2:
-        return {"skipped": f"fewer than two groups ({len(labels)})"}
-    row_fold = np.array([fold_labels[o] for o in op_index], dtype=object)
-    lo = log_rank([r["lower"] for r in rows])
-    hi = log_rank([r["upper"] for r in rows])
-    base = baseline_matrix(rows)
-    models = {"baseline": None, **{f"baseline+{name}": name for name in added}}
-    preds = {m: np.full(len(rows), np.nan) for m in models}
-    skipped: dict[str, str] = {}
-    for model, name in models.items():
-        score = None if name is None else np.array([r["scores"].get(name, np.nan) for r in rows], dtype=np.float64)
-        if score is not None and np.isnan(score).any():
-            skipped[model] = f"{name} is not available for every operator"
-            continue
-        for label in labels:
-            test = row_fold == label
-            train = ~test & (row_fold != None)  # noqa: E711 (object array)
-            X = base if score is None else with_score(base, score, train)
-            fitted = fit_interval_model(X[train], lo[train], hi[train])
-            preds[model][test] = fitted.predict(X[test])
-    eps_list = sorted({r["eps"] for r in rows}, key=parse_tolerance)
-    col = {eps: e for e, eps in enumerate(eps_list)}
-    LO = np.full((n_ops, len(eps_list)), np.nan)
-    UP = LO.copy()
-    for i, r in enumerate(rows):
-        LO[op_index[i], col[r["eps"]]], UP[op_index[i], col[r["eps"]]] = r["lower"], r["upper"]
-    out_models: dict[str, Any] = {}
-    stats: dict[str, tuple] = {}
-    for model in models:
-        if model in skipped:
-            out_models[model] = {"skipped": skipped[model]}
-            continue
-        pred = preds[model]
-        tested = np.isfinite(pred)  # rows of operators without a fold label are never held out
-        loss = interval_loss(pred, lo, hi)[tested]
-        per_op = np.zeros(n_ops)
-        count = np.zeros(n_ops)
-        np.add.at(per_op, op_index[tested], loss)
-        np.add.at(count, op_index[tested], 1.0)
-        S = np.full((n_ops, len(eps_list)), np.nan)
-        for i, r in enumerate(rows):
-            S[op_index[i], col[r["eps"]]] = pred[i]
-        num = den = 0.0
-        numb = np.zeros(W.shape[0])
-        denb = np.zeros(W.shape[0])
-        for label in labels:
-            idx = np.array([o for o in range(n_ops) if fold_labels[o] == label])
-            a, b, c, d = _pair_sums(np.nan_to_num(LO, nan=-1.0), np.nan_to_num(UP, nan=np.inf), S, idx, W)
-            num, den, numb, denb = num + a, den + b, numb + c, denb + d
-        with np.errstate(invalid="ignore", divide="ignore"):
-            loss_b = (W @ per_op) / (W @ count)  # operators with no held-out row weigh nothing
-            conc_b = np.where(denb > 0, numb / np.where(denb > 0, denb, 1), np.nan)
-        point_loss = float(per_op.sum() / count.sum())
-        point_conc = num / den if den else float("nan")
-        stats[model] = (point_loss, point_conc, loss_b, conc_b)
-        out_models[model] = {"loss": round(point_loss, 4), "loss_ci": _interval(loss_b),
-                             "concordance": round(point_conc, 4) if den else None,
-                             "concordance_ci": _interval(conc_b) if den else None, "pairs": int(den),
-                             "inside_share": round(float((loss == 0).mean()), 4)}
-    differences: dict[str, Any] = {}
-    if "baseline" in stats:
-        b_loss, b_conc, b_loss_b, b_conc_b = stats["baseline"]
-        for model, name in models.items():
-            if name is None or model not in stats:
-                continue
-            m_loss, m_conc, m_loss_b, m_conc_b = stats[model]
-            loss_ci, conc_ci = _interval(m_loss_b - b_loss_b), _interval(m_conc_b - b_conc_b)
-            differences[name] = {
-                "loss_difference": round(m_loss - b_loss, 4), "loss_difference_ci": loss_ci,
-                "loss_ci_includes_zero": None if loss_ci is None else bool(loss_ci[0] <= 0 <= loss_ci[1]),
-                "concordance_difference": round(m_conc - b_conc, 4) if np.isfinite(m_conc - b_conc) else None,
-                "concordance_difference_ci": conc_ci,
-                "concordance_ci_includes_zero": None if conc_ci is None else bool(conc_ci[0] <= 0 <= conc_ci[1]),
-                "verdict": _verdict_text(name, loss_ci, conc_ci),
-            }
-    return {"folds": [str(label) for label in labels], "models": out_models, "added": differences}
-
-
-def _verdict_text(name: str, loss_ci: list[float] | None, conc_ci: list[float] | None) -> str:
-    """One plain sentence on whether adding ``name`` helped held out."""
-    if loss_ci is None or conc_ci is None:
-        return f"adding {name}: not enough held-out pairs to say"
-    parts = []
-    if loss_ci[0] <= 0 <= loss_ci[1]:
-        parts.append("the loss-difference interval includes zero")
-    elif loss_ci[1] < 0:
-        parts.append("it lowers the held-out interval loss")
-    else:
-        parts.append("it raises the held-out interval loss")
-    if conc_ci[0] <= 0 <= conc_ci[1]:
-        parts.append("the concordance-difference interval includes zero")
-    elif conc_ci[0] > 0:
-        parts.append("it raises the held-out certified concordance")
-    else:
-        parts.append("it lowers the held-out certified concordance")
-    helps = loss_ci[1] < 0 or conc_ci[0] > 0
-    return (f"adding {name} to the baseline: " + "; ".join(parts)
-            + ("" if helps else " -- no detectable held-out information beyond the baseline"))
-
-
-# ============================================================================ the report
-
-def name_groups(name: str, fallback_document: str) -> dict[str, Any]:
-    """family / document / width / layer / head of a panel name (``minilm/apache2/w128/L3H7``)."""
-    from .budgets import name_fields
-
-    document, width, layer, head = name_fields(name, fallback_document)
-    return {"family": name.split("/", 1)[0] if "/" in name else fallback_document, "document": document,
-            "width": width, "layer": layer, "head": head}
-
-
-def _json_value(x: Any) -> Any:
-    if isinstance(x, float):
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-        if math.isnan(x):
-            return None
-        return float(f"{x:.17g}")
-    return x
-
-
-def build_report(results: list[dict[str, Any]], stems: dict[str, str], eps_list: list[str], *,
-                 resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
-    """The analysis report from the per-operator results (see the module docstring)."""
-    ops = [r for r in results if r["brackets"]]
-    n = len(ops)
-    if n == 0:
-        raise InvalidInputError("no verified bracket to analyse")
-    meta = [name_groups(r["operator"], stems.get(r["operator"], "")) for r in ops]
-    rows: list[dict[str, Any]] = []
-    op_index: list[int] = []
-    for i, r in enumerate(ops):
-        for eps in eps_list:
-            if eps not in r["brackets"]:
-                continue
-            b = r["brackets"][eps]
-            rows.append({"operator": r["operator"], "eps": eps, "lower": b["lower"], "upper": b["upper"],
-                         "features": r["features"], "scores": dict(r["scores"][eps])})
-            op_index.append(i)
-    op_index_a = np.array(op_index)
-    lo, hi = log_rank([r["lower"] for r in rows]), log_rank([r["upper"] for r in rows])
-    base = baseline_matrix(rows)
-    calibrated = fit_interval_model(base, lo, hi)
-    base_pred = calibrated.predict(base)
-    for row, value in zip(rows, base_pred):
-        row["scores"]["baseline"] = float(value)
-    col = {eps: e for e, eps in enumerate(eps_list)}
-    LO = np.full((n, len(eps_list)), -1.0)  # missing rows: lower -1 / upper inf never pair
-    UP = np.full((n, len(eps_list)), np.inf)
-    for i, row in zip(op_index, rows):
-        LO[i, col[row["eps"]]], UP[i, col[row["eps"]]] = row["lower"], row["upper"]
-    W = bootstrap_weights(n, resamples, seed)
-    groups = {key: [m[key] for m in meta] for key in ("family", "document", "width", "layer")}
-    score_table: dict[str, Any] = {}
-    for name in SCORES:
-        S = np.full((n, len(eps_list)), np.nan)
-        for i, row in zip(op_index, rows):
-            value = row["scores"].get(name)
-            S[i, col[row["eps"]]] = np.nan if value is None else float(value)
-        if np.isnan(S).all():
-            continue
-        side, meaning = DEFINITIONS[name]
-        score_table[name] = {"certified": side, "meaning": meaning,
-                             **score_concordance(LO, UP, S, W, eps_list, groups)}
-    added = [name for name in ("intrinsic", "native", "interaction_dim") if name in score_table]
-    held: dict[str, Any] = {}
-    for scheme in ("document", "layer"):
-        held[scheme] = heldout(rows, op_index_a, n, groups[scheme], added, W)
-    inv = [r["invariance"] for r in ops if r["invariance"] is not None]
-    invariance = {
-        "operators": n, "checked": len(inv), "not_applicable": n - len(inv),
-        "refactorization": f"Q -> Q D, K -> K D^-1, D = diag(2^e_t), e_t = (t mod {D_PERIOD}) - {D_PERIOD // 2}",
-        **{key: sum(1 for item in inv if item[key]) for key in
-           ("brackets_identical", "margins_identical", "margins_consistent", "C_identical", "tau_identical",
-            "kappa_identical", "intrinsic_identical", "native_moved")},
-    }
-    operators_out = []
-    for i, row in zip(op_index, rows):
-        r = ops[i]
-        s = r["scores"][row["eps"]]
-        entry = {"operator": row["operator"], "eps": row["eps"], "lower": row["lower"], "upper": row["upper"],
-                 **{k: meta[i][k] for k in ("family", "document", "width", "layer", "head")},
-                 "scores": {name: _json_value(row["scores"].get(name)) for name in SCORES if name in row["scores"]},
-                 "intrinsic_bound": s.get("intrinsic_bound"), "native_bound": s.get("native_bound"),
-                 "lower_method": r["brackets"][row["eps"]]["lower_method"],
-                 "upper_method": r["brackets"][row["eps"]]["upper_method"]}
-        if r["invariance"] is not None:
-            entry["native_refactored"] = _json_value(r["invariance"]["native_refactored"][row["eps"]])
-        operators_out.append(entry)
-    geometry = [{"operator": r["operator"], "p": r["p"], "d": r["d"], "features": r["features"],
-                 "gamma_upper": r["gamma_upper"], "grid": r["grid"], "seconds": r["seconds"],
-                 "dropped_eps": r["dropped"],
-                 "invariance": None if r["invariance"] is None else
-                 {k: v for k, v in r["invariance"].items() if k != "native_refactored"}} for r in ops]
-    return {
-        "format": "softrank-analysis", "version": 1, "eps": eps_list,
-        "definitions": {name: {"certified": DEFINITIONS[name][0], "meaning": DEFINITIONS[name][1]} for name in SCORES},
-        "grid": {"ranks": sorted({g["r"] for r in ops for g in r["grid"]}),
-                 "rule": "1,2,3,4,6,8,12,16,24,32,48,64 up to min(d, 64) (qk; plus that top rank) or min(p-1, 64) "
-                         "(scores); certified by the kernel per eps: the rank with the best float64 estimate of the "
-                         "score and every rank within a relative 1e-6 of the best qualifying one (ranks whose "
-                         "float64 tau exceeds the largest eps are never certified)"},
-        "baseline": {"features": list(BASELINE_FEATURES),
-                     "fit": "interval loss on [log lower, log upper] (linear program, l1 tie-breaker "
-                            f"{L1_PENALTY:g}), standardised features",
-                     "columns": [BASELINE_FEATURES[j] for j in calibrated.columns],
-                     "intercept": round(calibrated.intercept, 6),
-                     "coefficients": [round(float(c), 6) for c in calibrated.coef],
-                     "in_sample_loss": round(float(interval_loss(base_pred, lo, hi).mean()), 4)},
-        "bootstrap": {"resamples": resamples, "seed": seed, "unit": "operator", "level": CI_LEVEL,
-                      "interval": "percentile"},
-        "operators": operators_out,
-        "scores": score_table,
-        "heldout": held,
-        "invariance": invariance,
-        "geometry": geometry,
-        "timing": timing(ops, meta),
-        "counts": {"operators": n, "rows": len(rows),
-                   "dropped_rows": sum(len(r["dropped"]) for r in results),
-                   "resolved_rows": sum(1 for row in rows if row["lower"] == row["upper"])},
-    }
-
-
-def timing(ops: list[dict[str, Any]], meta: list[dict[str, Any]]) -> dict[str, Any]:
-    """Seconds per operator (one worker each) by width: verification, geometry, invariance."""
-    by_width: dict[str, list[dict[str, float]]] = {}
-    for r, m in zip(ops, meta):
-        by_width.setdefault(str(m["width"]), []).append(r["seconds"])
-    out = {}
-    for width in sorted(by_width, key=lambda w: (not w.isdigit(), int(w) if w.isdigit() else 0)):
-        items = by_width[width]
-        out[width] = {"operators": len(items),
-                      **{f"median_{part}_s": round(float(np.median([s[part] for s in items])), 3)
-                         for part in ("verify", "geometry", "invariance", "total")},
-                      "mean_total_s": round(float(np.mean([s["total"] for s in items])), 3),
-                      "max_total_s": round(float(np.max([s["total"] for s in items])), 3)}
-    return out
-
-
-# ----------------------------------------------------------------------------- the study over certificates
 
 def _load_panels(paths: list[str]) -> tuple[dict[str, NamedOperator], dict[str, str]]:
     from ..plumbing.operators_npz import load_operators
@@ -867,16 +307,11 @@ def _load_panels(paths: list[str]) -> tuple[dict[str, NamedOperator], dict[str, 
 
 def _read_certificates(paths: list[str]) -> list[tuple[str, bytes, str, list[str]]]:
     """``(path, bytes, operator id, eps strings)`` of each certificate, schema-checked (exit 2)."""
-    from ..certio.certificate import MAX_CERTIFICATE_BYTES, check_schema, parse_json_strict
+    from ..certio.certificate import check_schema, parse_json_strict, read_certificate_bytes
 
     out = []
     for path in paths:
-        try:
-            if Path(path).stat().st_size > MAX_CERTIFICATE_BYTES:
-                raise InvalidInputError(f"{path}: larger than {MAX_CERTIFICATE_BYTES} bytes")
-            raw = Path(path).read_bytes()
-        except OSError as exc:
-            raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raw = read_certificate_bytes(path)  # the one size-capped reader (exit 2 when unreadable or too large)
         if not is_certificate_format(declared_format(raw)):
             continue  # a report or a campaign manifest beside the certificates: no claim to analyze
         try:
@@ -915,19 +350,26 @@ def _choose_eps(requested: str | None, certificates: list[tuple[str, bytes, str,
 def analysis(certificates: list[str], panels: list[str], eps: str | None = None, *, ranks: list[int] | None = None,
              resamples: int = 2000, seed: int = 20260, trusted_keys: frozenset[str] | None = None,
              require_signature: bool = False, drop_unverified: bool = False, jobs: int = 1,
-             scheduler: str | None = None, show_progress: bool = True, cache: Path | None = None) -> dict[str, Any]:
+             scheduler: str | None = None, show_progress: bool = True, cache: Path | None = None,
+             manifest: Path | None = None, resume_command: str | None = None) -> dict[str, Any]:
     """Run the analysis (``softrank analyze``; see the module docstring) and return the report.
 
-    ``cache`` (``--resume``; studies): a folder of per-operator results keyed by the SHA-256 of
-    the certificate's bytes, the panel operator, the tolerances and the options, each written
-    atomically as soon as its operator is done, so that an interrupted analysis resumes where it
-    stopped.  A recorded result (verdicts included) is reused only under exactly the same key.
+    ``cache`` (``--resume``): a folder of per-operator results, each written atomically as soon as
+    its operator is done, so that an interrupted analysis resumes where it stopped; ``manifest``
+    (with it) the campaign manifest (:mod:`softrank_cert.plumbing.campaign`).  A cache entry is a
+    shortcut only: it is used under exactly its key
+    (:func:`~softrank_cert.plumbing.campaign_inputs.inputs_sha256`: software version, result
+    format, exact operator with shapes, certificate bytes, tolerances, ranks and options), and
+    even then the certificate is re-verified and the brackets taken from that verification
+    (:func:`recheck_task`): a planted or stale entry can change no bracket and hide no refusal.
     """
-    from contextlib import closing
+    from contextlib import closing, nullcontext
 
     from ..kernel import DEFAULT_MAX_PREC
+    from ..plumbing.campaign import Campaign
+    from ..plumbing.campaign_inputs import read_kept_bytes
     from ..plumbing.operators_npz import natural_key
-    from ..plumbing.parallel import pack_operator, run_ordered
+    from ..plumbing.parallel import pack_operator, run_tasks
     from ..plumbing.reports import envelope
 
     for path in panels:
@@ -950,47 +392,47 @@ def analysis(certificates: list[str], panels: list[str], eps: str | None = None,
     read.sort(key=lambda item: natural_key(item[2]))
     options = {"trusted_keys": trusted_keys, "require_signature": require_signature,
                "drop_unverified": drop_unverified, "max_prec": DEFAULT_MAX_PREC}
-    tasks = [(pack_operator(operators[name].operator), name, raw, path, eps_list, ranks, options)
-             for path, raw, name, _eps in read]
-    start = time.perf_counter()
-    results: list[Any] = [None] * len(tasks)
-    keys = [_cache_key(task) for task in tasks] if cache is not None else []
+    keys = [cache_key(operators[name].operator, name, raw, eps_list, ranks, options) for _path, raw, name, _eps in read]
+    cached: list[dict[str, Any] | None] = [None] * len(read)
+    campaign = None
     if cache is not None:
         try:
             Path(cache).mkdir(exist_ok=True)
         except OSError as exc:
             raise InvalidInputError(f"cannot create the --resume folder {cache}: {exc.strerror or exc}") from None
-        for i, key in enumerate(keys):
-            hit = Path(cache) / f"{key}.json"
-            if hit.is_file():
-                results[i] = json.loads(hit.read_text(encoding="utf-8"))
-    todo = [i for i, result in enumerate(results) if result is None]
-    with progress_bar(show_progress) as bar:
-        task = bar.add_task("analysing", total=len(todo))
-        with closing(run_ordered(analyze_task, [tasks[i] for i in todo], jobs=jobs, scheduler=scheduler,
-                                 done=lambda j: bar.update(task, advance=1,
-                                                           description=safe_text(read[todo[j]][2])))) as out:
-            for i, result in zip(todo, out):
-                results[i] = result
-                if cache is not None:
-                    write_text_atomic(Path(cache) / f"{keys[i]}.json", json.dumps(result))
+        cached = [usable_cache_entry(read_kept_bytes(Path(cache) / f"{key}.json"), key, name, eps_list)
+                  for key, (_path, _raw, name, _eps) in zip(keys, read)]
+        if manifest is not None:
+            parameters = {"panel": [{"path": str(p)} for p in panels], "certificates": len(read),
+                          "tolerances": eps_list, "ranks": ranks, "state": Path(cache).name}
+            campaign = Campaign(manifest, "analyze", parameters,
+                                [(name, {"inputs_sha256": key, "output": f"{key}.json"})
+                                 for key, (_path, _raw, name, _eps) in zip(keys, read)],
+                                resume=True, must_match={"tolerances": "--eps"}, resume_command=resume_command)
+            for (_path, _raw, name, _eps), entry in zip(read, cached):
+                if entry is not None:
+                    campaign.keep(name, campaign.recorded(name))
+            campaign.save()
+    tasks = [(pack_operator(operators[name].operator), name, raw, path, eps_list, ranks, options, cached[i])
+             for i, (path, raw, name, _eps) in enumerate(read)]
+    start = time.perf_counter()
+    results: list[Any] = [None] * len(tasks)
+    with campaign.running() if campaign is not None else nullcontext(), progress_bar(show_progress) as bar:
+        task = bar.add_task("analysing", total=len(tasks))
+        with closing(run_tasks(operator_result, tasks, jobs=jobs, scheduler=scheduler,
+                               done=lambda j: bar.update(task, advance=1, description=safe_text(read[j][2])))) as out:
+            for outcome in out:
+                i = outcome.index
+                results[i] = outcome.unwrap()  # a refused certificate is the command's error (exit 1, 2 or 3)
+                if cache is not None and cached[i] is None:
+                    entry = {"key": keys[i], "operator": read[i][2], **{k: results[i][k] for k in CACHED_FIELDS}}
+                    write_text_atomic(Path(cache) / f"{keys[i]}.json", json.dumps(entry))
+                    if campaign is not None:
+                        campaign.done(read[i][2], outcome, results[i]["seconds"]["total"])
+    if campaign is not None:
+        campaign.finish()
     report = envelope("analyze", build_report(results, stems, eps_list, resamples=resamples, seed=seed))
     report["inputs"] = {"certificates": len(paths), "panels": [str(p) for p in panels],
                         "operators_without_certificate": len(set(operators) - set(seen))}
     report["seconds"] = round(time.perf_counter() - start, 1)
     return report
-
-
-def _cache_key(task: tuple) -> str:
-    """SHA-256 of everything a per-operator result depends on (and of the result format's version)."""
-    import hashlib
-
-    spec, name, raw, path, eps_list, ranks, options = task
-    digest = hashlib.sha256()
-    digest.update(RESULT_VERSION.encode())
-    digest.update(raw)
-    for key in sorted(spec["arrays"]):
-        digest.update(key.encode() + spec["arrays"][key].astype("<f8").tobytes())
-    digest.update(json.dumps([name, spec["beta"], spec["mask"], eps_list, ranks, options["drop_unverified"],
-                              options["require_signature"], sorted(options["trusted_keys"] or [])]).encode())
-    return digest.hexdigest()

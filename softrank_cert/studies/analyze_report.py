@@ -1,21 +1,31 @@
-"""The tables and the figure of the analysis report (UNTRUSTED; formats the report of
-:func:`~softrank_cert.studies.analyze.analysis`).
+"""The analysis report (UNTRUSTED): built from the per-operator results, and its tables.
 
-Rows of the score, group and held-out tables (the terminal tables of ``softrank analyze`` and
-:func:`markdown_report` share them), the Markdown report and :func:`analysis_figure`.  They
-show what the report holds; every bracket end in it is a kernel verdict.
+:func:`build_report` assembles the report of :func:`~softrank_cert.studies.analyze.analysis` from
+the per-operator results (every bracket end in them a kernel verdict re-checked in this run); the
+rows of the score, group and held-out tables (the terminal tables of ``softrank analyze`` and
+:func:`markdown_report` share them) and the Markdown report show what it holds.  The figure is
+:func:`~softrank_cert.studies.analyze_plot.analysis_figure`.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import numpy as np
 
-def _ci(ci: list[float] | None) -> str:
+from .analyze_stats import (BASELINE_FEATURES, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CI_LEVEL, L1_PENALTY,
+                            baseline_matrix, bootstrap_weights, fit_interval_model, heldout, interval_loss, log_rank,
+                            score_concordance)
+from ..errors import InvalidInputError
+from ..geometry.intrinsic import D_PERIOD
+
+
+def ci_text(ci: list[float] | None) -> str:
     return "-" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-def _num(x: float | None, fmt: str = ".3f") -> str:
+def number_text(x: float | None, fmt: str = ".3f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
@@ -26,9 +36,9 @@ def _signed(x: float | None) -> str:
 def score_rows(report: dict[str, Any]) -> list[list[str]]:
     rows = []
     for name, entry in report["scores"].items():
-        per_eps = "; ".join(f"{eps}: {_num(e['concordance'])} {_ci(e['ci'])} ({e['pairs']})"
+        per_eps = "; ".join(f"{eps}: {number_text(e['concordance'])} {ci_text(e['ci'])} ({e['pairs']})"
                             for eps, e in entry["by_eps"].items())
-        rows.append([name, entry["certified"], _num(entry["concordance"]), _ci(entry["ci"]), str(entry["pairs"]),
+        rows.append([name, entry["certified"], number_text(entry["concordance"]), ci_text(entry["ci"]), str(entry["pairs"]),
                      per_eps])
     return rows
 
@@ -47,7 +57,7 @@ def group_rows(report: dict[str, Any]) -> list[list[str]]:
             cells = [key, value]
             for name in report["scores"]:
                 e = report["scores"][name][f"by_{key}"][value]
-                cells.append(f"{_num(e['concordance'])} {_ci(e['ci'])}")
+                cells.append(f"{number_text(e['concordance'])} {ci_text(e['ci'])}")
             cells.append(str(next(iter(report["scores"].values()))[f"by_{key}"][value]["pairs"]))
             rows.append(cells)
     return rows
@@ -63,10 +73,10 @@ def heldout_rows(report: dict[str, Any]) -> list[list[str]]:
         for name, d in held["added"].items():
             model = held["models"][f"baseline+{name}"]
             rows.append([f"{scheme} ({len(held['folds'])} folds)", name,
-                         f"{_num(base.get('loss'), '.4f')} -> {_num(model.get('loss'), '.4f')}",
-                         f"{_signed(d['loss_difference'])} {_ci(d['loss_difference_ci'])}",
-                         f"{_num(base.get('concordance'))} -> {_num(model.get('concordance'))}",
-                         f"{_signed(d['concordance_difference'])} {_ci(d['concordance_difference_ci'])}",
+                         f"{number_text(base.get('loss'), '.4f')} -> {number_text(model.get('loss'), '.4f')}",
+                         f"{_signed(d['loss_difference'])} {ci_text(d['loss_difference_ci'])}",
+                         f"{number_text(base.get('concordance'))} -> {number_text(model.get('concordance'))}",
+                         f"{_signed(d['concordance_difference'])} {ci_text(d['concordance_difference_ci'])}",
                          d["verdict"]])
     return rows
 
@@ -127,61 +137,157 @@ def markdown_report(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def analysis_figure(report: dict[str, Any]) -> Any:
-    """One panel per score: every (operator, eps) bracket [lower, upper] as a vertical segment at
-    the operator's score (log rank axis), colour = eps; concordance and CI in the titles."""
-    import matplotlib
+SCORES = ("intrinsic", "native", "baseline", "interaction_dim")
+#: name -> (certified side, meaning)
+DEFINITIONS = {
+    "intrinsic": ("upper", "min over r in the grid with certified tau(T_r) < eps of (r/2) log(1 + kappa(T_r)/(eps - "
+                           "tau(T_r))^2), T_r the rank-r truncated SVD of C, certified upper bounds of tau and kappa "
+                           "(a certified upper bound of the minimum); inf when no r qualifies"),
+    "native": ("upper", "(d/2) log(1 + Gamma/eps^2), Gamma = beta rho_Q rho_K of the given Q, K (certified upper "
+                        "bound), d the head dimension, tau = 0 (A = softmax(beta Q K^T) exactly); not invariant"),
+    "baseline": ("estimate", "float64 estimate: linear in log width, log eps, mean row entropy of A and log effective "
+                             "rank of A, fitted to the brackets with the interval loss (in-sample for this table)"),
+    "interaction_dim": ("derived", "the r attaining the intrinsic score (the interaction dimension; inf when none "
+                                   "qualifies): derived from certified upper bounds, not itself a bound"),
+}
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
 
-    from ..plumbing.plotting import label_log_axis
 
-    names = list(report["scores"])
-    cols = 2 if len(names) > 2 else max(len(names), 1)
-    rows = -(-max(len(names), 1) // cols)
-    fig, grid = plt.subplots(rows, cols, figsize=(5.6 * cols, 4.3 * rows + 0.6), squeeze=False)
-    axes = [list(grid.ravel())]
-    for ax in axes[0][len(names):]:
-        ax.set_visible(False)
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    eps_colour = {eps: colours[i % len(colours)] for i, eps in enumerate(report["eps"])}
+def name_groups(name: str, fallback_document: str) -> dict[str, Any]:
+    """family / document / width / layer / head of a panel name (``minilm/apache2/w128/L3H7``)."""
+    from .budgets import name_fields
 
-    ranks = [max(v, 0.5) for op in report["operators"] for v in (op["lower"], op["upper"])]
-    for ax, name in zip(axes[0], names):
-        values = [op["scores"].get(name) for op in report["operators"]]
-        finite = [v for v in values if isinstance(v, (int, float))]
-        right = (max(finite) if finite else 0.0)
-        span = (right - min(finite)) if finite else 1.0
-        at_inf = right + 0.08 * (span or 1.0)
-        n_inf = 0
-        for op, value in zip(report["operators"], values):
-            if value is None:
+    document, width, layer, head = name_fields(name, fallback_document)
+    return {"family": name.split("/", 1)[0] if "/" in name else fallback_document, "document": document,
+            "width": width, "layer": layer, "head": head}
+
+
+def _json_value(x: Any) -> Any:
+    if isinstance(x, float):
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        if math.isnan(x):
+            return None
+        return float(f"{x:.17g}")
+    return x
+
+
+def build_report(results: list[dict[str, Any]], stems: dict[str, str], eps_list: list[str], *,
+                 resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
+    """The analysis report from the per-operator results (see the module docstring)."""
+    ops = [r for r in results if r["brackets"]]
+    n = len(ops)
+    if n == 0:
+        raise InvalidInputError("no verified bracket to analyse")
+    meta = [name_groups(r["operator"], stems.get(r["operator"], "")) for r in ops]
+    rows: list[dict[str, Any]] = []
+    op_index: list[int] = []
+    for i, r in enumerate(ops):
+        for eps in eps_list:
+            if eps not in r["brackets"]:
                 continue
-            x = at_inf if value == "inf" else float(value)
-            n_inf += value == "inf"
-            lo, hi = max(op["lower"], 0.5), max(op["upper"], 0.5)
-            if lo == hi:  # resolved: r_eps known exactly
-                ax.plot([x], [lo], marker="o", color=eps_colour[op["eps"]], alpha=0.5, markersize=2.5, linestyle="")
-            else:
-                ax.plot([x, x], [lo, hi], color=eps_colour[op["eps"]], alpha=0.35, linewidth=1.0)
-        if n_inf:
-            ax.axvline(at_inf, color="gray", linestyle=":", linewidth=0.8)
-            ax.text(at_inf, 1.0, f" inf ({n_inf})", fontsize=7, color="gray", va="bottom")
-        ax.set_yscale("log")
-        label_log_axis(ax.yaxis, ranks, integers=True)
-        entry = report["scores"][name]
-        ci = entry["ci"]
-        ax.set_title(f"{name} ({entry['certified']})\nconcordance {_num(entry['concordance'])} "
-                     f"{_ci(ci)}, {entry['pairs']} pairs", fontsize=9)
-        ax.set_xlabel(f"{name} score" + (" (inf: right of the dotted line)" if n_inf else ""))
-        ax.grid(True, alpha=0.3, which="both")
-    for ax in grid[:, 0]:
-        ax.set_ylabel(r"certified bracket of $r_\varepsilon(A)$: lower to upper")
-    handles = [Line2D([], [], color=eps_colour[eps], linewidth=2, label=f"$\\varepsilon = {eps}$") for eps in report["eps"]]
-    handles.append(Line2D([], [], color="gray", marker="o", linestyle="", markersize=3, label="resolved (lower = upper)"))
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
-    fig.suptitle("softrank analyze: scores against kernel-verified rank brackets", fontsize=11)
-    fig.tight_layout(rect=(0, 0.04, 1, 0.96))
-    return fig
+            b = r["brackets"][eps]
+            rows.append({"operator": r["operator"], "eps": eps, "lower": b["lower"], "upper": b["upper"],
+                         "features": r["features"], "scores": dict(r["scores"][eps])})
+            op_index.append(i)
+    op_index_a = np.array(op_index)
+    lo, hi = log_rank([r["lower"] for r in rows]), log_rank([r["upper"] for r in rows])
+    base = baseline_matrix(rows)
+    calibrated = fit_interval_model(base, lo, hi)
+    base_pred = calibrated.predict(base)
+    for row, value in zip(rows, base_pred):
+        row["scores"]["baseline"] = float(value)
+    col = {eps: e for e, eps in enumerate(eps_list)}
+    LO = np.full((n, len(eps_list)), -1.0)  # missing rows: lower -1 / upper inf never pair
+    UP = np.full((n, len(eps_list)), np.inf)
+    for i, row in zip(op_index, rows):
+        LO[i, col[row["eps"]]], UP[i, col[row["eps"]]] = row["lower"], row["upper"]
+    W = bootstrap_weights(n, resamples, seed)
+    groups = {key: [m[key] for m in meta] for key in ("family", "document", "width", "layer")}
+    score_table: dict[str, Any] = {}
+    for name in SCORES:
+        S = np.full((n, len(eps_list)), np.nan)
+        for i, row in zip(op_index, rows):
+            value = row["scores"].get(name)
+            S[i, col[row["eps"]]] = np.nan if value is None else float(value)
+        if np.isnan(S).all():
+            continue
+        side, meaning = DEFINITIONS[name]
+        score_table[name] = {"certified": side, "meaning": meaning,
+                             **score_concordance(LO, UP, S, W, eps_list, groups)}
+    added = [name for name in ("intrinsic", "native", "interaction_dim") if name in score_table]
+    held: dict[str, Any] = {}
+    for scheme in ("document", "layer"):
+        held[scheme] = heldout(rows, op_index_a, n, groups[scheme], added, W)
+    inv = [r["invariance"] for r in ops if r["invariance"] is not None]
+    invariance = {
+        "operators": n, "checked": len(inv), "not_applicable": n - len(inv),
+        "refactorization": f"Q -> Q D, K -> K D^-1, D = diag(2^e_t), e_t = (t mod {D_PERIOD}) - {D_PERIOD // 2}",
+        **{key: sum(1 for item in inv if item[key]) for key in
+           ("brackets_identical", "margins_identical", "margins_consistent", "C_identical", "tau_identical",
+            "kappa_identical", "intrinsic_identical", "native_moved")},
+    }
+    operators_out = []
+    for i, row in zip(op_index, rows):
+        r = ops[i]
+        s = r["scores"][row["eps"]]
+        entry = {"operator": row["operator"], "eps": row["eps"], "lower": row["lower"], "upper": row["upper"],
+                 **{k: meta[i][k] for k in ("family", "document", "width", "layer", "head")},
+                 "scores": {name: _json_value(row["scores"].get(name)) for name in SCORES if name in row["scores"]},
+                 "intrinsic_bound": s.get("intrinsic_bound"), "native_bound": s.get("native_bound"),
+                 "lower_method": r["brackets"][row["eps"]]["lower_method"],
+                 "upper_method": r["brackets"][row["eps"]]["upper_method"]}
+        if r["invariance"] is not None:
+            entry["native_refactored"] = _json_value(r["invariance"]["native_refactored"][row["eps"]])
+        operators_out.append(entry)
+    geometry = [{"operator": r["operator"], "p": r["p"], "d": r["d"], "features": r["features"],
+                 "gamma_upper": r["gamma_upper"], "grid": r["grid"], "seconds": r["seconds"],
+                 "dropped_eps": r["dropped"],
+                 "invariance": None if r["invariance"] is None else
+                 {k: v for k, v in r["invariance"].items() if k != "native_refactored"}} for r in ops]
+    return {
+        "format": "softrank-analysis", "version": 1, "eps": eps_list,
+        "definitions": {name: {"certified": DEFINITIONS[name][0], "meaning": DEFINITIONS[name][1]} for name in SCORES},
+        "grid": {"ranks": sorted({g["r"] for r in ops for g in r["grid"]}),
+                 "rule": "1,2,3,4,6,8,12,16,24,32,48,64 up to min(d, 64) (qk; plus that top rank) or min(p-1, 64) "
+                         "(scores); certified by the kernel per eps: the rank with the best float64 estimate of the "
+                         "score and every rank within a relative 1e-6 of the best qualifying one (ranks whose "
+                         "float64 tau exceeds the largest eps are never certified)"},
+        "baseline": {"features": list(BASELINE_FEATURES),
+                     "fit": "interval loss on [log lower, log upper] (linear program, l1 tie-breaker "
+                            f"{L1_PENALTY:g}), standardised features",
+                     "columns": [BASELINE_FEATURES[j] for j in calibrated.columns],
+                     "intercept": round(calibrated.intercept, 6),
+                     "coefficients": [round(float(c), 6) for c in calibrated.coef],
+                     "in_sample_loss": round(float(interval_loss(base_pred, lo, hi).mean()), 4)},
+        "bootstrap": {"resamples": resamples, "seed": seed, "unit": "operator", "level": CI_LEVEL,
+                      "interval": "percentile"},
+        "operators": operators_out,
+        "scores": score_table,
+        "heldout": held,
+        "invariance": invariance,
+        "geometry": geometry,
+        "timing": timing(ops, meta),
+        "counts": {"operators": n, "rows": len(rows),
+                   "dropped_rows": sum(len(r["dropped"]) for r in results),
+                   "resolved_rows": sum(1 for row in rows if row["lower"] == row["upper"])},
+    }
+
+
+def timing(ops: list[dict[str, Any]], meta: list[dict[str, Any]]) -> dict[str, Any]:
+    """Seconds per operator (one worker each) by width: verification, geometry, invariance."""
+    by_width: dict[str, list[dict[str, float]]] = {}
+    for r, m in zip(ops, meta):
+        by_width.setdefault(str(m["width"]), []).append(r["seconds"])
+    out = {}
+    for width in sorted(by_width, key=lambda w: (not w.isdigit(), int(w) if w.isdigit() else 0)):
+        items = by_width[width]
+        out[width] = {"operators": len(items),
+                      **{f"median_{part}_s": round(float(np.median([s[part] for s in items])), 3)
+                         for part in ("verify", "geometry", "invariance", "total")},
+                      "mean_total_s": round(float(np.mean([s["total"] for s in items])), 3),
+                      "max_total_s": round(float(np.max([s["total"] for s in items])), 3)}
+    return out
+
+
+# ----------------------------------------------------------------------------- the study over certificates

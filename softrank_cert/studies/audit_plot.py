@@ -26,7 +26,7 @@ def ratio_figure(rows: list[Any]) -> Any:
     import matplotlib.pyplot as plt
 
     from ..plumbing.plotting import label_log_axis
-    from .audit import ratio
+    from .audit_rows import ratio
 
     fig, ax = plt.subplots(figsize=(6.4, 5.4))
     values: list[float] = [1.0]

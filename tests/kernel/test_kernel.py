@@ -482,7 +482,7 @@ def test_trivial_ends_softmax_kinds():
 
 
 def test_trivial_ends_probabilities_exact_norm():
-    A = np.array([[0.375, 0.25, 0.0], [0.5, -0.125, 0.5]])  # ||A|| = 9/8 exactly
+    A = np.array([[0.375, 0.25, 0.0], [0.5, 0.125, 0.5]])  # ||A|| = 9/8 exactly
     op = probs_op(A)
     assert verify_trivial_upper(op, "1.125", 0).status is V
     assert verify_trivial_upper(op, "1.124999999999999999999999999", 0).status is R

@@ -109,10 +109,10 @@ def operators(draw, kinds=("qk", "scores", "probabilities"), max_dim=6):
             A = A**8
         A = A / A.sum(axis=1, keepdims=True)
         if style == "mixed":
-            A.flat[rng.integers(0, m * n)] = rng.choice(SUBNORMALS)
+            A.flat[rng.integers(0, m * n)] = abs(rng.choice(SUBNORMALS))  # A >= 0 (issue 25)
             A.flat[rng.integers(0, m * n)] = -0.0
         if style == "tiny":
-            A = A * 1e-3 - 2e-4  # negative entries are allowed: A is the given matrix
+            A = A * 1e-3  # tiny entries (negative ones are refused: A is an attention matrix, issue 25)
         arrays = {"A": A}
     op = Operator(kind, arrays, beta=beta, mask=mask)
     note(f"kind={kind} m={m} n={n} mask={mask} style={style} beta={beta}")

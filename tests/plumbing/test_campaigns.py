@@ -16,6 +16,7 @@ import errno
 import json
 import operator
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -166,6 +167,8 @@ def test_interrupted_campaign_resumes_to_the_same_certificates(panel16, referenc
             process.kill()
     if how in (signal.SIGINT, signal.SIGTERM):  # SIGTERM (kill, batch schedulers): the same clean stop
         assert process.returncode == 130 and "interrupted" in stderr and "Traceback" not in stderr, stderr
+        # issue 26 point 3: the message names the exact command that continues the campaign
+        assert "continue with: " + shlex.join(["softrank", *args, "--resume"]) in stderr, stderr
     else:
         assert process.returncode == -signal.SIGKILL
     if how != signal.SIGINT:  # the workers (not in the parent's Ctrl-C) must not outlive it
@@ -209,10 +212,12 @@ def test_resume_recomputes_exactly_what_does_not_check(panel8, reference8, tmp_p
     assert (campaign["kept"], campaign["computed"]) == (1, 3)
     notes = {name: entry.get("reason") for name, entry in manifest(out)["operators"].items()}
     assert contents(out) == reference8 and all(note is None for note in notes.values())
-    # Other tolerances: nothing matches, everything is computed again.
+    # Other tolerances: refused, naming both (issue 26 point 3: never a silent mix of old and new).
     run = softrank("bracket", str(panel8), "--all", "--eps", "0.25", "--out", str(out), "--budget-seconds", "inf",
-                   "--json", "--resume")
-    assert run.returncode == 0 and json.loads(run.stdout)["campaign"]["kept"] == 0
+                   "--resume")
+    assert run.returncode == EXIT_INVALID_INPUT and one_line(run.stderr), run.stderr
+    assert "--eps 0.1,0.25,0.5" in run.stderr and "--eps 0.25" in run.stderr
+    assert contents(out) == reference8  # nothing was touched
 
 
 def test_resume_with_a_key_keeps_only_certificates_signed_by_it(panel8, tmp_path):
@@ -291,11 +296,15 @@ def test_audit_resume_keeps_unchanged_operators(panel8, tmp_path):
     assert third.returncode == 0, third.stderr
     state = json.loads(path.read_text())
     assert (state["runs"][-1]["skipped"], state["runs"][-1]["computed"]) == (3, 1)
-    assert state["operators"][names[1]]["resumed"] is False and state["operators"][names[1]]["result_version"] == 2
+    assert state["operators"][names[1]]["resumed"] is False and state["operators"][names[1]]["result_version"] == 3
     strip = lambda doc: [{k: v for k, v in row.items() if k != "evidence"} for row in doc["rows"]][1:]  # noqa: E731
     assert strip(json.loads(again.stdout)) == strip(json.loads(first.stdout))
-    assert sorted(p.name for p in (tmp_path / "audit-evidence").rglob("*.json")) == \
-        sorted(p.name for p in (tmp_path / "audit-campaign").rglob("*.json"))
+    # the state folder keeps every operator's reproduction; evidence is issued again from it
+    assert len(list((tmp_path / "audit-campaign").rglob("*.json"))) == 4
+    from softrank_cert.verification import verify_certificate_file
+
+    evidence = list((tmp_path / "audit-evidence").rglob("*.json"))
+    assert evidence and all(verify_certificate_file(path).ok for path in evidence)
 
 
 # --------------------------------------------------------------------------------------

@@ -358,11 +358,17 @@ def test_budgets_resume_keeps_results_only_with_their_certificates(tmp_path, tin
     manifest = tmp_path / "r-campaign.json"
     run_json(*argv)
     assert json.loads(manifest.read_text())["runs"][-1]["skipped"] == len(NAMES)
-    files[0].unlink()  # a lost certificate: its operator is computed again, the others kept
+    files[0].unlink()  # a lost --certificates file: issued again from the campaign's re-verified certificate
     third = run_json(*argv)
     state = json.loads(manifest.read_text())["runs"][-1]
-    assert state["skipped"] == len(NAMES) - 1 and state["computed"] == 1
+    assert state["skipped"] == len(NAMES) and state["computed"] == 0
     assert files[0].is_file()
+    lost = sorted((tmp_path / "r-campaign").rglob("*.json"))[0]  # a lost state certificate: computed again
+    lost.unlink()
+    fourth = run_json(*argv)
+    state = json.loads(manifest.read_text())["runs"][-1]
+    assert state["skipped"] == len(NAMES) - 1 and state["computed"] == 1 and lost.is_file()
+    assert [(e["lower"], e["upper"]) for e in fourth["operators"]] == [(e["lower"], e["upper"]) for e in first["operators"]]
     assert [(e["lower"], e["upper"]) for e in third["operators"]] == [(e["lower"], e["upper"]) for e in first["operators"]]
     from softrank_cert.verification import verify_certificate_file
 

@@ -603,7 +603,7 @@ def test_trivial_ends_match_exact_rules():
     assert verify_trivial_lower(soft, "1", 1).status is Status.REJECTED
     assert verify_trivial_lower(soft, "123", 0).status is Status.VERIFIED
     for _ in range(5):
-        A = rng.normal(size=(3, 4))
+        A = np.abs(rng.normal(size=(3, 4)))  # a probabilities operator needs A >= 0 (issue 25)
         op = Operator("probabilities", {"A": A})
         a_norm = norm(fr_matrix(A))
         hi = float_to_decimal_string(float(a_norm * Fraction(1000001, 1000000)))

@@ -18,9 +18,9 @@ from softrank_cert.kernel import Operator
 from softrank_cert.plumbing.certificate_files import certificate_path
 from softrank_cert.plumbing.files import write_json_atomic
 from softrank_cert.solvers.dense import attention_matrix
-from softrank_cert.studies.analyze import (
-    bootstrap_weights, concordance, fit_interval_model, interval_loss, operator_features, operator_geometry,
-    rank_grid, refactored_operator, score_concordance,
+from softrank_cert.geometry.intrinsic import operator_geometry, rank_grid, refactored_operator
+from softrank_cert.studies.analyze_stats import (
+    bootstrap_weights, concordance, fit_interval_model, interval_loss, operator_features, score_concordance,
 )
 from conftest import run_in_process as cli
 
@@ -312,8 +312,9 @@ def test_analyze_resume_keeps_finished_operators_after_an_interruption(toy, tmp_
     args = ["analyze", str(certs), "--operators", str(panel), "--plot", str(tmp_path / "f.png"),
             "--bootstrap", "50", "--json"]
     monkeypatch.setattr(study, "analyze_task", interrupted_after_five)
-    code, _, _ = cli(capsys, *args, "--out", str(tmp_path / "r.json"), "--resume")
+    code, _, err = cli(capsys, *args, "--out", str(tmp_path / "r.json"), "--resume")
     assert code == 130 and not (tmp_path / "r.json").exists()
+    assert "r-campaign.json records what finished; continue with: softrank " in err and "--resume" in err, err
     assert len(list((tmp_path / "r-cache").glob("*.json"))) == 5
 
     def counted(*args):
@@ -335,3 +336,62 @@ def test_analyze_resume_keeps_finished_operators_after_an_interruption(toy, tmp_
         return report
 
     assert strip(resumed) == strip(whole)
+
+
+def test_analyze_resume_planted_cache_entry_cannot_count_a_rejected_certificate(toy, tmp_path, capsys):
+    """Issue 25 point 3: the cache key is computable from public inputs; a planted entry made a
+    REJECTED certificate count as the verified bracket [1, 2] (exit 0, where a fresh run exits 1).
+    Now the certificate is re-verified all the same and the brackets come from that verification."""
+    from softrank_cert.kernel import DEFAULT_MAX_PREC
+    from softrank_cert.plumbing.operators_npz import load_operators
+    from softrank_cert.studies.analyze import cache_key
+
+    panel, certs = toy
+    source = next(p for p in sorted(certs.rglob("*.json"))
+                  if json.loads(p.read_text())["brackets"][0]["upper"]["construction"] not in ("identity", "zero"))
+    document = json.loads(source.read_text())
+    name = document["operator"]["id"]
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "one.json").write_text(source.read_text())
+    args = ["--operators", str(panel), "--plot", str(tmp_path / "f.png"), "--bootstrap", "50", "--resume"]
+    code, _, err = cli(capsys, "analyze", str(good), "--out", str(tmp_path / "r.json"), *args)
+    assert code == 0, err
+    (entry_path,) = (tmp_path / "r-cache").glob("*.json")
+    entry = json.loads(entry_path.read_text())
+    document["brackets"][0]["eps"] = "0.001"  # the witness is not that close: REJECTED by the kernel
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    raw = json.dumps(document).encode()
+    (bad / "one.json").write_bytes(raw)
+    eps_list = [b["eps"] for b in document["brackets"]]
+    options = {"trusted_keys": None, "require_signature": False, "drop_unverified": False, "max_prec": DEFAULT_MAX_PREC}
+    (item,) = load_operators(panel, [name])
+    key = cache_key(item.operator, name, raw, eps_list, None, options)
+    scores = next(iter(entry["scores"].values()))
+    planted = {**entry, "key": key, "scores": {eps: scores for eps in eps_list},
+               "brackets": {eps: {"lower": 1, "upper": 2, "lower_method": "x", "upper_method": "y"} for eps in eps_list},
+               "dropped": []}
+    (tmp_path / "r-cache" / f"{key}.json").write_text(json.dumps(planted))
+    (tmp_path / "r-campaign.json").unlink()  # (it would refuse the other tolerances before the cache is read)
+    fresh = cli(capsys, "analyze", str(bad), "--out", str(tmp_path / "fresh.json"), *args[:-1])
+    resumed = cli(capsys, "analyze", str(bad), "--out", str(tmp_path / "r.json"), *args)
+    assert fresh[0] == resumed[0] == 1 and "REJECTED" in resumed[2], resumed
+    assert not (tmp_path / "fresh.json").exists()
+
+
+def test_analyze_cache_key_has_the_version_and_the_shapes(monkeypatch):
+    """Issue 25 point 3: the key left out the software version and the array shapes, so results
+    of an older kernel (or of an operator with the same bytes in another shape) were reused."""
+    import softrank_cert.plumbing.campaign_inputs as inputs
+    from softrank_cert.studies.analyze import cache_key
+
+    rng = np.random.default_rng(1)
+    Q, K = rng.standard_normal((4, 2)), rng.standard_normal((4, 2))
+    a = Operator("qk", {"Q": Q, "K": K}, beta="1")
+    b = Operator("qk", {"Q": Q.reshape(2, 4), "K": K.reshape(2, 4)}, beta="1")  # the same bytes, other shapes
+    options = {"trusted_keys": None, "require_signature": False, "drop_unverified": False, "max_prec": 512}
+    key = cache_key(a, "x", b"{}", ["0.25"], None, options)
+    assert cache_key(b, "x", b"{}", ["0.25"], None, options) != key
+    monkeypatch.setattr(inputs, "__version__", "0.0.0-older")
+    assert cache_key(a, "x", b"{}", ["0.25"], None, options) != key
