@@ -63,7 +63,7 @@ def test_out_writes_a_verifying_certificate_per_point_and_a_valid_report(tmp_pat
                             capture_output=True, text=True, timeout=300)
     assert verify.returncode == 0, verify.stderr
     report = json.loads(verify.stdout)
-    claims = [c for f in report["files"] for c in f["claims"]] if "files" in report else report["claims"]
+    claims = [c for f in report["files"] for c in f.get("claims", [])]  # the manifest is listed as skipped
     assert len(claims) == 6 and all(c["verdict"] == "VERIFIED" for c in claims)
     manifest = json.loads((tmp_path / "certs" / MANIFEST_NAME).read_text())
     assert manifest["command"] == "supports" and manifest["state"] == "complete"
