@@ -31,7 +31,7 @@ import numpy as np
 
 from softrank_cert.kernel import Operator
 from softrank_cert.solvers import Dense, bracket_operator
-from softrank_cert.solvers.profiles import tsvd_errors
+from softrank_cert.solvers.candidates import tsvd_errors
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,8 +76,8 @@ def solve(task: tuple[str, dict, list[str], float | None]) -> dict:
     errors = tsvd_errors(d.A, d.svd)
     return {
         "operator": name, "seconds": seconds, "budget_seconds": budget,
-        "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r, "method": b.lower.method,
-                      "construction": b.upper.construction,
+        "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r, "method": b.lower.origin,
+                      "construction": b.upper.origin,
                       "tsvd_rank": tsvd_rank(errors, float(b.eps), op.p)} for b in brackets],
     }
 

@@ -1,0 +1,144 @@
+"""Deterministic work budget of one operator's search (UNTRUSTED bookkeeping).
+
+The searches are bounded by WORK, not wall time, so that the same command on the same
+installation proposes the same candidates (and so writes the same certificate) however busy
+the machine is.  Work is counted in **work units**: one unit is an estimated one million
+floating-point operations of the float64 solvers (:data:`UNIT_FLOPS`), charged by formula from
+the sizes involved, never measured:
+
+* one evaluation of the smoothed objective and gradient at rank r: ``m N (6 r + 12)`` flops
+  (three ``m x N x r`` products and the elementwise work), one float64 error check
+  ``m N (2 r + 3)``;
+* one HiGHS simplex iteration on an LP with ``rows x cols`` dense constraints:
+  ``2 (rows + cols) cols`` flops plus ``rows`` (pricing), as HiGHS reports the iterations;
+* one screen of key moves, one Sherman-Morrison check, one dense solve: their entry counts.
+
+A :class:`Budget` holds the units allowed and used and, optionally, a wall-clock deadline
+(``--budget-seconds``): with a deadline the result may depend on the load of the machine.
+The searches run with one BLAS thread (:func:`one_blas_thread`): a float64 product summed by
+two threads may differ in its last bits from one summed by one, and on a shared 2-core machine
+one thread is also the faster (a pivoted QR of 256 x 256 took 0.03 s with one thread and 2.6 s
+with two under load).  A search is given a :class:`Until` (a point on the budget's work counter, and the deadline),
+so that the driver can slice one budget between its searches deterministically.  The default
+work of an m x N operator, :func:`default_work`, is calibrated so that a quiet 2-core machine
+of the project's kind spends about :func:`default_seconds` on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from typing import Iterator
+
+from threadpoolctl import threadpool_limits
+
+#: Floating-point operations per work unit.
+UNIT_FLOPS = 1e6
+#: Default budget in seconds on the calibration machine: ``BASE * (m N / 128^2) ** EXPONENT``,
+#: clamped to [MIN, MAX] (16 s at 128 x 128, 111 s at 512 x 512).
+BASE_SECONDS, EXPONENT, MIN_SECONDS, MAX_SECONDS = 16.0, 0.7, 4.0, 600.0
+#: Work units per second of the search on the calibration machine (quiet, one core, width
+#: 128 and 512 MiniLM heads; benchmarks/results/solvers_work_calibration.json).
+UNITS_PER_SECOND = 2000.0
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """Run the enclosed search with one BLAS thread (thread-count-independent results)."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+def default_seconds(m: int, n: int) -> float:
+    """The wall time the default work budget takes on the calibration machine."""
+    return float(min(MAX_SECONDS, max(MIN_SECONDS, BASE_SECONDS * (m * n / 128.0 ** 2) ** EXPONENT)))
+
+
+def default_work(m: int, n: int) -> float:
+    """Default work units for an m x N operator (all tolerances together)."""
+    return float(round(UNITS_PER_SECOND * default_seconds(m, n)))
+
+
+def evaluation_units(m: int, n: int, r: int) -> float:
+    """Work units of one smoothed-objective evaluation at rank r."""
+    return m * n * (6.0 * r + 12.0) / UNIT_FLOPS
+
+
+def check_units(m: int, n: int, r: int) -> float:
+    """Work units of one float64 max-row-l1 error of ``A - U W^T`` at rank r."""
+    return m * n * (2.0 * r + 3.0) / UNIT_FLOPS
+
+
+def simplex_units(rows: int, cols: int, iterations: int) -> float:
+    """Work units of ``iterations`` simplex iterations on a dense ``rows x cols`` LP."""
+    return iterations * (2.0 * (rows + cols) * cols + rows) / UNIT_FLOPS
+
+
+def entries_units(entries: float) -> float:
+    """Work units of elementwise or product work touching ``entries`` numbers."""
+    return entries / UNIT_FLOPS
+
+
+class Budget:
+    """Work units allowed (``work``, ``math.inf``: unbounded) and used, and an optional wall
+    deadline (a ``time.perf_counter()`` value).
+
+    :attr:`plan` is the work the searches plan their shares with: ``work`` when it is finite,
+    else the work the deadline would buy on the calibration machine (``math.inf`` with neither).
+    """
+
+    def __init__(self, work: float = math.inf, deadline: float | None = None) -> None:
+        if not work >= 0:
+            raise ValueError("the work budget must be >= 0")
+        self.work = float(work)
+        self.used = 0.0
+        self.deadline = deadline
+        self.plan = self.work
+        if math.isinf(self.work) and deadline is not None:
+            self.plan = UNITS_PER_SECOND * max(deadline - time.perf_counter(), 0.0)
+
+    def charge(self, units: float) -> None:
+        self.used += units
+
+    def out_of_time(self) -> bool:
+        return self.deadline is not None and time.perf_counter() >= self.deadline
+
+    def spent(self) -> bool:
+        """Whether the work is used up or the deadline has passed."""
+        return self.used >= self.work or self.out_of_time()
+
+    def left(self) -> float:
+        """Work units left (``math.inf`` when unbounded)."""
+        return max(self.work - self.used, 0.0)
+
+    def plan_left(self) -> float:
+        """Planned work units left (:attr:`plan` less what was used)."""
+        return max(self.plan - self.used, 0.0)
+
+    def until(self, fraction: float = 1.0) -> "Until":
+        """A stop point after ``fraction`` of what is left: of the work, and of the time to the
+        deadline (both capped by the budget)."""
+        at = self.work if fraction >= 1 else min(self.used + fraction * self.left(), self.work)
+        deadline = self.deadline
+        if deadline is not None and fraction < 1:
+            deadline = min(deadline, time.perf_counter() + fraction * max(deadline - time.perf_counter(), 0.0))
+        return Until(self, at, deadline)
+
+
+class Until:
+    """Stop point of one piece of search: the budget's counter reaching ``at``, or the wall
+    ``deadline`` (None: no deadline) passing."""
+
+    def __init__(self, budget: Budget, at: float, deadline: float | None = None) -> None:
+        self.budget, self.at, self.deadline = budget, at, deadline
+
+    def reached(self) -> bool:
+        return self.budget.used >= self.at or (self.deadline is not None and time.perf_counter() >= self.deadline)
+
+    def left(self) -> float:
+        """Work units left before this stop point."""
+        return max(self.at - self.budget.used, 0.0)
+
+    def charge(self, units: float) -> None:
+        self.budget.charge(units)
