@@ -27,7 +27,7 @@ from .dense import Dense
 from .lower_search import LowerSearch
 from .settle import first_verified
 from .upper_search import UpperSearch
-from .work import Budget, Until, default_seconds, default_work, one_blas_thread
+from .work import Budget, Until, default_seconds, default_work, one_blas_thread, units_per_second
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,8 +159,10 @@ def search_budget(m: int, n: int, work: float | None = None, budget_seconds: flo
     """
     if work is None:
         work = default_work(m, n) if budget_seconds is None else math.inf
-    deadline = None if budget_seconds is None or math.isinf(budget_seconds) else time.perf_counter() + budget_seconds
-    return Budget(work, deadline)
+    timed = budget_seconds is not None and math.isfinite(budget_seconds)
+    deadline = time.perf_counter() + budget_seconds if timed else None
+    plan = units_per_second(m, n) * budget_seconds if timed else math.inf
+    return Budget(work, deadline, plan)
 
 
 class _Clock:

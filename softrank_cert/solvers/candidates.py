@@ -72,6 +72,9 @@ def tsvd_errors(A: np.ndarray, svd: tuple[np.ndarray, np.ndarray, np.ndarray]) -
     return np.array(errors)
 
 
+#: Largest k at which the (cubic-cost) pooled pairs are tried by targeted searches (the budget
+#: study's sharpening).
+POOLED_MAX_K = 40
 #: One-shot lower constructions ``(Dense, k) -> (X, Y)`` that the pool runs itself.
 LOWER_PAIRS: dict[str, Callable[[Dense, int], tuple[np.ndarray, np.ndarray]]] = {"pivot": pivot, "pooled": pooled}
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from .dense import norm
 from .lower_lp import signed_y
-from .work import Until, entries_units
+from .work import CALL_UNITS, Until, entries_units
 
 #: Keys whose best candidate group is scored are limited to this many groups (largest |w_h|).
 MOVE_WIDTH = 12
@@ -124,7 +124,7 @@ def key_moves(C: np.ndarray, lab: np.ndarray, sign: np.ndarray, until: Until, si
             break
         best = norm(Z)
         moves = screen(Z, C, lab, sign, signs, width)
-        until.charge(entries_units(2.0 * k * k * (k + n) + 4.0 * n * len(signs) * min(width, k) * TOP_ROWS * k))
+        until.charge(CALL_UNITS + entries_units(2.0 * k * k * (k + n) + 4.0 * n * len(signs) * min(width, k) * TOP_ROWS * k))
         touched: set[int] = set()
         fails = 0
         for j, h, s_i in moves:

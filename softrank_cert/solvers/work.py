@@ -38,9 +38,14 @@ UNIT_FLOPS = 1e6
 #: Default budget in seconds on the calibration machine: ``BASE * (m N / 128^2) ** EXPONENT``,
 #: clamped to [MIN, MAX] (16 s at 128 x 128, 111 s at 512 x 512).
 BASE_SECONDS, EXPONENT, MIN_SECONDS, MAX_SECONDS = 16.0, 0.7, 4.0, 600.0
-#: Work units per second of the search on the calibration machine (quiet, one core, width
-#: 128 and 512 MiniLM heads; benchmarks/results/solvers_work_calibration.json).
-UNITS_PER_SECOND = 2000.0
+#: Work units per CPU second of the search on the calibration machine (one core):
+#: ``RATE_BASE * (m N / 128^2) ** RATE_EXPONENT`` -- larger products run at more flops per
+#: second (measured 5,200-5,400 at 128 x 128 and 13,600-14,700 at 512 x 512 on MiniLM heads,
+#: benchmarks/results/solvers_work_calibration.json).
+RATE_BASE, RATE_EXPONENT = 5300.0, 0.35
+#: Fixed work units of one call (an objective evaluation, one LP row solve, one key-move
+#: screen): the interpreter's and HiGHS's overhead, which dominates on small operators.
+CALL_UNITS = 0.25
 
 
 @contextlib.contextmanager
@@ -55,14 +60,21 @@ def default_seconds(m: int, n: int) -> float:
     return float(min(MAX_SECONDS, max(MIN_SECONDS, BASE_SECONDS * (m * n / 128.0 ** 2) ** EXPONENT)))
 
 
+def units_per_second(m: int, n: int) -> float:
+    """Work units per CPU second on the calibration machine for an m x N operator."""
+    return RATE_BASE * (m * n / 128.0 ** 2) ** RATE_EXPONENT
+
+
 def default_work(m: int, n: int) -> float:
-    """Default work units for an m x N operator (all tolerances together)."""
-    return float(round(UNITS_PER_SECOND * default_seconds(m, n)))
+    """Default work units for an m x N operator (all tolerances together): what
+    :func:`default_seconds` buys on the calibration machine (84,800 at 128 x 128, about 1.55
+    million at 512 x 512)."""
+    return float(round(units_per_second(m, n) * default_seconds(m, n)))
 
 
 def evaluation_units(m: int, n: int, r: int) -> float:
     """Work units of one smoothed-objective evaluation at rank r."""
-    return m * n * (6.0 * r + 12.0) / UNIT_FLOPS
+    return m * n * (6.0 * r + 12.0) / UNIT_FLOPS + CALL_UNITS
 
 
 def check_units(m: int, n: int, r: int) -> float:
@@ -72,7 +84,7 @@ def check_units(m: int, n: int, r: int) -> float:
 
 def simplex_units(rows: int, cols: int, iterations: int) -> float:
     """Work units of ``iterations`` simplex iterations on a dense ``rows x cols`` LP."""
-    return iterations * (2.0 * (rows + cols) * cols + rows) / UNIT_FLOPS
+    return iterations * (2.0 * (rows + cols) * cols + rows) / UNIT_FLOPS + CALL_UNITS
 
 
 def entries_units(entries: float) -> float:
@@ -85,18 +97,16 @@ class Budget:
     deadline (a ``time.perf_counter()`` value).
 
     :attr:`plan` is the work the searches plan their shares with: ``work`` when it is finite,
-    else the work the deadline would buy on the calibration machine (``math.inf`` with neither).
+    else ``plan`` (e.g. what the deadline would buy on the calibration machine; ``math.inf``).
     """
 
-    def __init__(self, work: float = math.inf, deadline: float | None = None) -> None:
+    def __init__(self, work: float = math.inf, deadline: float | None = None, plan: float = math.inf) -> None:
         if not work >= 0:
             raise ValueError("the work budget must be >= 0")
         self.work = float(work)
         self.used = 0.0
         self.deadline = deadline
-        self.plan = self.work
-        if math.isinf(self.work) and deadline is not None:
-            self.plan = UNITS_PER_SECOND * max(deadline - time.perf_counter(), 0.0)
+        self.plan = self.work if math.isfinite(self.work) else float(plan)
 
     def charge(self, units: float) -> None:
         self.used += units

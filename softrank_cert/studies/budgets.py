@@ -143,8 +143,7 @@ def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], 
     Returns the new ends and one note per end that moved; ``evidence`` (a dict), when given,
     receives the arrays of each moved end: ``"upper": (U, W)``, ``"lower": (X, Y)``.
     """
-    from ..solvers.bracket import POOLED_MAX_K
-    from ..solvers.candidates import CandidatePool
+    from ..solvers.candidates import POOLED_MAX_K, CandidatePool
     from ..solvers.dense import Dense
     from ..solvers.settle import first_verified
     from ..solvers.work import Budget
