@@ -34,6 +34,15 @@ def quiet_highs() -> "highspy.Highs":
     h.setOptionValue("output_flag", False)
     return h
 
+def fresh(h: "highspy.Highs") -> None:
+    """Reset ``h`` to a new instance's state (model, basis, options, the random draws of its
+    perturbations), single-threaded and silent: the solves are then independent of one another,
+    so that the work a search does does not depend on how it is sliced."""
+    h.clear()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+
+
 def signed_y(lab: np.ndarray, sign: np.ndarray, k: int) -> np.ndarray:
     """``Y`` (N x k) with ``Y[j, lab[j]] = sign[j]`` where ``lab[j] >= 0``, zero elsewhere."""
     Y = np.zeros((len(lab), k))
@@ -51,8 +60,6 @@ class RowLP:
 
     def __init__(self) -> None:
         self._h = quiet_highs()
-        self._h.setOptionValue("threads", 1)
-        self._h.setOptionValue("presolve", "off")
 
     def solve(self, B: np.ndarray, until: Until, start: np.ndarray | None = None) -> np.ndarray | None:
         """``X`` (k x m) with ``X B = I`` whose largest row l1 norm is the LP optimum.
@@ -93,6 +100,8 @@ class RowLP:
         lp.a_matrix_.start_ = np.arange(m + 1, dtype=np.int32) * k
         lp.a_matrix_.index_ = np.tile(np.arange(k, dtype=np.int32), m)
         lp.a_matrix_.value_ = np.ascontiguousarray(B, dtype=np.float64).ravel()
+        fresh(self._h)  # a solve depends on its B alone, not on the solves before it
+        self._h.setOptionValue("presolve", "off")
         self._h.passModel(lp)
 
     def _row(self, a: int, k: int, until: Until) -> np.ndarray | None:
@@ -109,7 +118,10 @@ class RowLP:
             h.setOptionValue("time_limit", h.getRunTime() + max(until.deadline - time.perf_counter(), 0.0) + 0.05)
         h.run()
         until.charge(simplex_units(m, k, max(int(h.getInfo().simplex_iteration_count), 1)))
-        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        status = h.getModelStatus()
+        if status == highspy.HighsModelStatus.kIterationLimit:
+            until.charge(until.left())  # the work ran out inside the LP: the unit is cut off
+        if status != highspy.HighsModelStatus.kOptimal:
             return None
         return -np.asarray(h.getSolution().row_dual)
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from .candidates import LowerCandidate
 from .dense import Dense, threshold
+from .lower_general import KeyLP, alternate
 from .lower_lp import RowLP, feasible, normalised, signed_y
 from .lower_moves import key_moves
 from .lower_pivot import pivot_order
@@ -102,6 +103,16 @@ class LowerSearch:
     ils: bool = True
     #: Its moves, in turn: random relabelling, or dropping a group and growing a new one.
     ils_moves: tuple[str, ...] = ("perturb", "regroup")
+    #: Query selections from which a general key side is solved (:mod:`.lower_general`), tried
+    #: at every target k after the starts (ablation knob): pivoted QR (``qr``), complete
+    #: pivoting (``pivot``), the queries the best signed-group pair leans on (``lean``).
+    general: tuple[str, ...] = ("qr", "pivot", "lean")
+    #: Largest k at which they are tried: the Y-step LP has k^2 equality rows, and at k ~ 40 on
+    #: 128-wide heads its cost took more from growth and local search than it gave (measured).
+    general_max_k: int = 28
+    #: General pairs in a row that do not beat the signed groups at their k after which the
+    #: family is given up on this operator (on diffuse high-rank heads it only costs).
+    general_patience: int = 3
 
     def __init__(self, d: Dense, eps_values: Sequence[float], add: Callable[[LowerCandidate], None],
                  ceiling: Callable[[float], int], floor: Callable[[float], int], seed: int = 0) -> None:
@@ -110,7 +121,11 @@ class LowerSearch:
         self.add, self.ceiling, self.floor = add, ceiling, floor
         self.seed = seed
         self.lp = RowLP()
+        self.key_lp = KeyLP()
         self.states: dict[int, State] = {}
+        self.pairs: dict[int, tuple[np.ndarray, np.ndarray, float, str]] = {}  # general pairs per k
+        self.general_misses = 0  # general pairs in a row not better than the signed groups
+        self.general_hits = 0  # general pairs better than the signed groups at their k
         self.done: set[tuple] = set()  # keys of finished units
         self.cut: set[tuple] = set()  # keys of units once cut off by a deadline
         self.exhausted: set[int] = set()  # k with nothing left to try
@@ -144,7 +159,8 @@ class LowerSearch:
 
     def best_k(self, eps: float) -> int:
         """Largest k of this search whose threshold exceeds eps (0 if none)."""
-        return max((k for k, s in self.states.items() if s.t > eps * (1 + MARGIN)), default=0)
+        signed = max((k for k, s in self.states.items() if s.t > eps * (1 + MARGIN)), default=0)
+        return max([signed] + [k for k, pair in self.pairs.items() if pair[2] > eps * (1 + MARGIN)])
 
     def step(self, k: int, until: Until) -> bool:
         """Do the next unit of work at target k (mark k exhausted when there is none);
@@ -178,10 +194,22 @@ class LowerSearch:
         for name in self.starts:
             if ("start", name, k) not in self.done:
                 return ("start", name, k), lambda until, name=name: self.polish_start(name, k, until)
+        general = self._general_unit(k)
+        if general is not None and self.general_hits > 0:  # general pairs have won here: before ILS
+            return general
         s = self.states.get(k)
         if self.ils and s is not None and self.failures.get(k, 0) < ILS_PATIENCE:
             n = self.ils_steps.get(k, 0)
             return ("ils", k, n), lambda until: self.ils_step(s, n, until)
+        return general  # else once the signed groups have saturated at k
+
+    def _general_unit(self, k: int) -> Unit | None:
+        """The next general-pair unit at k, if the family is still hopeful on this operator."""
+        if k > self.general_max_k or self.general_misses >= self.general_patience:
+            return None
+        for name in self.general:
+            if ("general", name, k) not in self.done:
+                return ("general", name, k), lambda until, name=name: self.general_pair(name, k, until)
         return None
 
     def offer(self, k: int, lab: np.ndarray, sign: np.ndarray, X: np.ndarray, method: str) -> bool:
@@ -197,6 +225,49 @@ class LowerSearch:
         if any(before[eps] < k <= self.ceiling(eps) and t > eps * (1 + MARGIN) for eps in self.eps_values):
             self.add(LowerCandidate(k, X, Y, t, method))
         return True
+
+    def offer_pair(self, k: int, X: np.ndarray, Y: np.ndarray, t: float, origin: str) -> None:
+        """Record a general pair at k if it beats the best there; hand it to ``add`` when it
+        raises some tolerance's best k."""
+        old = self.pairs.get(k)
+        if not np.isfinite(t) or (old is not None and t <= old[2] * (1 + 1e-12)):
+            return
+        before = {eps: max(self.floor(eps), self.best_k(eps)) for eps in self.eps_values}
+        self.pairs[k] = (X, Y, t, origin)
+        if any(before[eps] < k <= self.ceiling(eps) and t > eps * (1 + MARGIN) for eps in self.eps_values):
+            self.add(LowerCandidate(k, X, Y, t, origin))
+
+    def general_pair(self, name: str, k: int, until: Until) -> None:
+        """Selection ``name`` at k, its LP-optimal general key side alternated with the exact
+        query side (:func:`.lower_general.alternate`), offered."""
+        rows = self.selection_rows(name, k)
+        if rows is None:
+            return None
+        found = alternate(self.A, selection(rows, self.A.shape[0]), self.key_lp, self.lp, until)
+        if until.reached():  # cut off: the unit is redone (or dropped), and counts for nothing
+            return None
+        signed = self.states.get(k)
+        if found is not None and (signed is None or found[2] > signed.t):
+            self.general_misses = 0
+            self.general_hits += 1
+            self.offer_pair(k, *found, f"general_{name}")
+        else:
+            self.general_misses += 1
+        return None
+
+    def selection_rows(self, name: str, k: int) -> np.ndarray | None:
+        """k distinct query rows of selection ``name`` (None when it does not apply)."""
+        if name == "qr":
+            return self.queries()[:k]
+        if name == "pivot":
+            return self.pivots()[0][:k]
+        if name == "lean":  # each row of the best signed pair's X: the query it weights most
+            s = self.states.get(k)
+            if s is None:
+                return None
+            rows = np.unique(np.abs(s.X).argmax(axis=1))
+            return rows if len(rows) == k else None
+        raise ValueError(f"unknown selection {name!r}")
 
     # -- polish ------------------------------------------------------------------------
     def polish(self, k: int, lab: np.ndarray, sign: np.ndarray, until: Until, hint: np.ndarray | None = None

@@ -10,7 +10,8 @@ the sizes involved, never measured:
   (three ``m x N x r`` products and the elementwise work), one float64 error check
   ``m N (2 r + 3)``;
 * one HiGHS simplex iteration on an LP with ``rows x cols`` dense constraints:
-  ``2 (rows + cols) cols`` flops plus ``rows`` (pricing), as HiGHS reports the iterations;
+  ``2 (rows + cols) cols`` flops plus ``rows`` (pricing) and :data:`ITERATION_UNITS`, as HiGHS
+  reports the iterations (sparse LPs: per nonzero, :mod:`.lower_general`);
 * one screen of key moves, one Sherman-Morrison check, one dense solve: their entry counts.
 
 A :class:`Budget` holds the units allowed and used and, optionally, a wall-clock deadline
@@ -46,6 +47,8 @@ RATE_BASE, RATE_EXPONENT = 5300.0, 0.35
 #: Fixed work units of one call (an objective evaluation, one LP row solve, one key-move
 #: screen): the interpreter's and HiGHS's overhead, which dominates on small operators.
 CALL_UNITS = 0.25
+#: Fixed work units of one simplex iteration (HiGHS's own overhead, about 4 us).
+ITERATION_UNITS = 0.02
 
 
 @contextlib.contextmanager
@@ -84,7 +87,7 @@ def check_units(m: int, n: int, r: int) -> float:
 
 def simplex_units(rows: int, cols: int, iterations: int) -> float:
     """Work units of ``iterations`` simplex iterations on a dense ``rows x cols`` LP."""
-    return iterations * (2.0 * (rows + cols) * cols + rows) / UNIT_FLOPS + CALL_UNITS
+    return iterations * ((2.0 * (rows + cols) * cols + rows) / UNIT_FLOPS + ITERATION_UNITS) + CALL_UNITS
 
 
 def entries_units(entries: float) -> float:
