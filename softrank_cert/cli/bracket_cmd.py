@@ -28,6 +28,7 @@ EPILOG = """\
 examples:
   softrank bracket op.npz --eps 0.1,0.25,0.5 --out cert.json --key issuer.key
   softrank bracket panel.npz --operator minilm/apache2/w64/L0H3 --eps 0.25 --out cert.json
+  softrank bracket op.npz --eps 0.1,0.25 --out cert.json --work 200000   # more work: same ends every run
   softrank bracket panel.npz --all --eps 0.1,0.25,0.5 --out certs/ --key issuer.key --budget-seconds 30
   softrank bracket panel.npz --all --eps 0.25 --out certs/ --jobs 4
   softrank bracket panel.npz --all --eps 0.25 --out certs/ --jobs 4 --resume    # after an interruption

@@ -216,8 +216,8 @@ DEFAULT_BUDGET_HELP = ("default: a fixed amount of work, the same ends on a busy
                        "16 s at 128 x 128, 42 s at 256 x 256, 111 s at 512 x 512")
 #: Help of ``--work``.
 WORK_HELP = ("search work per operator in work units (one unit: about a million floating-point operations of the "
-             "solvers, counted by formula, never timed), all tolerances together; default 84800 at 128 x 128, "
-             "about 1.55 million at 512 x 512 (the work of the default budget); the same --work gives the same "
+             "solvers, counted by formula, never timed), all tolerances together; default 112000 at 128 x 128, "
+             "about 2.36 million at 512 x 512 (the work of the default budget); the same --work gives the same "
              "ends however busy the machine")
 
 

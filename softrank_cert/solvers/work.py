@@ -41,9 +41,10 @@ UNIT_FLOPS = 1e6
 BASE_SECONDS, EXPONENT, MIN_SECONDS, MAX_SECONDS = 16.0, 0.7, 4.0, 600.0
 #: Work units per CPU second of the search on the calibration machine (one core):
 #: ``RATE_BASE * (m N / 128^2) ** RATE_EXPONENT`` -- larger products run at more flops per
-#: second (measured 5,200-5,400 at 128 x 128 and 13,600-14,700 at 512 x 512 on MiniLM heads,
-#: benchmarks/results/solvers_work_calibration.json).
-RATE_BASE, RATE_EXPONENT = 5300.0, 0.35
+#: second (measured with a time-only budget on MiniLM apache2 heads: 5,400-7,700, median 6,500,
+#: at 128 x 128 on L0H1, L2H6, L4H1; 20,600 at 512 x 512 on L4H6; other documents' heads ran
+#: up to 12,500 at 128: the CPU time of the default work varies about 2x between heads).
+RATE_BASE, RATE_EXPONENT = 7000.0, 0.4
 #: Fixed work units of one call (an objective evaluation, one LP row solve, one key-move
 #: screen): the interpreter's and HiGHS's overhead, which dominates on small operators.
 CALL_UNITS = 0.25
@@ -70,7 +71,7 @@ def units_per_second(m: int, n: int) -> float:
 
 def default_work(m: int, n: int) -> float:
     """Default work units for an m x N operator (all tolerances together): what
-    :func:`default_seconds` buys on the calibration machine (84,800 at 128 x 128, about 1.55
+    :func:`default_seconds` buys on the calibration machine (112,000 at 128 x 128, about 2.36
     million at 512 x 512)."""
     return float(round(units_per_second(m, n) * default_seconds(m, n)))
 
