@@ -218,6 +218,8 @@ def main() -> None:
     parser.add_argument("--heads", default=None, help="comma list of heads per layer to keep, e.g. H1,H6")
     parser.add_argument("--layers", default=None, help="comma list of layers to keep, e.g. 1,4")
     parser.add_argument("--resume", action="store_true", help="skip the operators already in solvers_NAME.jsonl")
+    parser.add_argument("--signed-only", action="store_true",
+                        help="ablation: no general key sides in the lower search (signed key groups only)")
     parser.add_argument("--jobs", type=int, default=1, help="operators at a time (worker processes)")
     parser.add_argument("--before", type=Path, default=None, help="earlier results file for a before/after table")
     parser.add_argument("--smoke", action="store_true", help="CI-sized: 2 synthetic 48-wide operators, 2 s each")
@@ -225,6 +227,10 @@ def main() -> None:
     parser.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
     _single_thread()
+    if args.signed_only:  # the worker processes are forked: they inherit the class attribute
+        from softrank_cert.solvers.lower_search import LowerSearch
+
+        LowerSearch.general = ()
     if args.smoke:
         args.panel, args.count, args.width, args.budget = "synthetic", 2, 48, 2.0
     eps_list = args.eps.split(",")

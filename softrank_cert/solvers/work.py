@@ -42,9 +42,9 @@ BASE_SECONDS, EXPONENT, MIN_SECONDS, MAX_SECONDS = 16.0, 0.7, 4.0, 600.0
 #: Work units per CPU second of the search on the calibration machine (one core):
 #: ``RATE_BASE * (m N / 128^2) ** RATE_EXPONENT`` -- larger products run at more flops per
 #: second (measured with a time-only budget on MiniLM apache2 heads: 5,400-7,700, median 6,500,
-#: at 128 x 128 on L0H1, L2H6, L4H1; 20,600 at 512 x 512 on L4H6; other documents' heads ran
-#: up to 12,500 at 128: the CPU time of the default work varies about 2x between heads).
-RATE_BASE, RATE_EXPONENT = 7000.0, 0.4
+#: at 128 x 128 on L0H1, L2H6, L4H1; at 512 x 512 20,600 on apache2 L4H6 and 10,200 on the
+#: pydoc 'import' topic's L1H1; the CPU time of the default work varies about 2x between heads).
+RATE_BASE, RATE_EXPONENT = 7000.0, 0.25
 #: Fixed work units of one call (an objective evaluation, one LP row solve, one key-move
 #: screen): the interpreter's and HiGHS's overhead, which dominates on small operators.
 CALL_UNITS = 0.25
@@ -71,7 +71,7 @@ def units_per_second(m: int, n: int) -> float:
 
 def default_work(m: int, n: int) -> float:
     """Default work units for an m x N operator (all tolerances together): what
-    :func:`default_seconds` buys on the calibration machine (112,000 at 128 x 128, about 2.36
+    :func:`default_seconds` buys on the calibration machine (112,000 at 128 x 128, about 1.55
     million at 512 x 512)."""
     return float(round(units_per_second(m, n) * default_seconds(m, n)))
 

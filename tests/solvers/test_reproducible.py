@@ -62,4 +62,4 @@ def test_work_bound_counts_work_not_seconds() -> None:
     assert not budget.spent() and budget.until(0.5).at == 49.5
     budget.charge(1.0)
     assert budget.spent()
-    assert default_work(128, 128) == 112000.0 and 2.3e6 < default_work(512, 512) < 2.4e6
+    assert default_work(128, 128) == 112000.0 and 1.5e6 < default_work(512, 512) < 1.6e6
