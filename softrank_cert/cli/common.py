@@ -217,7 +217,7 @@ DEFAULT_BUDGET_HELP = ("default: a fixed amount of work, the same ends on a busy
 #: Help of ``--work``.
 WORK_HELP = ("search work per operator in work units (one unit: about a million floating-point operations of the "
              "solvers, counted by formula, never timed), all tolerances together; default 112000 at 128 x 128, "
-             "about 1.55 million at 512 x 512 (the work of the default budget); the same --work gives the same "
+             "about 1.56 million at 512 x 512 (the work of the default budget); the same --work gives the same "
              "ends however busy the machine")
 
 

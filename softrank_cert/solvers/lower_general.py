@@ -64,8 +64,9 @@ def key_support(C: np.ndarray, size: int) -> np.ndarray:
 class KeyLP:
     """The Y-step LP ``min max_j ||Y_j||_1  s.t.  C Y = I`` on a key subset, by HiGHS."""
 
-    def __init__(self) -> None:
+    def __init__(self, scale: float = 1.0) -> None:
         self._h = quiet_highs()
+        self.scale = scale  # factor on the per-iteration charge (.work.key_lp_scale of the operator)
 
     def solve(self, C: np.ndarray, until: Until, keys: np.ndarray | None = None) -> np.ndarray | None:
         """``Y`` (N x k) with ``C Y = I`` (up to the LP's tolerances; the caller recomputes the
@@ -99,7 +100,7 @@ class KeyLP:
         h = self._h
         fresh(h)  # a solve depends on its C alone, not on the solves before it
         h.passModel(lp)
-        per_iteration = ITERATION_UNITS + entries_units(ITERATION_FLOPS_PER_NONZERO * M.nnz)
+        per_iteration = (ITERATION_UNITS + entries_units(ITERATION_FLOPS_PER_NONZERO * M.nnz)) * self.scale
         h.setOptionValue("simplex_iteration_limit", int(min(until.left() / per_iteration + 1, 2 ** 30)))
         if until.deadline is not None:
             import time

@@ -58,8 +58,9 @@ class RowLP:
     ``x_a`` is read off the row duals.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, scale: float = 1.0) -> None:
         self._h = quiet_highs()
+        self.scale = scale  # factor on the simplex charges (.work.row_lp_scale of the operator)
 
     def solve(self, B: np.ndarray, until: Until, start: np.ndarray | None = None) -> np.ndarray | None:
         """``X`` (k x m) with ``X B = I`` whose largest row l1 norm is the LP optimum.
@@ -112,12 +113,12 @@ class RowLP:
         cost = np.zeros(k)
         cost[a] = -1.0
         h.changeColsCost(k, np.arange(k, dtype=np.int32), cost)
-        per_iteration = simplex_units(m, k, 1)
+        per_iteration = simplex_units(m, k, 1) * self.scale
         h.setOptionValue("simplex_iteration_limit", int(min(until.left() / per_iteration + 1, 2 ** 30)))
         if until.deadline is not None:  # HiGHS's run clock accumulates
             h.setOptionValue("time_limit", h.getRunTime() + max(until.deadline - time.perf_counter(), 0.0) + 0.05)
         h.run()
-        until.charge(simplex_units(m, k, max(int(h.getInfo().simplex_iteration_count), 1)))
+        until.charge(simplex_units(m, k, max(int(h.getInfo().simplex_iteration_count), 1)) * self.scale)
         status = h.getModelStatus()
         if status == highspy.HighsModelStatus.kIterationLimit:
             until.charge(until.left())  # the work ran out inside the LP: the unit is cut off

@@ -42,7 +42,7 @@ from .lower_lp import RowLP, feasible, normalised, signed_y
 from .lower_moves import key_moves
 from .lower_pivot import pivot_order
 from .lower_starts import dev_labels, growth_pivot, pinv_labels, pivot_labels, qr_queries, selection
-from .work import Until, entries_units
+from .work import Until, entries_units, key_lp_scale, row_lp_scale
 
 #: A certificate counts for eps when its float64 threshold exceeds eps by this relative margin.
 MARGIN = 1e-9
@@ -120,8 +120,8 @@ class LowerSearch:
         self.eps_values = sorted(float(e) for e in eps_values)
         self.add, self.ceiling, self.floor = add, ceiling, floor
         self.seed = seed
-        self.lp = RowLP()
-        self.key_lp = KeyLP()
+        self.lp = RowLP(row_lp_scale(*d.shape))
+        self.key_lp = KeyLP(key_lp_scale(*d.shape))
         self.states: dict[int, State] = {}
         self.pairs: dict[int, tuple[np.ndarray, np.ndarray, float, str]] = {}  # general pairs per k
         self.general_misses = 0  # general pairs in a row not better than the signed groups

@@ -71,19 +71,42 @@ def units_per_second(m: int, n: int) -> float:
 
 def default_work(m: int, n: int) -> float:
     """Default work units for an m x N operator (all tolerances together): what
-    :func:`default_seconds` buys on the calibration machine (112,000 at 128 x 128, about 1.55
+    :func:`default_seconds` buys on the calibration machine (112,000 at 128 x 128, about 1.56
     million at 512 x 512)."""
     return float(round(units_per_second(m, n) * default_seconds(m, n)))
 
 
+def _size(m: int, n: int) -> float:
+    return m * n / 128.0 ** 2
+
+
+def evaluation_scale(m: int, n: int) -> float:
+    """Factor on the flop count of an evaluation, so that its units match its measured time:
+    the float32 evaluations ran at 11,000-13,000 flop-units per CPU second at 128 x 128 and
+    33,000-34,000 at 512 x 512 (``12,000 (mN/128^2)^0.375``), against :func:`units_per_second`."""
+    return units_per_second(m, n) / (12000.0 * _size(m, n) ** 0.375)
+
+
+def row_lp_scale(m: int, n: int) -> float:
+    """Factor on :func:`simplex_units` for the dense X-step LPs of an m x N operator: their charge
+    ran at 1,500 units per CPU second at 128 x 128 and 1,030 at 512 x 512
+    (``1,500 (mN/128^2)^-0.135``), against :func:`units_per_second`."""
+    return units_per_second(m, n) / (1500.0 * _size(m, n) ** -0.135)
+
+
+def key_lp_scale(m: int, n: int) -> float:
+    """Factor on the sparse Y-step LPs' per-nonzero charge (fitted at 5,300 units per second)."""
+    return units_per_second(m, n) / 5300.0
+
+
 def evaluation_units(m: int, n: int, r: int) -> float:
     """Work units of one smoothed-objective evaluation at rank r."""
-    return m * n * (6.0 * r + 12.0) / UNIT_FLOPS + CALL_UNITS
+    return (m * n * (6.0 * r + 12.0) / UNIT_FLOPS + CALL_UNITS) * evaluation_scale(m, n)
 
 
 def check_units(m: int, n: int, r: int) -> float:
     """Work units of one float64 max-row-l1 error of ``A - U W^T`` at rank r."""
-    return m * n * (2.0 * r + 3.0) / UNIT_FLOPS
+    return m * n * (2.0 * r + 3.0) / UNIT_FLOPS * evaluation_scale(m, n)
 
 
 def simplex_units(rows: int, cols: int, iterations: int) -> float:
