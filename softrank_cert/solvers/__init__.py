@@ -8,10 +8,11 @@ operator (:func:`.bracket.bracket_operator`, bounded by the work budget of :mod:
 2. truncated SVD (:func:`.upper_smooth.tsvd_start`): the least rank whose truncated SVD already
    meets each tolerance (free: every rank's error comes from the SVD);
 3. pivot stage (:mod:`.lower_pivot`): complete-pivoting submatrices, a gallop over k;
-4. in alternating rounds, the smoothed witness search (:mod:`.upper_search` driving
-   :mod:`.upper_smooth`) and the lower-pair search (:mod:`.lower_search`: starts from
-   :mod:`.lower_starts`, the exact LP for ``X`` in :mod:`.lower_lp`, key moves in
-   :mod:`.lower_moves`);
+4. in alternating rounds (fixed shares of the work, :mod:`.work`), the smoothed witness search (:mod:`.upper_search` driving
+   :mod:`.upper_smooth`) and the lower-pair search (:mod:`.lower_search`: signed key groups
+   from the starts of :mod:`.lower_starts`, the exact LP for ``X`` in :mod:`.lower_lp`, key
+   moves in :mod:`.lower_moves`; general key sides from query selections in
+   :mod:`.lower_general`);
 5. after every stage, each tolerance settles the best candidates of the
    :class:`~.candidates.CandidatePool` with the kernel (:class:`~.bracket.Ends`).
 
