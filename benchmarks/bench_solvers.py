@@ -2,6 +2,11 @@
 
 Usage (what produced the committed results: default budgets; the two runs side by side, one core each)::
 
+    python benchmarks/bench_solvers.py --pydoc-topic import --width 128 --heads H1,H6 --name pyimport_w128_after
+    python benchmarks/bench_solvers.py --pydoc-topic import --width 512 --heads H1,H6 --layers 1,4 \
+        --name pyimport_w512_after --resume                                  # resumable: rows in .jsonl
+    PYTHONPATH=/path/to/main python benchmarks/bench_solvers.py ...         # the same heads with main's solvers
+
     python benchmarks/bench_solvers.py --docs apache2 --width 128 --jobs 1 --name minilm_w128_all \
         --before benchmarks/results/solvers_minilm_w128_before.json
     python benchmarks/bench_solvers.py --docs apache2,mpl2 --width 512 --every 12 --offset 0,6 --jobs 1 \
@@ -14,7 +19,13 @@ maximum seconds per operator (all tolerances together, with the budget each had)
 construction / method produced each end, and the median rank ratio of the truncated SVD to the
 best verified witness.  ``--before`` adds a before/after table against an earlier results file
 (same operators only).  Everything, per operator too, goes to
-``benchmarks/results/solvers_<name>.{json,md}``.  Each worker runs single-threaded BLAS.
+``benchmarks/results/solvers_<name>.{json,md}``; every finished operator is appended to
+``solvers_<name>.jsonl`` at once, and ``--resume`` skips the operators already there (same
+arguments).  Per operator it also records the CPU seconds and the stage times of the driver
+(``stages``: wall seconds spent in each progress stage).  Each worker runs single-threaded BLAS.
+``--pydoc-topic NAME`` takes the document from the interpreter's own ``pydoc_data.topics``
+(first 8,000 characters at a line break, SHA-256 recorded): a text the project's studies have
+not used when NAME is not one of examples/data/py-*.txt.
 """
 
 from __future__ import annotations
@@ -31,17 +42,40 @@ import numpy as np
 
 from softrank_cert.kernel import Operator
 from softrank_cert.solvers import Dense, bracket_operator
-from softrank_cert.solvers.profiles import tsvd_errors
+
+try:
+    from softrank_cert.solvers.candidates import tsvd_errors
+except ImportError:  # an older tree's solvers (before/after runs with PYTHONPATH)
+    from softrank_cert.solvers.profiles import tsvd_errors
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def minilm_panel(width: int, doc: str = "apache2") -> list[tuple[str, Operator]]:
-    """All 72 MiniLM-L6 heads on the first ``width`` tokens of examples/data/DOC.txt."""
+def minilm_panel(width: int, doc: str = "apache2", path: Path | None = None) -> list[tuple[str, Operator]]:
+    """All 72 MiniLM-L6 heads on the first ``width`` tokens of examples/data/DOC.txt (or ``path``)."""
     from softrank_cert.models import build_panel, operator_names
 
-    arrays = build_panel("minilm", ROOT / "examples" / "data" / f"{doc}.txt", [width])
+    arrays = build_panel("minilm", path or ROOT / "examples" / "data" / f"{doc}.txt", [width])
     return [(n, Operator("qk", {"Q": arrays[f"{n}/Q"], "K": arrays[f"{n}/K"]})) for n in operator_names(arrays)]
+
+
+def pydoc_text(topic: str, out_dir: Path) -> tuple[Path, str]:
+    """The pydoc topic's first 8,000 characters, cut at the last line break, as a file under
+    ``out_dir`` named like the examples (``py-TOPIC.txt``), and its SHA-256."""
+    import hashlib
+    from pydoc_data.topics import topics
+
+    text = topics[topic][:8000]
+    text = text[:text.rfind("\n") + 1] if "\n" in text else text
+    path = out_dir / f"py-{topic}.txt"
+    path.write_text(text)
+    return path, hashlib.sha256(text.encode()).hexdigest()
+
+
+def keep_head(name: str, heads: set[str] | None, layers: set[str] | None) -> bool:
+    """Whether operator ``.../LxHy`` is among ``heads`` (``Hy``) and ``layers`` (``Lx``)."""
+    layer, head = name.rsplit("/", 1)[-1].split("H")
+    return (heads is None or f"H{head}" in heads) and (layers is None or layer in layers)
 
 
 def synthetic_panel(count: int, width: int, d: int = 64) -> list[tuple[str, Operator]]:
@@ -66,16 +100,31 @@ def solve(task: tuple[str, dict, list[str], float | None]) -> dict:
     from softrank_cert.plumbing.parallel import unpack_operator
     from softrank_cert.solvers.bracket import default_budget_seconds
 
-    name, spec, eps_list, budget = task
+    name, spec, eps_list, budget, work = task
     op = unpack_operator(spec)
-    budget = default_budget_seconds(*op.shape) if budget is None else budget
-    start = time.perf_counter()
-    brackets = bracket_operator(op, eps_list, budget_seconds=budget)
-    seconds = time.perf_counter() - start
+    stages: dict[str, float] = {}
+    last = [0.0]
+
+    def progress(stage: str, _elapsed: float, _nominal: float) -> None:
+        now = time.perf_counter() - start
+        stages[stage] = stages.get(stage, 0.0) + now - last[0]
+        last[0] = now
+
+    kwargs: dict = {"progress": progress}
+    if work is not None:
+        kwargs["work"] = work
+    if budget is not None:
+        kwargs["budget_seconds"] = budget
+    start, cpu = time.perf_counter(), time.process_time()
+    brackets = bracket_operator(op, eps_list, **kwargs)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    if budget is None:
+        budget = default_budget_seconds(*op.shape)
     d = Dense.of(op)
     errors = tsvd_errors(d.A, d.svd)
     return {
-        "operator": name, "seconds": seconds, "budget_seconds": budget,
+        "operator": name, "seconds": seconds, "cpu_seconds": cpu, "budget_seconds": budget, "work": work,
+        "stages": {k: round(v, 3) for k, v in stages.items()},
         "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r, "method": b.lower.method,
                       "construction": b.upper.construction,
                       "tsvd_rank": tsvd_rank(errors, float(b.eps), op.p)} for b in brackets],
@@ -163,7 +212,14 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=1, help="take every n-th operator")
     parser.add_argument("--offset", default="0", help="first operator taken, per document (comma list)")
     parser.add_argument("--eps", default="0.1,0.25,0.5")
-    parser.add_argument("--budget", type=float, default=None, help="seconds per operator (default: the driver's)")
+    parser.add_argument("--budget", type=float, default=None, help="seconds per operator (a wall-time cap)")
+    parser.add_argument("--work", type=float, default=None, help="work units per operator (default: the driver's)")
+    parser.add_argument("--pydoc-topic", default=None, help="document: this topic of pydoc_data.topics (minilm)")
+    parser.add_argument("--heads", default=None, help="comma list of heads per layer to keep, e.g. H1,H6")
+    parser.add_argument("--layers", default=None, help="comma list of layers to keep, e.g. 1,4")
+    parser.add_argument("--resume", action="store_true", help="skip the operators already in solvers_NAME.jsonl")
+    parser.add_argument("--signed-only", action="store_true",
+                        help="ablation: no general key sides in the lower search (signed key groups only)")
     parser.add_argument("--jobs", type=int, default=1, help="operators at a time (worker processes)")
     parser.add_argument("--before", type=Path, default=None, help="earlier results file for a before/after table")
     parser.add_argument("--smoke", action="store_true", help="CI-sized: 2 synthetic 48-wide operators, 2 s each")
@@ -171,32 +227,58 @@ def main() -> None:
     parser.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
     _single_thread()
+    if args.signed_only:  # the worker processes are forked: they inherit the class attribute
+        from softrank_cert.solvers.lower_search import LowerSearch
+
+        LowerSearch.general = ()
     if args.smoke:
         args.panel, args.count, args.width, args.budget = "synthetic", 2, 48, 2.0
     eps_list = args.eps.split(",")
     ops: list[tuple[str, Operator]] = []
-    if args.panel == "minilm":
+    document = None
+    if args.panel == "minilm" and args.pydoc_topic:
+        import tempfile
+
+        path, digest = pydoc_text(args.pydoc_topic, Path(tempfile.mkdtemp()))
+        document = {"pydoc_topic": args.pydoc_topic, "sha256": digest}
+        ops = minilm_panel(args.width, path=path)
+    elif args.panel == "minilm":
         offsets = [int(o) for o in args.offset.split(",")]
         for i, doc in enumerate(args.docs.split(",")):
             ops += minilm_panel(args.width, doc)[offsets[min(i, len(offsets) - 1)]:: args.every]
     else:
         ops = synthetic_panel(args.count, args.width)[:: args.every]
+    if args.heads or args.layers:
+        heads = set(args.heads.split(",")) if args.heads else None
+        layers = {f"L{x}" for x in args.layers.split(",")} if args.layers else None
+        ops = [(n, op) for n, op in ops if keep_head(n, heads, layers)]
     from softrank_cert.plumbing.parallel import pack_operator
 
-    tasks = [(name, pack_operator(op), eps_list, args.budget) for name, op in ops]
-    rows: list[dict] = []
+    name = args.name or ("smoke" if args.smoke else f"{args.panel}_w{args.width}")
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    partial = args.out_dir / f"solvers_{name}.jsonl"
+    done: dict[str, dict] = {}
+    if args.resume and partial.exists():
+        done = {row["operator"]: row for row in map(json.loads, partial.read_text().splitlines())}
+    elif partial.exists():
+        partial.unlink()
+    tasks = [(n, pack_operator(op), eps_list, args.budget, args.work) for n, op in ops if n not in done]
+    rows: list[dict] = [done[n] for n, _ in ops if n in done]
     start = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for row in pool.map(solve, tasks):
             rows.append(row)
-            print(row["operator"], f"{row['seconds']:.1f}s / {row['budget_seconds']:.0f}s",
+            with partial.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(row["operator"], f"{row['seconds']:.1f} s ({row['cpu_seconds']:.1f} s CPU) / {row['budget_seconds']:.0f} s",
                   [(b["lower"], b["upper"]) for b in row["brackets"]], flush=True)
-    name = args.name or ("smoke" if args.smoke else f"{args.panel}_w{args.width}")
+    order = {n: i for i, (n, _) in enumerate(ops)}
+    rows.sort(key=lambda r: order.get(r["operator"], len(order)))
     report = {"name": name, "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-              "wall_seconds": time.perf_counter() - start, "summary": summarise(rows, eps_list), "operators": rows}
+              "document": document, "wall_seconds": time.perf_counter() - start,
+              "summary": summarise(rows, eps_list), "operators": rows}
     if args.before is not None:
         report["before_after"] = before_after(rows, args.before.resolve(), eps_list)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / f"solvers_{name}.json").write_text(json.dumps(report, indent=1))
     (args.out_dir / f"solvers_{name}.md").write_text(markdown(report))
     print(markdown(report))

@@ -144,14 +144,17 @@ def _require_operator(op: Any) -> Operator:
 # Brackets and profiles (tolerances: plumbing.tolerances; certificates: certio.issuing)
 # --------------------------------------------------------------------------------------
 
-def bracket(op: Operator, eps: str | Iterable[str], *, budget_seconds: float | None = None,
-            progress: Progress | None = None) -> BracketResult:
+def bracket(op: Operator, eps: str | Iterable[str], *, work: float | None = None,
+            budget_seconds: float | None = None, progress: Progress | None = None) -> BracketResult:
     """Kernel-verified brackets ``[lower, upper]`` of ``r_eps(A)`` at each tolerance.
 
-    ``eps``: ``"0.25"``, ``"0.1,0.25"`` or a list of decimal strings.  ``budget_seconds``: solver
-    time for all tolerances together (default
-    :func:`~softrank_cert.solvers.bracket.default_budget_seconds`: 16 s at 128 x 128, between 4
-    and 600 s; ``math.inf`` for no bound).  ``progress(stage, elapsed, budget)`` after each
+    ``eps``: ``"0.25"``, ``"0.1,0.25"`` or a list of decimal strings.  The search is bounded by
+    ``work`` units for all tolerances together (:mod:`softrank_cert.solvers.work`; default
+    :func:`~softrank_cert.solvers.work.default_work`, which takes
+    :func:`~softrank_cert.solvers.bracket.default_budget_seconds` on a quiet machine: 16 s at
+    128 x 128, between 4 and 600 s): the same call gives the same brackets however busy the
+    machine.  ``budget_seconds``: a wall-time cap (alone, the only bound; ``math.inf``: none),
+    with which the ends may depend on the load.  ``progress(stage, elapsed, budget)`` after each
     search stage.
     """
     from .solvers.bracket import bracket_operator
@@ -160,26 +163,28 @@ def bracket(op: Operator, eps: str | Iterable[str], *, budget_seconds: float | N
     eps_list = parse_eps(eps)
     if budget_seconds is not None and not budget_seconds > 0:
         raise InvalidInputError("budget_seconds must be > 0")
+    if work is not None and not work > 0:
+        raise InvalidInputError("work must be > 0")
     start = time.perf_counter()
-    brackets = bracket_operator(op, eps_list, budget_seconds=budget_seconds, progress=progress)
+    brackets = bracket_operator(op, eps_list, work=work, budget_seconds=budget_seconds, progress=progress)
     return BracketResult(op, tuple(brackets), operator_id(op), operator_provenance(op), time.perf_counter() - start,
                          budget_seconds)
 
 
-def profile(op: Operator, grid: str | Iterable[str] | None = None, *, budget_seconds: float | None = None,
-            progress: Progress | None = None) -> Any:
+def profile(op: Operator, grid: str | Iterable[str] | None = None, *, work: float | None = None,
+            budget_seconds: float | None = None, progress: Progress | None = None) -> Any:
     """The two certified curves of ``op`` (:class:`~softrank_cert.studies.rank_profile.Profile`).
 
     For each k the largest verified tolerance ``t_k`` with ``r_eps >= k`` for every eps <= t_k,
     for each r the smallest verified ``e_r`` with ``r_eps <= r`` for every eps >= e_r.  The
-    searches aim at ``grid`` (default: 11 tolerances from 0.02 to 0.9) within
-    ``budget_seconds`` (default as for :func:`bracket`).  ``.bracket(eps)`` reads certificates
+    searches aim at ``grid`` (default: 11 tolerances from 0.02 to 0.9) within ``work`` units
+    and/or ``budget_seconds`` (as for :func:`bracket`).  ``.bracket(eps)`` reads certificates
     off the profile, ``.figure()`` draws it, ``.to_json()`` lists every VERIFIED step.
     """
     from .studies.rank_profile import compute_profile
 
     op = _require_operator(op)
-    return compute_profile(op, None if grid is None else parse_eps(grid), budget_seconds=budget_seconds,
+    return compute_profile(op, None if grid is None else parse_eps(grid), work=work, budget_seconds=budget_seconds,
                            progress=progress, operator_id=operator_id(op), provenance=operator_provenance(op))
 
 

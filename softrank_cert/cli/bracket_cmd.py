@@ -21,13 +21,14 @@ from ..plumbing.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
 from ..plumbing.tolerances import parse_eps_list
 from ..plumbing.untrusted_text import plain_text
-from .common import (add_campaign_options, add_command, add_parallel_options, brackets_summary, budget_help,
+from .common import (add_campaign_options, add_command, add_parallel_options, brackets_summary, add_budget_options, check_budget_options,
                      campaign_memory, name_table, stdout_console)
 
 EPILOG = """\
 examples:
   softrank bracket op.npz --eps 0.1,0.25,0.5 --out cert.json --key issuer.key
   softrank bracket panel.npz --operator minilm/apache2/w64/L0H3 --eps 0.25 --out cert.json
+  softrank bracket op.npz --eps 0.1,0.25 --out cert.json --work 200000   # more work: same ends every run
   softrank bracket panel.npz --all --eps 0.1,0.25,0.5 --out certs/ --key issuer.key --budget-seconds 30
   softrank bracket panel.npz --all --eps 0.25 --out certs/ --jobs 4
   softrank bracket panel.npz --all --eps 0.25 --out certs/ --jobs 4 --resume    # after an interruption
@@ -38,8 +39,8 @@ a folder: operator NAME goes to certs/NAME.json (the '/' in panel names become s
 Every output path is checked before any work. Every end written was VERIFIED by the trusted
 kernel first; check any of them again with softrank-verify. --jobs N runs N operators at a
 time in worker processes and --scheduler runs them on a Dask cluster; the certificates do not
-depend on either (with --budget-seconds inf: with a time budget, a faster machine may find
-tighter ends).
+depend on either, nor on how busy the machine is: the search is bounded by work (--work; the
+same work gives the same ends). With --budget-seconds, a time cap, they may.
 
 Campaigns (--out a folder): certs/softrank-campaign.json records the parameters and each
 operator's status and seconds, rewritten atomically after every operator. --resume keeps
@@ -69,8 +70,7 @@ def add_bracket(sub: Any) -> None:
     which.add_argument("--operator", action="append", metavar="NAME", help="operator of a panel (repeatable)")
     which.add_argument("--all", action="store_true", help="every operator of the panel (--out is a folder)")
     p.add_argument("--key", metavar="KEYFILE", help="sign the certificates with this key (softrank keygen)")
-    p.add_argument("--budget-seconds", type=float, metavar="S",
-                   help=budget_help("solver time per operator, all tolerances together"))
+    add_budget_options(p, "solver time per operator, all tolerances together")
     add_parallel_options(p)
     add_campaign_options(p)
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
@@ -115,13 +115,13 @@ def _select(args: Any) -> list[NamedOperator]:
 
 
 def bracket_task(spec: dict[str, Any], eps_list: list[str], budget_seconds: float | None,
-                 progress: Any = None) -> tuple[list[Bracket], float]:
+                 progress: Any = None, work: float | None = None) -> tuple[list[Bracket], float]:
     """One operator's verified brackets (plain certificate ends) and solver seconds; runs in a
     worker (``progress``: the driver's stage callback, only when it runs in this process)."""
     from ..api import bracket
     from ..plumbing.parallel import unpack_operator
 
-    result = bracket(unpack_operator(spec), eps_list, budget_seconds=budget_seconds, progress=progress)
+    result = bracket(unpack_operator(spec), eps_list, work=work, budget_seconds=budget_seconds, progress=progress)
     return [b.to_certificate() for b in result.brackets], result.seconds
 
 
@@ -141,8 +141,7 @@ def run_bracket(args: Any) -> int:
     from ..errors import EXIT_SOME_FAILED
 
     eps_list = parse_eps_list(args.eps)
-    if args.budget_seconds is not None and not args.budget_seconds > 0:
-        raise InvalidInputError("--budget-seconds must be > 0")
+    check_budget_options(args)
     key = load_private_key(args.key) if args.key else None  # fail before any work
     operators = _select(args)
     out, targets = output_targets(args.out, [item.name for item in operators], several=bool(args.all))
@@ -167,7 +166,7 @@ def run_bracket(args: Any) -> int:
             bar.advance(operators[i].name)
             bar.finished(operators[i].name, "kept (resumed: verified certificate)")
         tasks = [(pack_operator(operators[i].operator), eps_list, args.budget_seconds,
-                  bar.stage_callback(operators[i].name) if in_process else None) for i in todo]
+                  bar.stage_callback(operators[i].name) if in_process else None, args.work) for i in todo]
         memory = [operator_task_bytes(operators[i].operator) for i in todo]
         results = run_tasks(bracket_task, tasks, jobs=jobs, scheduler=args.scheduler, memory=memory,
                             max_memory=max_memory, done=lambda j: bar.advance(operators[todo[j]].name))
@@ -193,7 +192,8 @@ def run_bracket(args: Any) -> int:
     if args.json:
         print(dumps(envelope("bracket", {
             "operator_file": str(args.operator_file), "eps": eps_list,
-            "budget_seconds": budget_json(args.budget_seconds), "signed": bool(key), "operators": summary, "failed": failed,
+            "budget_seconds": budget_json(args.budget_seconds), "budget_work": args.work, "signed": bool(key),
+            "operators": summary, "failed": failed,
             "campaign": {"manifest": str(manifest.path), "computed": manifest.run["computed"], "kept": len(kept),
                          "failed": len(failed)}})))
     else:
@@ -214,7 +214,7 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
     in_process = not args.scheduler
     with OperatorProgress("softrank bracket", 1, bar=not args.json) as bar:
         task = (pack_operator(item.operator), eps_list, args.budget_seconds,
-                bar.stage_callback(item.name) if in_process else None)
+                bar.stage_callback(item.name) if in_process else None, args.work)
         with closing(run_tasks(bracket_task, [task], jobs=jobs, scheduler=args.scheduler,
                                memory=[operator_task_bytes(item.operator)], max_memory=max_memory,
                                done=lambda i: bar.advance(item.name))) as results:
@@ -225,7 +225,8 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
     summary = [_entry(item, target, brackets, seconds, bool(key))]
     if args.json:
         print(dumps(envelope("bracket", {"operator_file": str(args.operator_file), "eps": eps_list,
-                                         "budget_seconds": budget_json(args.budget_seconds), "signed": bool(key),
+                                         "budget_seconds": budget_json(args.budget_seconds),
+                                         "budget_work": args.work, "signed": bool(key),
                                          "operators": summary, "failed": [], "campaign": None})))
     else:
         _render(summary)
@@ -247,7 +248,8 @@ def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], target
     signer = did_key(key.public_key()) if key is not None else None
     parameters = {"panel": {"path": str(args.operator_file), "sha256": file_sha256(args.operator_file),
                             "operators": len(operators)},
-                  "tolerances": eps_list, "budget_seconds": budget_json(args.budget_seconds), "max_memory": max_memory,
+                  "tolerances": eps_list, "budget_seconds": budget_json(args.budget_seconds),
+                  "budget_work": args.work, "max_memory": max_memory,
                   "jobs": jobs, "scheduler": args.scheduler, "signer": signer}
     entries = [(item.name, {"operator_sha256": operator_sha256(item.operator),
                             "output": target.relative_to(out).as_posix(),

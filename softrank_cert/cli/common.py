@@ -242,16 +242,39 @@ def add_parallel_options(p: Any) -> None:
                      help="run the tasks on this Dask distributed scheduler (softrank-cert installed on its workers)")
 
 
-#: What ``--budget-seconds`` defaults to (the driver's
+#: The default search bound (the driver's :func:`~softrank_cert.solvers.work.default_work`, whose
+#: wall time on the calibration machine is
 #: :func:`~softrank_cert.solvers.bracket.default_budget_seconds`; written out here so that
 #: ``--help`` does not import the solvers -- ``tests/test_api.py`` checks that they agree).
-DEFAULT_BUDGET_HELP = ("default: 16 s x (m N / 128^2)^0.7, between 4 and 600 s: 4 s at 32 x 32, about 6 s at 64 x 64, "
+DEFAULT_BUDGET_HELP = ("default: a fixed amount of work, the same ends on a busy machine, which takes 16 s x "
+                       "(m N / 128^2)^0.7 on a quiet one, between 4 and 600 s: 4 s at 32 x 32, about 6 s at 64 x 64, "
                        "16 s at 128 x 128, 42 s at 256 x 256, 111 s at 512 x 512")
+#: Help of ``--work``.
+WORK_HELP = ("search work per operator in work units (one unit: about a million floating-point operations of the "
+             "solvers, counted by formula, never timed), all tolerances together; default 112000 at 128 x 128, "
+             "about 1.56 million at 512 x 512 (the work of the default budget); the same --work gives the same "
+             "ends however busy the machine")
 
 
 def budget_help(what: str) -> str:
     """Help text of a ``--budget-seconds`` option: ``what`` it bounds, then the default."""
-    return f"{what} ({DEFAULT_BUDGET_HELP}; the best verified ends found by then are kept)"
+    return (f"{what}: a wall-time cap (then the ends may depend on how busy the machine is; 'inf': no cap). "
+            f"Alone it replaces the work bound; with --work, whichever runs out first ({DEFAULT_BUDGET_HELP}; "
+            f"the best verified ends found by then are kept)")
+
+
+def add_budget_options(p: Any, what: str) -> None:
+    """``--work N`` and ``--budget-seconds S`` of a command that runs the solvers."""
+    p.add_argument("--work", type=float, metavar="N", help=WORK_HELP)
+    p.add_argument("--budget-seconds", type=float, metavar="S", help=budget_help(what))
+
+
+def check_budget_options(args: Any) -> None:
+    """``--work`` and ``--budget-seconds`` must be > 0 when given."""
+    if getattr(args, "work", None) is not None and not args.work > 0:
+        raise InvalidInputError(f"--work must be > 0 (work units), not {args.work:g}")
+    if args.budget_seconds is not None and not args.budget_seconds > 0:
+        raise InvalidInputError("--budget-seconds must be > 0")
 
 
 def brackets_summary(brackets: list[Any], seconds: float | None = None) -> str:

@@ -10,7 +10,8 @@ from ..plumbing.files import OutputFiles, check_output_file
 from ..plumbing.plotting import PLOT_SUFFIXES
 from ..plumbing.progress import OperatorProgress
 from ..plumbing.reports import dumps
-from .common import PLOT_HELP, add_command, budget_help, check_distinct_outputs, stdout_console
+from .common import (PLOT_HELP, add_budget_options, add_command, check_budget_options, check_distinct_outputs,
+                     stdout_console)
 
 EPILOG = """\
 examples:
@@ -50,8 +51,7 @@ def add_profile(sub: Any) -> None:
     p.add_argument("--key", metavar="KEYFILE", help="sign the certificate with this key (softrank keygen)")
     p.add_argument("--grid", metavar="E1,E2,...",
                    help="tolerances the searches aim at (default: 0.02,0.03,0.05,0.075,0.1,0.15,0.25,0.35,0.5,0.7,0.9)")
-    p.add_argument("--budget-seconds", type=float, metavar="S",
-                   help=budget_help("search time for the whole profile; verifying its steps comes on top"))
+    add_budget_options(p, "search time for the whole profile; verifying its steps comes on top")
     p.set_defaults(run=run_profile)
 
 
@@ -74,8 +74,7 @@ def run_profile(args: Any) -> int:
         raise InvalidInputError("--out needs --eps: the tolerances of the certificate")
     if args.key and not args.out:
         raise InvalidInputError("--key signs the --out certificate: give --out CERT.json (and --eps)")
-    if args.budget_seconds is not None and not args.budget_seconds > 0:
-        raise InvalidInputError("--budget-seconds must be > 0")
+    check_budget_options(args)
     if args.key:
         load_private_key(args.key)  # fail before any work
     source = Path(args.operator_file)
@@ -87,8 +86,9 @@ def run_profile(args: Any) -> int:
     search = list(DEFAULT_GRID if grid is None else grid) + list(eps or [])
     with OperatorProgress("softrank profile", 1, bar=not args.json) as bar:
         with stdout_to_stderr():  # solver banners must not spoil --json output
-            profile = compute_profile(op, search, budget_seconds=args.budget_seconds, progress=bar.stage_callback(name),
-                                      operator_id=name, provenance=operator_provenance(op))
+            profile = compute_profile(op, search, work=args.work, budget_seconds=args.budget_seconds,
+                                      progress=bar.stage_callback(name), operator_id=name,
+                                      provenance=operator_provenance(op))
         bar.advance(name)
         bar.finished(name, f"{len(profile.lower)} lower and {len(profile.upper)} upper VERIFIED steps in "
                            f"{profile.search_seconds + profile.verify_seconds:.1f} s")

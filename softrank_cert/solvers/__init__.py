@@ -1,30 +1,29 @@
 """UNTRUSTED float64 proposers of bracket ends for ``r_eps(A)``.
 
 A solver bug can cost tightness, never soundness: every end is checked by the kernel
-(:mod:`softrank_cert.kernel`) before it is used.  Layout:
+(:mod:`softrank_cert.kernel`) before it is used (:mod:`.settle`).  What runs, in order, for one
+operator (:func:`.bracket.bracket_operator`, bounded by the work budget of :mod:`.work`):
 
-* :mod:`.dense` -- float64 ``A`` of an operator, max-row-l1 helpers;
-* upper constructions ``(A, rank) -> (U, W)``, registry :data:`UPPER`: ``upper_tsvd``,
-  ``upper_l1_polish``, ``upper_alt_l1``, ``upper_skeleton``, ``upper_cluster``,
-  ``upper_features`` (exact l1 regressions in :mod:`.l1`);
-* lower certificates ``(A, k) -> (X, Y)``, registry :data:`LOWER`: ``lower_trivial``,
-  ``lower_pivot``, ``lower_pooled``, ``lower_seeded``, ``lower_lp_alternation``;
-* :mod:`.profiles` (rank -> best witness, k -> best certificate, searches: the float64
-  :class:`~.profiles.UpperCandidate` / :class:`~.profiles.LowerCandidate`) and :mod:`.bracket`
-  (:func:`bracket_operator`: kernel-verified ends per tolerance, :class:`~.bracket.VerifiedBracket`
-  of a :class:`~.bracket.VerifiedLower` and a :class:`~.bracket.VerifiedUpper`; its
-  :meth:`~.bracket.VerifiedBracket.to_certificate` is the certificate format's
-  :class:`~softrank_cert.certio.certificate.Bracket`).
+1. set-up (:mod:`.dense`): float64 ``A``, its SVD; the trivial ends (``k = 1``, ``r = p``, ``r = 0``);
+2. truncated SVD (:func:`.upper_smooth.tsvd_start`): the least rank whose truncated SVD already
+   meets each tolerance (free: every rank's error comes from the SVD);
+3. pivot stage (:mod:`.lower_pivot`): complete-pivoting submatrices, a gallop over k;
+4. in alternating rounds (fixed shares of the work, :mod:`.work`), the smoothed witness search (:mod:`.upper_search` driving
+   :mod:`.upper_smooth`) and the lower-pair search (:mod:`.lower_search`: signed key groups
+   from the starts of :mod:`.lower_starts`, the exact LP for ``X`` in :mod:`.lower_lp`, key
+   moves in :mod:`.lower_moves`; general key sides from query selections in
+   :mod:`.lower_general`);
+5. after every stage, each tolerance settles the best candidates of the
+   :class:`~.candidates.CandidatePool` with the kernel (:class:`~.bracket.Ends`).
+
+:mod:`.lower_pooled` (query pooling) is run by the budget study's sharpening through the pool.
 """
 
-from .bracket import VerifiedBracket, VerifiedLower, VerifiedUpper, bracket_operator
+from .bracket import Ends, VerifiedBracket, VerifiedLower, VerifiedUpper, bracket_operator
+from .candidates import CandidatePool, LowerCandidate, UpperCandidate
 from .dense import Dense, attention_matrix, norm, threshold, witness_error
-from .lower import LOWER
-from .profiles import LowerCandidate, Profiles, UpperCandidate
-from .upper import UPPER
 
 __all__ = [
-    "Dense", "LOWER", "LowerCandidate", "Profiles", "UPPER", "UpperCandidate", "VerifiedBracket", "VerifiedLower",
-    "VerifiedUpper",
-    "attention_matrix", "bracket_operator", "norm", "threshold", "witness_error",
+    "CandidatePool", "Dense", "Ends", "LowerCandidate", "UpperCandidate", "VerifiedBracket", "VerifiedLower",
+    "VerifiedUpper", "attention_matrix", "bracket_operator", "norm", "threshold", "witness_error",
 ]

@@ -1,15 +1,18 @@
 """Bracket driver: kernel-verified ``[lower, upper]`` ends of ``r_eps(A)`` per tolerance.
 
-The solvers (untrusted) fill one :class:`~.profiles.Profiles` per operator; after every
-search stage, each tolerance takes the largest-k certificate and the smallest-rank witness
-that the *kernel* verifies, trying the next candidate when one is REJECTED or INCONCLUSIVE.
-Trivial ends are always there: ``k = 1`` when ``||A|| > eps`` (else ``k = 0``), ``r = p``
-(``B = A``), and ``r = 0`` when ``eps >= ||A||``.  Stages stop once every tolerance is
-resolved or the time budget is spent; the best verified ends so far are returned.
+The solvers (untrusted) fill one :class:`~.candidates.CandidatePool` per operator; after every
+search stage, each tolerance takes the largest-k lower pair and the smallest-rank witness
+that the *kernel* verifies (:func:`.settle.first_verified`), trying the next candidate when
+one is REJECTED or INCONCLUSIVE.  Trivial ends are always there: ``k = 1`` when ``||A|| > eps``
+(else ``k = 0``), ``r = p`` (``B = A``), and ``r = 0`` when ``eps >= ||A||``.  Stages stop once
+every tolerance is resolved or the work budget (:mod:`.work`; optionally a wall-time cap) is
+spent; the best verified ends so far are returned.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -18,15 +21,13 @@ import numpy as np
 
 from ..certio.certificate import Bracket, LowerEnd, UpperEnd
 from ..errors import InternalInvariantError
-from ..kernel import (Operator, Status, Verdict, parse_tolerance, verify_lower, verify_trivial_lower,
-                      verify_trivial_upper, verify_upper)
+from ..kernel import Operator, Status, Verdict, parse_tolerance, verify_trivial_lower, verify_trivial_upper
+from .candidates import CandidatePool
 from .dense import Dense
 from .lower_search import LowerSearch
-from .profiles import Profiles
+from .settle import first_verified
 from .upper_search import UpperSearch
-
-#: Largest k at which the (cubic-cost) pooled certificates are tried by targeted searches.
-POOLED_MAX_K = 40
+from .work import Budget, Until, default_seconds, default_work, one_blas_thread, units_per_second
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,9 +37,14 @@ class VerifiedLower:
     k: int
     X: np.ndarray | None
     Y: np.ndarray | None
-    method: str
+    origin: str
     verdict: Verdict
     threshold: float | None = None  # float64 estimate of 1/(||X|| ||Y|| ||(XAY)^-1||)
+
+    @property
+    def method(self) -> str:
+        """The certificate format's name for :attr:`origin`."""
+        return self.origin
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,9 +54,14 @@ class VerifiedUpper:
     r: int
     U: np.ndarray | None
     W: np.ndarray | None
-    construction: str
+    origin: str
     verdict: Verdict
     error: float | None = None  # float64 estimate of ||A - U W^T||
+
+    @property
+    def construction(self) -> str:
+        """The certificate format's name for :attr:`origin`."""
+        return self.origin
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,16 +77,18 @@ class VerifiedBracket:
         return self.lower.k == self.upper.r
 
     def to_certificate(self) -> Bracket:
-        """The certificate format's bracket of these ends (ranks, arrays and method names; the
-        kernel's verdicts and the float64 estimates stay here): the one conversion from solver
-        results to a certificate document (:func:`~softrank_cert.certio.issuing.certificate_for`)."""
+        """The certificate format's bracket of these ends (ranks, arrays and origins as the
+        format's ``method`` / ``construction``; the kernel's verdicts and the float64 estimates
+        stay here): the one conversion from solver results to a certificate document
+        (:func:`~softrank_cert.certio.issuing.certificate_for`)."""
         lower, upper = self.lower, self.upper
-        return Bracket(self.eps, LowerEnd(lower.k, lower.method, lower.X, lower.Y),
-                       UpperEnd(upper.r, upper.construction, upper.U, upper.W))
+        return Bracket(self.eps, LowerEnd(lower.k, lower.origin, lower.X, lower.Y),
+                       UpperEnd(upper.r, upper.origin, upper.U, upper.W))
 
 
-class _Ends:
-    """Best verified ends at one tolerance, upgraded from profile candidates."""
+class Ends:
+    """Best kernel-verified ends at one tolerance (``.lower``, ``.upper``), upgraded from the
+    candidates of a pool by :meth:`settle`."""
 
     def __init__(self, op: Operator, eps: str) -> None:
         self.op, self.eps, self.value = op, eps, float(parse_tolerance(eps))
@@ -92,28 +105,24 @@ class _Ends:
     def resolved(self) -> bool:
         return self.lower.k >= self.upper.r
 
-    def settle(self, prof: Profiles) -> None:
+    def _fresh(self, c: object) -> bool:
+        if id(c) in self._checked:
+            return False
+        self._checked[id(c)] = c
+        return True
+
+    def settle(self, pool: CandidatePool) -> None:
         """Verify candidates better than the current ends, best first, until one passes."""
-        for c in prof.lower_candidates(self.value):
-            if c.k <= self.lower.k:
-                break
-            if id(c) in self._checked:
-                continue
-            self._checked[id(c)] = c
-            v = verify_lower(self.op, self.eps, c.k, c.X, c.Y, method=c.method)
-            if v.status is Status.VERIFIED:
-                self.lower = VerifiedLower(c.k, c.X, c.Y, c.method, v, c.threshold)
-                break
-        for w in prof.upper_candidates(self.value):
-            if w.r >= self.upper.r:
-                break
-            if id(w) in self._checked:
-                continue
-            self._checked[id(w)] = w
-            v = verify_upper(self.op, self.eps, w.r, w.U, w.W, method=w.construction)
-            if v.status is Status.VERIFIED:
-                self.upper = VerifiedUpper(w.r, w.U, w.W, w.construction, v, w.error)
-                break
+        lower = itertools.takewhile(lambda c: c.k > self.lower.k, pool.lower_candidates(self.value))
+        found = first_verified(self.op, ((self.eps, c) for c in lower if self._fresh(c)))
+        if found is not None:
+            _, c, v = found
+            self.lower = VerifiedLower(c.k, c.X, c.Y, c.origin, v, c.threshold)
+        upper = itertools.takewhile(lambda w: w.r < self.upper.r, pool.upper_candidates(self.value))
+        found = first_verified(self.op, ((self.eps, w) for w in upper if self._fresh(w)))
+        if found is not None:
+            _, w, v = found
+            self.upper = VerifiedUpper(w.r, w.U, w.W, w.origin, v, w.error)
         if self.lower.k > self.upper.r:
             raise InternalInvariantError(
                 f"verified lower end {self.lower.k} exceeds verified upper end {self.upper.r} at eps {self.eps}")
@@ -122,119 +131,144 @@ class _Ends:
 #: The pivot stage (one evaluation is not interruptible: ~0.5 s at k = 48 on 512 x 512, 17 s at
 #: k = 128) stops at this k and this share of the budget; larger k are the lower search's work.
 PIVOT_MAX_K, PIVOT_SHARE = 48, 0.15
-#: Share of the search time (after the set-up) that the witness search may use; the lower
+#: Share of the search work (after the set-up) that the witness search may use; the lower
 #: search has the rest, and either takes over what the other leaves when it finishes early.
 UPPER_SHARE = 0.6
 #: The two searches alternate in this many rounds, so that neither end is starved and each
 #: sees the other's verified ends (the upper search never probes below the lower end; the
 #: lower search never looks above the upper end).
 ROUNDS = 3
-#: Default budget: ``BUDGET_BASE * (m N / 128^2) ** BUDGET_EXPONENT`` seconds, clamped.
-BUDGET_BASE, BUDGET_EXPONENT, BUDGET_MIN, BUDGET_MAX = 16.0, 0.7, 4.0, 600.0
 
 
 def default_budget_seconds(m: int, n: int) -> float:
-    """Default solver time for an m x N operator (all tolerances together).
+    """Wall time of the default work budget on the calibration machine (all tolerances together).
 
     16 s at 128 x 128, about 42 s at 256, 111 s at 512, 294 s at 1024; never below 4 s or
-    above 600 s.  Pass ``budget_seconds=math.inf`` to :func:`bracket_operator` for no bound.
+    above 600 s.  The default search is bounded by work (:func:`.work.default_work`), not by
+    this time: on a busy or slower machine it takes longer and finds the same ends.
     """
-    return float(min(BUDGET_MAX, max(BUDGET_MIN, BUDGET_BASE * (m * n / 128.0 ** 2) ** BUDGET_EXPONENT)))
+    return default_seconds(m, n)
+
+
+def search_budget(m: int, n: int, work: float | None = None, budget_seconds: float | None = None) -> Budget:
+    """The budget of one operator's search (its deadline counted from now).
+
+    Neither given: :func:`.work.default_work` units, no deadline (the same ends however busy the
+    machine).  ``budget_seconds`` alone: a wall-time bound only (``math.inf``: none at all) --
+    the ends may then depend on the load.  Both: whichever runs out first.
+    """
+    if work is None:
+        work = default_work(m, n) if budget_seconds is None else math.inf
+    timed = budget_seconds is not None and math.isfinite(budget_seconds)
+    deadline = time.perf_counter() + budget_seconds if timed else None
+    plan = units_per_second(m, n) * budget_seconds if timed else math.inf
+    return Budget(work, deadline, plan)
 
 
 class _Clock:
-    """Start, deadline and stage reporting of one operator's search."""
+    """Start, budget and stage reporting of one operator's search (``progress(stage,
+    elapsed_seconds, nominal_seconds)``)."""
 
-    def __init__(self, budget: float, progress: Callable[[str, float, float], None] | None) -> None:
+    def __init__(self, budget: Budget, nominal: float, progress: Callable[[str, float, float], None] | None) -> None:
         self.start = time.perf_counter()
-        self.budget = budget
-        self.deadline = self.start + budget
-        self.progress = progress
-
-    def left(self) -> float:
-        return self.deadline - time.perf_counter()
+        self.budget, self.nominal, self.progress = budget, nominal, progress
 
     def report(self, stage: str) -> None:
         if self.progress is not None:
-            self.progress(stage, min(time.perf_counter() - self.start, self.budget), self.budget)
+            self.progress(stage, min(time.perf_counter() - self.start, self.nominal), self.nominal)
 
 
-def _search(prof: Profiles, ends: list[_Ends], clock: _Clock) -> None:
-    """The time-aware search: free truncated-SVD witnesses and pivot certificates, then the
-    smoothed witness search and the lower-certificate search in alternating rounds."""
+def _search(pool: CandidatePool, ends: list[Ends], clock: _Clock) -> None:
+    """The search: free truncated-SVD witnesses and pivot pairs, then the smoothed witness
+    search and the lower-pair search in alternating rounds, each round a fixed share of work."""
+    budget = clock.budget
     open_ = lambda: [e for e in ends if not e.resolved]  # noqa: E731
-    settle = lambda: [e.settle(prof) for e in ends]  # noqa: E731
+    settle = lambda: [e.settle(pool) for e in ends]  # noqa: E731
     for e in open_():  # truncated SVD: every rank's error is already known
-        r = next((r for r in range(1, prof.d.p) if prof.tsvd[r] <= e.value), None)
+        r = next((r for r in range(1, pool.d.p) if pool.tsvd[r] <= e.value), None)
         if r is not None:
-            prof.witness("tsvd", r)
+            pool.witness("tsvd", r)
     settle()
     clock.report("tsvd")
-    full_deadline = prof.deadline  # the pivot stage may use PIVOT_SHARE of the budget, k <= PIVOT_MAX_K
-    if full_deadline is not None:
-        prof.deadline = min(full_deadline, time.perf_counter() + PIVOT_SHARE * clock.budget)
+    pool.until = budget.until(PIVOT_SHARE)  # the pivot stage: a share of the work (and time), k <= PIVOT_MAX_K
     for e in open_():
-        prof.search_lower("pivot", e.value, e.lower.k, min(e.upper.r, PIVOT_MAX_K))
-    prof.deadline = full_deadline
+        pool.search_lower("pivot", e.value, e.lower.k, min(e.upper.r, PIVOT_MAX_K))
+    pool.until = budget.until()
     settle()
     clock.report("pivot")
     by_value = {e.value: e for e in ends}
     values = [e.value for e in open_()]
-    if not values or clock.left() <= 0:
+    if not values or budget.spent():
         return
-    total = clock.left()
-    upper = UpperSearch(prof.d, values, prof.add_witness, prof.best_rank,
+    total = budget.plan_left()
+    upper = UpperSearch(pool.d, values, pool.add_witness, pool.best_rank,
                         lambda eps: by_value[eps].lower.k, UPPER_SHARE * total)
-    lower = LowerSearch(prof.d, values, prof.add_certificate, lambda eps: by_value[eps].upper.r,
+    lower = LowerSearch(pool.d, values, pool.add_lower_pair, lambda eps: by_value[eps].upper.r,
                         lambda eps: by_value[eps].lower.k)
     searches = [("smooth", upper, UPPER_SHARE), ("lower", lower, 1.0 - UPPER_SHARE)]
     finished: set[str] = set()
+    left_at_start = budget.left(), (None if budget.deadline is None else max(budget.deadline - time.perf_counter(), 0.0))
     for round_ in range(1, ROUNDS + 1):
         for name, search, share in searches:
-            if name in finished or all(e.resolved for e in ends) or clock.left() <= 0:
+            if name in finished or all(e.resolved for e in ends) or budget.spent():
                 continue
             alone = len(finished) == len(searches) - 1
-            until = clock.deadline if alone or round_ == ROUNDS and name == searches[-1][0] \
-                else time.perf_counter() + share * total / ROUNDS
-            if search.run(min(until, clock.deadline)):
+            last = alone or round_ == ROUNDS and name == searches[-1][0]
+            if search.run(budget.until() if last else _slice(budget, share / ROUNDS, left_at_start)):
                 finished.add(name)
                 if name == "lower":
-                    upper.grant(clock.left())
+                    upper.grant(budget.plan_left())
             settle()
             clock.report(f"{name} {round_}/{ROUNDS}")
-    while len(finished) < len(searches) and not all(e.resolved for e in ends) and clock.left() > 0:
-        for name, search, _ in searches:  # time the other search left unused
-            if name not in finished and search.run(clock.deadline):
+    while len(finished) < len(searches) and not all(e.resolved for e in ends) and not budget.spent():
+        for name, search, _ in searches:  # work the other search left unused
+            if name not in finished and search.run(budget.until()):
                 finished.add(name)
             settle()
             clock.report(name)
 
 
-def search_operator(op: Operator, eps_list: list[str], *, budget_seconds: float | None = None,
+def _slice(budget: Budget, fraction: float, start: tuple[float, float | None]) -> Until:
+    """A stop point after ``fraction`` of the work (and of the seconds) that were left when the
+    rounds began (``start``)."""
+    work_left, seconds_left = start
+    deadline = budget.deadline
+    if deadline is not None and seconds_left is not None:
+        deadline = min(deadline, time.perf_counter() + fraction * seconds_left)
+    return Until(budget, min(budget.used + fraction * work_left, budget.work), deadline)
+
+
+def search_operator(op: Operator, eps_list: list[str], *, work: float | None = None,
+                    budget_seconds: float | None = None,
                     progress: Callable[[str, float, float], None] | None = None
-                    ) -> tuple[Profiles | None, list[_Ends]]:
-    """Run the driver's search; return its float64 profiles (None when every tolerance was
-    settled by trivial ends) and, per tolerance, the best kernel-verified ends (``.lower``,
-    ``.upper``).  See :func:`bracket_operator` for the budget and ``progress``."""
-    budget = default_budget_seconds(*op.shape) if budget_seconds is None else float(budget_seconds)
-    clock = _Clock(budget, progress)
-    ends = [_Ends(op, eps) for eps in eps_list]
-    prof = None
+                    ) -> tuple[CandidatePool | None, list[Ends]]:
+    """Run the driver's search; return its float64 candidate pool (None when every tolerance
+    was settled by trivial ends) and, per tolerance, the best kernel-verified :class:`Ends`.
+    See :func:`bracket_operator` for the budget and ``progress``."""
+    budget = search_budget(*op.shape, work=work, budget_seconds=budget_seconds)
+    nominal = (default_budget_seconds(*op.shape) if budget_seconds is None else float(budget_seconds))
+    clock = _Clock(budget, nominal, progress)
+    ends = [Ends(op, eps) for eps in eps_list]
+    pool = None
     if not all(e.resolved for e in ends):
-        prof = Profiles(Dense.of(op), None if budget == float("inf") else clock.deadline)
-        _search(prof, ends, clock)
-    return prof, ends
+        with one_blas_thread():
+            pool = CandidatePool(Dense.of(op), budget.until())
+            _search(pool, ends, clock)
+    return pool, ends
 
 
-def bracket_operator(op: Operator, eps_list: list[str], *, budget_seconds: float | None = None,
+def bracket_operator(op: Operator, eps_list: list[str], *, work: float | None = None,
+                     budget_seconds: float | None = None,
                      progress: Callable[[str, float, float], None] | None = None) -> list[VerifiedBracket]:
     """Kernel-verified brackets of ``r_eps(A)`` for each tolerance in ``eps_list``.
 
-    ``budget_seconds`` bounds the search (default :func:`default_budget_seconds`; ``math.inf``
-    for none): every search checks the deadline inside its evaluations, and the best verified
-    ends so far are returned.  The trivial ends need no search; the truncated-SVD witness is
-    always formed.  ``progress(stage, elapsed_seconds, budget_seconds)`` is called after each
-    stage.
+    The search is bounded by ``work`` units (:mod:`.work`; default :func:`.work.default_work`,
+    about :func:`default_budget_seconds` on the calibration machine): the same operator,
+    tolerances and work give the same brackets, byte for byte, however busy the machine.
+    ``budget_seconds`` adds a wall-time cap (alone it is the only bound, ``math.inf``: none):
+    then the ends may depend on the load.  The best verified ends so far are returned.  The
+    trivial ends need no search; the truncated-SVD witness is always formed.
+    ``progress(stage, elapsed_seconds, nominal_seconds)`` is called after each stage.
     """
-    _, ends = search_operator(op, eps_list, budget_seconds=budget_seconds, progress=progress)
+    _, ends = search_operator(op, eps_list, work=work, budget_seconds=budget_seconds, progress=progress)
     return [VerifiedBracket(e.eps, e.lower, e.upper) for e in ends]

@@ -10,34 +10,34 @@ least rank r whose :mod:`.upper_smooth` witness has float64 error ``<= eps``:
   reach ``eps`` (:data:`.upper_smooth.ABORT`); no rank below the verified lower end is tried;
 * every rank keeps its solver state, so a later tolerance continues the iterate an earlier one
   left (nothing is recomputed), and every improved pair goes to the profiles at once;
-* when the bisection is done and time is left, the ranks below the best one are squeezed
+* when the bisection is done and work is left, the ranks below the best one are squeezed
   with longer stages (galloping while they succeed).
 
-Each tolerance gets a cumulative share of the search's time (``1 : 1.5 : 2 : ...`` from the
-largest eps down); what one leaves unused passes to the next.  :meth:`UpperSearch.run` works
-until a deadline and resumes where it stopped.
+Each tolerance gets a cumulative share of the search's work (``1 : 1.5 : 2 : ...`` from the
+largest eps down, in the units of :mod:`.work`); what one leaves unused passes to the next.
+:meth:`UpperSearch.run` works until a stop point and resumes where it stopped.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Callable, Generator, Sequence
 
 import numpy as np
 
 from .dense import Dense
-from .profiles import UpperCandidate
-from .upper_smooth import ABORT, STAGES, SmoothState, run_stages, tsvd_start
+from .candidates import UpperCandidate
+from .upper_smooth import ABORT, CHECK_EVERY, STAGES, SmoothState, run_stages, tsvd_start
+from .work import Until, check_units, evaluation_units
 
 #: L-BFGS iterations per continuation stage in a probe: as many as the tolerance's share of
-#: time allows for the probes its bisection will need, within these bounds (more iterations
+#: work allows for the probes its bisection will need, within these bounds (more iterations
 #: per stage lower the error markedly: 60 -> 400 takes one 128-wide head from 0.256 to 0.209).
 MIN_ITERATIONS, MAX_ITERATIONS = 60, 1000
-#: Evaluations per L-BFGS iteration (line searches), for the time estimates.
+#: Evaluations per L-BFGS iteration (line searches), for the work estimates.
 EVALS_PER_ITERATION = 1.15
 #: Continuation stages a squeeze may add beyond :data:`STAGES`.
 SQUEEZE_EXTRA_STAGES = 3
-#: Passes over all tolerances with ever longer squeezes, for time the shares leave unused.
+#: Passes over all tolerances with ever longer squeezes, for work the shares leave unused.
 LEFTOVER_PASSES = 3
 
 
@@ -46,42 +46,44 @@ class UpperSearch:
 
     ``add(witness)`` receives every improved :class:`~.profiles.UpperCandidate`; ``best_rank(eps)``
     is the least rank with a known float64 witness of error ``<= eps`` (``None`` if none);
-    ``floor(eps)`` the verified lower end (no rank below it can succeed).  ``seconds`` is the
-    total time this search may use, split between the tolerances as described above.
+    ``floor(eps)`` the verified lower end (no rank below it can succeed).  ``work`` is the
+    total work (units of :mod:`.work`) this search may use, split between the tolerances as
+    described above.
     """
 
     def __init__(self, d: Dense, eps_values: Sequence[float], add: Callable[[UpperCandidate], None],
-                 best_rank: Callable[[float], int | None], floor: Callable[[float], int], seconds: float) -> None:
+                 best_rank: Callable[[float], int | None], floor: Callable[[float], int], work: float) -> None:
         self.d, self.add, self.best_rank, self.floor = d, add, best_rank, floor
         self.eps_values = sorted(set(eps_values), reverse=True)
         weights = np.array([1.0 + 0.5 * i for i in range(len(self.eps_values))])
-        self.shares = np.cumsum(weights) / weights.sum() * seconds
+        self.shares = np.cumsum(weights) / weights.sum() * work
         self.spent = 0.0
-        self.until = self._run_started = 0.0
+        self.until: Until | None = None
+        self._run_started = 0.0
         self.states: dict[int, SmoothState] = {}
         self._plan = self._search()
         self.done = False
 
     # -- public ---------------------------------------------------------------------
-    def run(self, until: float) -> bool:
-        """Search until ``time.perf_counter() >= until``; True once nothing is left to try."""
+    def run(self, until: Until) -> bool:
+        """Search until ``until`` is reached; True once nothing is left to try."""
         self.until = until
-        start = self._run_started = time.perf_counter()
+        start = self._run_started = until.budget.used
         try:
-            while not self.done and time.perf_counter() < until:
+            while not self.done and not until.reached():
                 try:
                     next(self._plan)
                 except StopIteration:
                     self.done = True
         finally:
-            self.spent += time.perf_counter() - start
+            self.spent += until.budget.used - start
         return self.done
 
-    def grant(self, seconds: float) -> None:
-        """Let the search use ``seconds`` more in all (the current and later tolerances)."""
+    def grant(self, work: float) -> None:
+        """Let the search use ``work`` more units in all (the current and later tolerances)."""
         total = self.shares[-1]
-        if 0 < total < float("inf") and seconds > 0:
-            self.shares = self.shares * ((total + seconds) / total)
+        if 0 < total < float("inf") and work > 0:
+            self.shares = self.shares * ((total + work) / total)
 
     # -- internals ------------------------------------------------------------------
     def _state(self, r: int) -> SmoothState:
@@ -96,7 +98,7 @@ class UpperSearch:
     def _probe(self, r: int, target: float, *, iterations: int, max_stage: int,
                abort: bool = True) -> Generator[None, None, bool]:
         """Advance rank r one stage at a time until its error is ``<= target`` (True), the
-        probe is hopeless or out of stages (False); yields whenever the deadline stops it."""
+        probe is hopeless or out of stages (False); yields whenever the stop point stops it."""
         st = self._state(r)
         while True:
             if st.best_error <= target * (1 - 1e-9):
@@ -111,7 +113,7 @@ class UpperSearch:
             self._publish(r, st)
             if reached:
                 return True
-            if st.stage == before:  # stopped by the deadline: resume this stage later
+            if st.stage == before:  # stopped by the stop point: resume this stage later
                 yield
 
     def _search(self) -> Generator[None, None, None]:
@@ -119,7 +121,7 @@ class UpperSearch:
             over = lambda index=index: self.spent_now() >= self.shares[index]  # noqa: E731
             yield from self._bisect(index, eps, over)
             yield from self._squeeze(index, eps, len(STAGES) + SQUEEZE_EXTRA_STAGES, over)
-        for extra in range(1, LEFTOVER_PASSES + 1):  # time the shares left: squeeze all again, longer
+        for extra in range(1, LEFTOVER_PASSES + 1):  # work the shares left: squeeze all again, longer
             for index, eps in enumerate(self.eps_values):
                 yield from self._squeeze(index, eps, len(STAGES) + SQUEEZE_EXTRA_STAGES * (extra + 1),
                                          lambda: False, MAX_ITERATIONS)
@@ -168,23 +170,18 @@ class UpperSearch:
             else:
                 return
 
-    def _seconds_per_evaluation(self, r: int) -> float:
-        """Measured cost of one evaluation at rank r (scaled from the ranks solved so far;
-        before any, an estimate from the operator size)."""
-        done = [st for st in self.states.values() if st.evaluations > 0]
-        if not done:
-            m, n = self.d.shape
-            return 4e-9 * m * n * (r + 8)
-        per_rank_unit = sum(st.seconds for st in done) / sum(st.evaluations * (st.rank + 8) for st in done)
-        return per_rank_unit * (r + 8)
+    def _units_per_evaluation(self, r: int) -> float:
+        """Work units of one evaluation at rank r, its share of the error checks included."""
+        m, n = self.d.shape
+        return evaluation_units(m, n, r) + check_units(m, n, r) / CHECK_EVERY
 
     def _iterations(self, index: int, r: int, probes: int) -> int:
-        """Iterations per stage so that ``probes`` probes of all stages fit in the time this
+        """Iterations per stage so that ``probes`` probes of all stages fit in the work this
         tolerance has left."""
         left = max(self.shares[index] - self.spent_now(), 0.0)
-        per_iteration = EVALS_PER_ITERATION * self._seconds_per_evaluation(r) * len(STAGES) * probes
+        per_iteration = EVALS_PER_ITERATION * self._units_per_evaluation(r) * len(STAGES) * probes
         return int(min(MAX_ITERATIONS, max(MIN_ITERATIONS, left / per_iteration)))
 
     def spent_now(self) -> float:
-        """Seconds this search has used, including the current :meth:`run` call."""
-        return self.spent + (time.perf_counter() - self._run_started)
+        """Work units this search has used, including the current :meth:`run` call."""
+        return self.spent + (0.0 if self.until is None else self.until.budget.used - self._run_started)

@@ -18,13 +18,13 @@ decides is always float64).  Figures behind the defaults: ``../shared/SOLVER-NOT
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import minimize
 
 from .dense import Dense, as_dense, row_errors
+from .work import Until, check_units, evaluation_units
 
 #: Continuation stages ``(tau * e, delta * N / e)`` for the current error ``e``.
 STAGES: tuple[tuple[float, float], ...] = ((30.0, 3e-2), (100.0, 1e-2), (300.0, 3e-3), (1000.0, 1e-3), (3000.0, 3e-4))
@@ -36,7 +36,7 @@ CHECK_EVERY = 25
 
 
 class _Stop(Exception):
-    """Raised inside an evaluation to leave L-BFGS: target reached or time up."""
+    """Raised inside an evaluation to leave L-BFGS: target reached or work (or time) up."""
 
 
 @dataclass
@@ -45,7 +45,7 @@ class SmoothState:
 
     ``U``, ``W`` are the current iterate (what the next stage starts from); ``best_U``,
     ``best_W`` the pair of smallest float64 true error ``best_error``; ``stage`` the index of
-    the next continuation stage; ``evaluations`` and ``seconds`` what was spent on it.
+    the next continuation stage; ``evaluations`` how many objective evaluations it took.
     """
 
     U: np.ndarray
@@ -55,7 +55,6 @@ class SmoothState:
     best_error: float
     stage: int = 0
     evaluations: int = 0
-    seconds: float = 0.0
     history: list[float] = field(default_factory=list)
 
     @classmethod
@@ -85,7 +84,7 @@ class _Objective:
     """``F`` and its gradient at one ``(tau, delta)``; tracks the float64 true error."""
 
     def __init__(self, A: np.ndarray, A_eval: np.ndarray, state: SmoothState, tau: float, delta: float,
-                 target: float | None, until: float | None) -> None:
+                 target: float | None, until: Until | None) -> None:
         self.A, self.A_eval, self.state = A, A_eval, state
         self.m, self.n = A.shape
         self.r = state.rank
@@ -100,6 +99,8 @@ class _Objective:
 
     def _check_true_error(self, x: np.ndarray) -> None:
         U, W = self.split(x)
+        if self.until is not None:
+            self.until.charge(check_units(self.m, self.n, self.r))
         error = float(row_errors(self.A, U, W).max())
         st = self.state
         st.history.append(error)
@@ -113,8 +114,10 @@ class _Objective:
         self.state.evaluations += 1
         if self.calls % CHECK_EVERY == 0:
             self._check_true_error(x)
-        if self.until is not None and time.perf_counter() >= self.until:
-            raise _Stop
+        if self.until is not None:
+            if self.until.reached():
+                raise _Stop
+            self.until.charge(evaluation_units(self.m, self.n, self.r))
         dt = self.A_eval.dtype
         U, W = (f.astype(dt, copy=False) for f in self.split(x))
         R = self.A_eval - U @ W.T
@@ -132,21 +135,20 @@ class _Objective:
 
 
 def run_stages(d: Dense, state: SmoothState, *, stages: int, iterations: int, target: float | None = None,
-               until: float | None = None, abort: bool = True, dtype: type = np.float32) -> bool:
+               until: Until | None = None, abort: bool = True, dtype: type = np.float32) -> bool:
     """Advance ``state`` by up to ``stages`` continuation stages of ``iterations`` L-BFGS steps.
 
     Stops early (returns True) once the best true error is ``<= target (1 - 1e-9)``; returns
-    False when time is up (``until``), when the continuation is exhausted, or (``abort``) when
+    False when the work (or time) of ``until`` is up, when the continuation is exhausted, or (``abort``) when
     after stage s the best error exceeds ``target * ABORT[s]`` (the probe cannot reach target).
     Stages after the last of :data:`STAGES` repeat it, relative to the error then.
     """
     A = d.A
     A_eval = A if dtype is np.float64 else d.memo.setdefault(("A", np.dtype(dtype).str), A.astype(dtype))
     m, n = A.shape
-    t0 = time.perf_counter()
     try:
         for _ in range(stages):
-            if state.best_error == 0.0 or (until is not None and time.perf_counter() >= until):
+            if state.best_error == 0.0 or (until is not None and until.reached()):
                 return target is not None and state.best_error <= target * (1 - 1e-9)
             s = state.stage
             tau_units, delta_units = STAGES[min(s, len(STAGES) - 1)]
@@ -173,18 +175,16 @@ def run_stages(d: Dense, state: SmoothState, *, stages: int, iterations: int, ta
         return target is not None and state.best_error <= target * (1 - 1e-9)
     except _Stop:
         return target is not None and state.best_error <= target * (1 - 1e-9)
-    finally:
-        state.seconds += time.perf_counter() - t0
 
 
 def smooth(A: "Dense | np.ndarray", rank: int, *, start: tuple[np.ndarray, np.ndarray] | None = None,
-           iterations: int = 200, stages: int = len(STAGES), seconds: float | None = None,
+           iterations: int = 200, stages: int = len(STAGES), until: Until | None = None,
            target: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Best ``(U, W)`` of the smoothed-minimax continuation at ``rank`` (from ``start`` or the
-    truncated SVD); stops at ``target`` error or after ``seconds``.  Never worse than the start."""
+    truncated SVD); stops at ``target`` error or when ``until`` is reached.  Never worse than
+    the start."""
     d = as_dense(A)
     U, W = start if start is not None else tsvd_start(d, rank)
     state = SmoothState.start(d.A, U, W)
-    until = None if seconds is None else time.perf_counter() + seconds
     run_stages(d, state, stages=stages, iterations=iterations, target=target, until=until, abort=False)
     return state.best_U, state.best_W

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..errors import InternalInvariantError, InvalidInputError
-from ..kernel import Operator, Status, parse_tolerance, verify_lower, verify_upper
+from ..kernel import Operator, Status, parse_tolerance
 
 CLASSES = ("feasible", "impossible", "unresolved")
 #: Version of the per-operator results a resumable study records (:meth:`OperatorBudgets.to_json`):
@@ -147,41 +147,33 @@ def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], 
     Returns the new ends and one note per end that moved; ``evidence`` (a dict), when given,
     receives the arrays of each moved end: ``"upper": (U, W)``, ``"lower": (X, Y)``.
     """
-    from ..solvers.bracket import POOLED_MAX_K
+    from ..solvers.candidates import POOLED_MAX_K, CandidatePool
     from ..solvers.dense import Dense
-    from ..solvers.profiles import Profiles
+    from ..solvers.settle import first_verified
+    from ..solvers.work import Budget
 
     (k, k_method), (r, r_method) = lower, upper
     if not any(k <= b < r for b in budgets):
         return lower, upper, []
     value = float(parse_tolerance(eps))
-    prof = Profiles(Dense.of(op))
-    prof.deadline = None if seconds is None or seconds == float("inf") else time.perf_counter() + seconds
+    timed = seconds is not None and seconds != float("inf")
+    prof = CandidatePool(Dense.of(op), Budget(deadline=time.perf_counter() + seconds if timed else None).until())
     notes: list[str] = []
     for b in sorted((b for b in budgets if k <= b < r), reverse=True):
-        verified = False
-        tried: list[object] = []
-        for construction in ("tsvd", "smooth"):
-            w = prof.witness(construction, b)
-            if w is None or w.error > value * (1 + 1e-12) or any(w is t for t in tried):
-                continue
-            tried.append(w)
-            if verify_upper(op, eps, b, w.U, w.W, method=w.construction).status is Status.VERIFIED:
-                r, r_method, verified = b, w.construction, True
-                notes.append(f"upper {b} ({w.construction})")
-                if evidence is not None:
-                    evidence["upper"] = (w.U, w.W)
-                break
-        if not verified:
+        found = first_verified(op, ((eps, w) for c in ("tsvd", "smooth")
+                                    if (w := prof.witness(c, b)) is not None and w.error <= value * (1 + 1e-12)))
+        if found is None:
             break
+        r, r_method = b, found[1].origin
+        notes.append(f"upper {b} ({r_method})")
+        if evidence is not None:
+            evidence["upper"] = (found[1].U, found[1].W)
     for b in sorted(b for b in budgets if k <= b < r and b + 1 <= POOLED_MAX_K):
-        c = prof.certificate("pooled", b + 1)
-        if c is None or c.threshold <= value * (1 - 1e-12):
+        c = prof.lower_pair("pooled", b + 1)
+        if c is None or c.threshold <= value * (1 - 1e-12) or first_verified(op, [(eps, c)]) is None:
             break
-        if verify_lower(op, eps, b + 1, c.X, c.Y, method=c.method).status is not Status.VERIFIED:
-            break
-        k, k_method = b + 1, c.method
-        notes.append(f"lower {b + 1} ({c.method})")
+        k, k_method = b + 1, c.origin
+        notes.append(f"lower {b + 1} ({c.origin})")
         if evidence is not None:
             evidence["lower"] = (c.X, c.Y)
     if k > r:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.optimize import linprog
 
 from softrank_cert.kernel import Operator, Status, verify_lower, verify_upper
-from softrank_cert.solvers import LOWER, UPPER, Dense, bracket_operator, threshold, witness_error
+from softrank_cert.solvers import CandidatePool, Dense, bracket_operator, threshold, witness_error
 from softrank_cert.solvers.dense import attention_matrix
-from softrank_cert.solvers.l1 import L1Fitter
+from softrank_cert.solvers.work import Budget
 
 
 def qk_operator(seed: int, n: int = 24, d: int = 8, scale: float = 2.0, mask: str = "none") -> Operator:
@@ -43,60 +42,42 @@ def test_attention_matrix_rows_and_mask() -> None:
     assert np.allclose(attention_matrix(beta), E / E.sum(axis=1, keepdims=True))
 
 
-def test_l1_fitter_matches_primal_lp() -> None:
-    rng = np.random.default_rng(3)
-    D, b, w = rng.standard_normal((15, 3)), rng.standard_normal(15), rng.uniform(0.5, 2, 15)
-    x = L1Fitter(D).fit(b[:, None], weights=w)[:, 0]
-    # primal: min w.t  s.t. -t <= b - D x <= t
-    c = np.concatenate([np.zeros(3), w])
-    A_ub = np.block([[-D, -np.eye(15)], [D, -np.eye(15)]])
-    res = linprog(c, A_ub=A_ub, b_ub=np.concatenate([-b, b]), bounds=[(None, None)] * 3 + [(0, None)] * 15)
-    assert np.isclose(w @ np.abs(b - D @ x), res.fun, rtol=1e-9, atol=1e-12)
-
-
-@pytest.mark.parametrize("name", sorted(UPPER))
+@pytest.mark.parametrize("origin", ["tsvd", "smooth"])
 @pytest.mark.parametrize("rank", [3, 8])
-def test_upper_construction_verifies(dense: tuple[Operator, Dense], name: str, rank: int) -> None:
+def test_pool_witness_verifies(dense: tuple[Operator, Dense], origin: str, rank: int) -> None:
     op, d = dense
-    U, W = UPPER[name](d, rank)
-    assert U.shape[0] == 24 and W.shape[0] == 24 and U.shape[1] == W.shape[1] <= rank
-    err = witness_error(d.A, U, W)
-    verdict = verify_upper(op, up_eps(err), U.shape[1], U, W)
-    assert verdict.status is Status.VERIFIED
-    tight = verify_upper(op, f"{err * 0.999:.12f}", U.shape[1], U, W)
-    assert tight.status is Status.REJECTED
+    w = CandidatePool(d).witness(origin, rank)
+    assert w.origin == origin and w.U.shape == (24, rank) and w.W.shape == (24, rank)
+    assert np.isclose(w.error, witness_error(d.A, w.U, w.W), rtol=1e-12)
+    assert verify_upper(op, up_eps(w.error), rank, w.U, w.W).status is Status.VERIFIED
+    assert verify_upper(op, f"{w.error * 0.999:.12f}", rank, w.U, w.W).status is Status.REJECTED
 
 
-def test_polish_and_alternation_never_worse(dense: tuple[Operator, Dense]) -> None:
+def test_smoothed_witness_never_worse_than_the_truncated_svd(dense: tuple[Operator, Dense]) -> None:
     _, d = dense
     for rank in (2, 5):
-        e_svd = witness_error(d.A, *UPPER["tsvd"](d, rank))
-        start = UPPER["l1_polish"](d, rank)
-        e_pol = witness_error(d.A, *start)
-        e_alt = witness_error(d.A, *UPPER["alt_l1"](d, rank, start=start))
-        assert e_pol <= e_svd + 1e-12 and e_alt <= e_pol + 1e-12
+        pool = CandidatePool(d)
+        e_svd = pool.witness("tsvd", rank).error
+        assert CandidatePool(d).witness("smooth", rank).error <= e_svd + 1e-12
 
 
-@pytest.mark.parametrize("name", sorted(LOWER))
+@pytest.mark.parametrize("origin", ["pivot", "pooled"])
 @pytest.mark.parametrize("k", [1, 3])
-def test_lower_certificate_verifies(dense: tuple[Operator, Dense], name: str, k: int) -> None:
+def test_pool_lower_pair_verifies(dense: tuple[Operator, Dense], origin: str, k: int) -> None:
     op, d = dense
-    pair = LOWER[name](d, k)
-    if pair is None:
-        assert name == "trivial" and k != 1
-        return
-    X, Y = pair
-    assert X.shape == (k, 24) and Y.shape == (24, k)
-    t = threshold(d.A, X, Y)
-    assert t > 0
-    assert verify_lower(op, down_eps(t), k, X, Y).status is Status.VERIFIED
-    assert verify_lower(op, f"{t * 1.001:.12f}", k, X, Y).status is Status.REJECTED
+    c = CandidatePool(d).lower_pair(origin, k)
+    assert c.origin == origin and c.X.shape == (k, 24) and c.Y.shape == (24, k)
+    t = threshold(d.A, c.X, c.Y)
+    assert t > 0 and np.isclose(t, c.threshold)
+    assert verify_lower(op, down_eps(t), k, c.X, c.Y).status is Status.VERIFIED
+    assert verify_lower(op, f"{t * 1.001:.12f}", k, c.X, c.Y).status is Status.REJECTED
 
 
-def test_lp_alternation_never_worse_than_start(dense: tuple[Operator, Dense]) -> None:
+def test_spent_pool_runs_nothing_but_the_truncated_svd(dense: tuple[Operator, Dense]) -> None:
     _, d = dense
-    start = LOWER["pooled"](d, 3)
-    assert threshold(d.A, *LOWER["lp_alternation"](d, 3, start=start)) >= threshold(d.A, *start) * (1 - 1e-9)
+    pool = CandidatePool(d, Budget(work=0.0).until())
+    assert pool.lower_pair("pivot", 3) is None and pool.witness("smooth", 4) is None
+    assert pool.witness("tsvd", 4).origin == "tsvd"
 
 
 EPS = ["0.05", "0.1", "0.25", "0.5", "0.9"]
@@ -127,11 +108,11 @@ def test_near_one_hot_resolves_at_p() -> None:
 def test_trivial_ends() -> None:
     op = qk_operator(2)
     (big,) = bracket_operator(op, ["1"])
-    assert (big.lower.k, big.upper.r) == (0, 0) and big.upper.construction == "zero"
+    assert (big.lower.k, big.upper.r) == (0, 0) and big.upper.origin == "zero"
     (none,) = bracket_operator(op, ["0.3"], budget_seconds=0)
     assert none.lower.k == 1 and none.lower.X is None
     # No search time at all: the truncated SVD (computed in the set-up) still gives an upper end.
-    assert none.upper.construction == "tsvd" and none.upper.r < op.p
+    assert none.upper.origin == "tsvd" and none.upper.r < op.p
 
 
 def test_rank_one_attention_resolves_at_one() -> None:

@@ -10,9 +10,10 @@ import pytest
 from softrank_cert.kernel import Operator, Status, verify_upper
 from softrank_cert.solvers import Dense, UpperCandidate, bracket_operator, norm
 from softrank_cert.solvers.bracket import default_budget_seconds
-from softrank_cert.solvers.profiles import tsvd_errors
+from softrank_cert.solvers.candidates import tsvd_errors
 from softrank_cert.solvers.upper_search import UpperSearch
 from softrank_cert.solvers.upper_smooth import SmoothState, run_stages, smooth, tsvd_start
+from softrank_cert.solvers.work import Budget, Until
 
 
 def up_eps(error: float) -> str:
@@ -77,17 +78,18 @@ def test_upper_search_is_resumable_and_reports_every_improvement() -> None:
         ranks = [w.r for w in seen if w.error <= eps] + [r for r in range(d.p + 1) if tsvd[r] <= eps]
         return min(ranks, default=None)
 
-    search = UpperSearch(d, [0.25, 0.5], seen.append, best_rank, lambda eps: 1, seconds=4.0)
-    for _ in range(10):  # resumed slice after slice; each returns at its deadline
-        until = time.perf_counter() + 0.3
+    search = UpperSearch(d, [0.25, 0.5], seen.append, best_rank, lambda eps: 1, work=8000.0)
+    budget = Budget()
+    for _ in range(10):  # resumed slice after slice of 600 work units; each returns at its stop point
+        until = Until(budget, budget.used + 600.0)
         finished = search.run(until)
-        assert time.perf_counter() - until < 0.5
+        assert budget.used - until.at < 5.0  # at most one evaluation and one error check past it
         if finished:
             break
-    assert seen and search.spent > 0.3
+    assert seen and search.spent > 600.0
     for eps in (0.25, 0.5):
         assert best_rank(eps) < next(r for r in range(d.p + 1) if tsvd[r] <= eps)
-    assert all(w.construction == "smooth" and np.isclose(w.error, norm(d.A - w.U @ w.W.T)) for w in seen)
+    assert all(w.origin == "smooth" and np.isclose(w.error, norm(d.A - w.U @ w.W.T)) for w in seen)
 
 
 def test_default_budget_scales_with_size() -> None:
