@@ -86,8 +86,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from .. import __version__
 from ..errors import InvalidInputError, SoftrankError
+from ..meta import __version__
 from .campaign_inputs import file_sha256, operator_mismatch, operator_sha256, read_kept_bytes
 from .files import canonical_dump, write_text_atomic
 

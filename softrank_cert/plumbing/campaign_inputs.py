@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
 from ..errors import InvalidInputError
+from ..meta import __version__
 
 
 def operator_sha256(op: Any) -> str:

@@ -22,7 +22,7 @@ from ..plumbing.campaign import Campaign, budget_json, file_sha256, operator_sha
 from ..plumbing.campaign_inputs import inputs_sha256, read_kept_bytes
 from ..plumbing.certificate_files import certificate_path
 from ..plumbing.files import canonical_dump, write_text_atomic
-from .audit import RESULT_VERSION, Ends, OperatorAudit, audit_rows, reproduction_tolerances
+from .audit_reproduction import RESULT_VERSION, Ends, OperatorAudit, audit_rows, reproduction_tolerances
 
 
 def task_inputs_sha256(op: Any, task: tuple) -> str:

@@ -53,13 +53,27 @@ def _resolve(module: str, is_package: bool, level: int, name: str | None) -> str
     return ".".join([*base, name] if name else base)
 
 
-def imports_of(path: Path, package: Path, modules: set[str]) -> list[tuple[int, str]]:
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """Ids of the nodes inside ``if TYPE_CHECKING:`` blocks (imports for annotations only)."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
+            for child in node.body:
+                inside.update(id(n) for n in ast.walk(child))
+    return inside
+
+
+def imports_of(path: Path, package: Path, modules: set[str], *, runtime_only: bool = False) -> list[tuple[int, str]]:
     """``(line, module)`` for every module of the package that ``path`` imports (``from X import
-    Y`` counts as importing ``X.Y`` when that is a module, else ``X``)."""
+    Y`` counts as importing ``X.Y`` when that is a module, else ``X``); ``runtime_only``: leave
+    out the imports under ``if TYPE_CHECKING:`` (they never run)."""
     module, is_package = _module_name(path, package)
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    skip = _type_checking_only(tree) if runtime_only else set()
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
@@ -111,11 +125,12 @@ def violations(package: Path = PACKAGE, layers: dict[str, int] | None = None) ->
 
 
 def cycles(package: Path = PACKAGE) -> list[list[str]]:
-    """Every import cycle between modules (as found by a depth-first search), package ``__init__``
-    re-exports included."""
+    """Every import cycle between modules that run (as found by a depth-first search; imports
+    under ``if TYPE_CHECKING:`` never run and do not count)."""
     paths = sorted(package.rglob("*.py"))
     modules = {_module_name(p, package)[0] for p in paths}
-    graph = {_module_name(p, package)[0]: sorted({t for _, t in imports_of(p, package, modules) if t in modules})
+    graph = {_module_name(p, package)[0]: sorted({t for _, t in imports_of(p, package, modules, runtime_only=True)
+                                                   if t in modules})
              for p in paths}
     # A package's own __init__ importing its submodules is how re-exports work, not a cycle.
     for module, targets in graph.items():
@@ -214,3 +229,10 @@ def test_the_cycle_check_finds_a_cycle(tmp_path):
     package = _plant(tmp_path, "from . import common\n")
     (package / "kernel" / "common.py").write_text("def f():\n    from . import planted\n", encoding="utf-8")
     assert any("softrank_cert.kernel.planted" in c for c in cycles(package))
+
+
+def test_an_annotation_only_import_is_no_cycle(tmp_path):
+    package = _plant(tmp_path, "from . import common\n")
+    (package / "kernel" / "common.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .planted import X\n", encoding="utf-8")
+    assert cycles(package) == []
