@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 #: Part of the driver -> (module file suffix, function name) whose cumulative time it is.
 PARTS = {
-    "set-up: SVD, truncated-SVD errors": [("solvers/dense.py", "svd"), ("solvers/candidates.py", "tsvd_errors")],
+    "set-up: SVD, truncated-SVD errors": [("dense.py", "svd"), ("solvers/candidates.py", "tsvd_errors")],
     "smoothed objective evaluations": [("solvers/upper_smooth.py", "__call__")],
     "L-BFGS outside the evaluations": [],  # minimize's cumulative time less the evaluations
     "pivot stage (complete pivoting, swaps)": [("solvers/candidates.py", "lower_pair")],

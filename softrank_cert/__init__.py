@@ -23,7 +23,7 @@ them is untrusted or only orchestrates (docs/design.md section 2).
 1. ``kernel`` -- TRUSTED: exact input parsing, Arb enclosures, the checks, the one verdict
    constructor (``kernel.float64``: the float64 path with proved rounding bounds)
 2. ``exact_kernel`` -- TRUSTED, independent: the same checks in exact rational arithmetic
-3. ``dense``, ``plumbing.files``, ``plumbing.numfmt``, ``plumbing.memory``, ``plumbing.tolerances``, ``plumbing.untrusted_text``, ``plumbing.progress``, ``plumbing.operators_npz`` -- utilities every layer above may use: float64 attention arrays, atomic writes, outward rounding, memory sizes, tolerance lists, escaping, progress, operator files
+3. ``dense``, ``plumbing.files``, ``plumbing.figure_files``, ``plumbing.numfmt``, ``plumbing.memory``, ``plumbing.tolerances``, ``plumbing.untrusted_text``, ``plumbing.progress``, ``plumbing.operators_npz`` -- utilities every layer above may use: float64 attention arrays, atomic writes, outward rounding, memory sizes, tolerance lists, escaping, progress, operator files
 4. ``certio`` -- the certificate format: JSON Schema, arrays, eddsa-jcs-2022, issuing
 5. ``verification`` -- certificate bytes -> kernel claims -> verdicts (decides nothing itself)
 6. ``solvers``, ``geometry``, ``models`` -- float64 proposers of bracket ends; the theorem's

@@ -179,10 +179,10 @@ class OutputFiles:
 
     def stage_figure(self, fig: Any, path: Path, *, dpi: int | None = None) -> None:
         """A matplotlib figure in the format its suffix names (.png, .pdf or .svg; PNG when it
-        has none: :func:`softrank_cert.plumbing.plotting.save_figure`, ``dpi`` for PNG); closes it."""
+        has none: :func:`softrank_cert.plumbing.figure_files.save_figure`, ``dpi`` for PNG); closes it."""
         import matplotlib.pyplot as plt
 
-        from .plotting import DPI, save_figure  # here: plotting imports this module
+        from .figure_files import DPI, save_figure
 
         path = Path(path)
         try:

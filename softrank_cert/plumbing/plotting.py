@@ -1,10 +1,8 @@
 """Shared figure plumbing of every ``--plot`` (front end; decides nothing).
 
-* :data:`PLOT_SUFFIXES` / :func:`figure_format`: a figure is written as PNG, PDF or SVG as its
-  file name's suffix says (matplotlib writes each without extra packages); anything else is
-  refused before any work (``check_output_file(..., suffixes=PLOT_SUFFIXES)``, exit 2).
-* :func:`save_figure`: the one place figures are saved (format from the suffix, PNG at
-  :data:`DPI`); :func:`save_figure_atomic` writes one to its file atomically
+* :data:`PLOT_SUFFIXES`, :func:`figure_format`, :data:`DPI`, :func:`save_figure` (defined in
+  :mod:`.figure_files`, re-exported here): formats, the one DPI, the one place figures are
+  saved; :func:`save_figure_atomic` writes one to its file atomically
   (:class:`~softrank_cert.plumbing.files.OutputFiles`) and closes it.
 * :func:`label_log_axis`: plain-number tick labels on a log axis, at least a few of them even
   when the data span less than a decade (no ``2 x 10^0`` labels, no axis with one label).
@@ -16,40 +14,12 @@ import math
 from pathlib import Path
 from typing import Any, Iterable
 
+from .figure_files import DPI, PLOT_SUFFIXES, figure_format, save_figure
 from .files import OutputFiles
-
-#: Figure formats of every ``--plot`` option.
-PLOT_SUFFIXES = (".png", ".pdf", ".svg")
-#: Resolution of PNG figures (PDF and SVG are vector graphics): the one value of every figure,
-#: written by a command (``--plot``) or by the API (a figure the API makes carries it, so that a
-#: plain ``fig.savefig("x.png")`` gives the same pixels as the command; a 7.2 x 5.2 in profile
-#: figure is 1440 x 1040 px).
-DPI = 200
 
 #: Mantissas of the tick sets tried by :func:`label_log_axis`, sparsest first.
 _MANTISSAS = ((1.0,), (1.0, 2.0, 5.0), (1.0, 1.5, 2.0, 3.0, 5.0, 7.0),
               (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0))
-
-
-def figure_format(path: str | Path) -> str:
-    """``"png"``, ``"pdf"`` or ``"svg"`` from a file name's suffix (no suffix: PNG)."""
-    suffix = Path(path).suffix.lower()
-    if not suffix:
-        return "png"
-    if suffix not in PLOT_SUFFIXES:
-        from ..errors import InvalidInputError
-
-        raise InvalidInputError(f"{path}: unsupported figure type ('{suffix}'); use {', '.join(PLOT_SUFFIXES)}")
-    return suffix[1:]
-
-
-def save_figure(fig: Any, target: str | Path, *, name: str | Path | None = None, dpi: int = DPI) -> None:
-    """Save ``fig`` to ``target`` in the format of ``name``'s suffix (default: ``target``'s)."""
-    fmt = figure_format(name if name is not None else target)
-    options: dict[str, Any] = {"format": fmt, "dpi": dpi}
-    if fmt in ("pdf", "svg"):
-        options["metadata"] = {"Creator": "softrank-cert"}
-    fig.savefig(target, **options)
 
 
 def save_figure_atomic(fig: Any, path: Path) -> None:

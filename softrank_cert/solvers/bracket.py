@@ -23,7 +23,7 @@ from ..certio.certificate import Bracket, LowerEnd, UpperEnd
 from ..errors import InternalInvariantError
 from ..kernel import Operator, Status, Verdict, parse_tolerance, verify_trivial_lower, verify_trivial_upper
 from .candidates import CandidatePool
-from .dense import Dense
+from ..dense import Dense
 from .lower_search import LowerSearch
 from .settle import first_verified
 from .upper_search import UpperSearch

@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from .dense import Dense, threshold, witness_error
+from ..dense import Dense, threshold, witness_error
 from .lower_pivot import pivot
 from .lower_pooled import pooled
 from .upper_smooth import smooth, tsvd_start

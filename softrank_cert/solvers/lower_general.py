@@ -28,7 +28,7 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
-from .dense import threshold
+from ..dense import threshold
 from .lower_lp import RowLP, fresh, quiet_highs
 from .work import CALL_UNITS, Until, entries_units
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dense import norm
+from ..dense import norm
 from .lower_lp import signed_y
 from .work import CALL_UNITS, Until, entries_units
 

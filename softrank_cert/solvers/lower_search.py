@@ -36,7 +36,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .candidates import LowerCandidate
-from .dense import Dense, threshold
+from ..dense import Dense, threshold
 from .lower_general import KeyLP, alternate
 from .lower_lp import RowLP, feasible, normalised, signed_y
 from .lower_moves import key_moves

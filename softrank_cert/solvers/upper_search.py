@@ -24,7 +24,7 @@ from typing import Callable, Generator, Sequence
 
 import numpy as np
 
-from .dense import Dense
+from ..dense import Dense
 from .candidates import UpperCandidate
 from .upper_smooth import ABORT, CHECK_EVERY, STAGES, SmoothState, run_stages, tsvd_start
 from .work import Until, check_units, evaluation_units

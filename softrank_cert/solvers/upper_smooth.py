@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import minimize
 
-from .dense import Dense, as_dense, row_errors
+from ..dense import Dense, as_dense, row_errors
 from .work import Until, check_units, evaluation_units
 
 #: Continuation stages ``(tau * e, delta * N / e)`` for the current error ``e``.

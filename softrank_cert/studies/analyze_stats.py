@@ -28,7 +28,7 @@ BASELINE_FEATURES = ("log_width", "log_eps", "mean_row_entropy", "log_effective_
 
 def operator_features(op: Operator) -> dict[str, float]:
     """Cheap float64 statistics of A that know nothing of the theorem (the baseline's inputs)."""
-    from ..solvers.dense import attention_matrix
+    from ..dense import attention_matrix
 
     A = attention_matrix(op)
     with np.errstate(divide="ignore", invalid="ignore"):

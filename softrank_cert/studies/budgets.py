@@ -148,7 +148,7 @@ def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], 
     receives the arrays of each moved end: ``"upper": (U, W)``, ``"lower": (X, Y)``.
     """
     from ..solvers.candidates import POOLED_MAX_K, CandidatePool
-    from ..solvers.dense import Dense
+    from ..dense import Dense
     from ..solvers.settle import first_verified
     from ..solvers.work import Budget
 

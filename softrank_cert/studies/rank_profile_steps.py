@@ -106,7 +106,7 @@ def search_candidates(op: Operator, grid: Sequence[str], work: float | None, bud
     """
     from ..solvers.bracket import search_operator
     from ..solvers.candidates import CandidatePool
-    from ..solvers.dense import Dense
+    from ..dense import Dense
 
     pool, ends = search_operator(op, list(grid), work=work, budget_seconds=budget_seconds, progress=progress)
     if pool is None:

@@ -11,7 +11,7 @@ from scipy.optimize import linprog
 
 from softrank_cert.kernel import Status, verify_lower
 from softrank_cert.plumbing.operators_npz import load_operators
-from softrank_cert.solvers.dense import Dense, threshold
+from softrank_cert.dense import Dense, threshold
 from softrank_cert.solvers.lower_general import KeyLP, alternate, key_support
 from softrank_cert.solvers.lower_lp import RowLP
 from softrank_cert.solvers.lower_search import LowerSearch

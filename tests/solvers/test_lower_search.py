@@ -11,7 +11,7 @@ import pytest
 from softrank_cert.kernel import Operator, Status, verify_lower
 from softrank_cert.plumbing.operators_npz import load_operators
 from softrank_cert.solvers import lower_search
-from softrank_cert.solvers.dense import Dense, threshold
+from softrank_cert.dense import Dense, threshold
 from softrank_cert.solvers.lower_pooled import pooled
 from softrank_cert.solvers.lower_lp import RowLP, feasible, signed_y
 from softrank_cert.solvers.lower_moves import key_moves

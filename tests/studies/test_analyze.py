@@ -17,7 +17,7 @@ from softrank_cert.errors import EXIT_INVALID_INPUT, InvalidInputError
 from softrank_cert.kernel import Operator
 from softrank_cert.plumbing.certificate_files import certificate_path
 from softrank_cert.plumbing.files import write_json_atomic
-from softrank_cert.solvers.dense import attention_matrix
+from softrank_cert.dense import attention_matrix
 from softrank_cert.geometry.intrinsic import operator_geometry, rank_grid, refactored_operator
 from softrank_cert.studies.analyze_stats import (
     bootstrap_weights, concordance, fit_interval_model, interval_loss, operator_features, score_concordance,

@@ -1,4 +1,5 @@
-"""Float64 view of an attention operator (UNTRUSTED) and the max-row-l1 norm helpers.
+"""Float64 view of an attention operator (UNTRUSTED) and the max-row-l1 norm helpers, shared by
+the solvers and the geometry (a utility layer below both: docs/design.md section 2).
 
 Everything here is plain float64: good enough to *propose* bracket ends, never to prove
 them (the kernel does that).  :class:`Dense` carries the float64 matrix ``A`` together
@@ -13,7 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..kernel import Operator
+from .kernel import Operator
 
 
 def softmax_rows(S: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
