@@ -1,6 +1,6 @@
 """One exception hierarchy for the whole toolkit; the CLI catches :class:`SoftrankError`.
 
-Every error carries the process exit code the command-line contract (DESIGN.md section 4)
+Every error carries the process exit code the command-line contract (docs/design.md section 4)
 assigns to it, and its message is a single line that says what is wrong.
 """
 

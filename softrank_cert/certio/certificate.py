@@ -1,4 +1,4 @@
-"""Certificate documents (format version 1, DESIGN.md section 3): read, validate, build.
+"""Certificate documents (format version 1, docs/design.md section 3): read, validate, build.
 
 Reading is strict and fails closed: it is steps 0-5 of the one verification step list, which is
 written out once in :mod:`softrank_cert.verification` (each function below names its steps in

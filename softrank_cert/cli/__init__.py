@@ -1,1 +1,1 @@
-"""Command-line front ends: ``softrank`` and ``softrank-verify`` (DESIGN.md section 4)."""
+"""Command-line front ends: ``softrank`` and ``softrank-verify`` (docs/design.md section 4)."""

@@ -1,4 +1,4 @@
-"""``softrank audit``: re-check a published bracket table (DESIGN.md section 5)."""
+"""``softrank audit``: re-check a published bracket table (docs/design.md section 5)."""
 
 from __future__ import annotations
 

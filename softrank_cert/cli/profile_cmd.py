@@ -1,4 +1,4 @@
-"""``softrank profile``: the two certified curves of one operator (DESIGN.md section 7)."""
+"""``softrank profile``: the two certified curves of one operator (docs/design.md section 7)."""
 
 from __future__ import annotations
 

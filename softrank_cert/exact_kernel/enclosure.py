@@ -1,7 +1,7 @@
 """Exact-rational enclosure of the attention matrix A (TRUSTED, second kernel).
 
 :func:`enclose` returns integer matrices ``LO``, ``HI`` and a scale ``s`` such that
-``LO[i][j] / 2**s <= A_ij <= HI[i][j] / 2**s`` for the exact real A of DESIGN.md section 1
+``LO[i][j] / 2**s <= A_ij <= HI[i][j] / 2**s`` for the exact real A of docs/design.md section 1
 (``proofs/exact-kernel.md``, K2-K4).  ``probabilities`` operators are exact (LO == HI).
 Softmax kinds: per row the exact scores are shifted by an exact row maximum (so every
 exponent is <= 0 and the maximal one is exactly 0), each ``exp`` is enclosed by

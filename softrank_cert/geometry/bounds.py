@@ -1,6 +1,6 @@
 """Certified bounds on the theorem's geometric quantities (``proofs/geometry-bounds.md``).
 
-DESIGN.md section 1, "Interaction geometry".  For an unmasked ``qk``/``scores`` operator with
+docs/design.md section 1, "Interaction geometry".  For an unmasked ``qk``/``scores`` operator with
 exact scores ``S`` (m x N):
 
 * ``C = P_m S P_N`` (double centring; equals ``P_m (log A) P_N``), ``b`` = column means of

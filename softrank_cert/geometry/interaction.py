@@ -1,7 +1,7 @@
 """float64 interaction geometry (UNTRUSTED): C, b, the retained part T and its factors.
 
 These are estimates used to *choose* a retained part ``T``; everything reported as certified
-is recomputed from exact inputs by ``softrank_cert.geometry.bounds``.  DESIGN.md
+is recomputed from exact inputs by ``softrank_cert.geometry.bounds``.  docs/design.md
 section 1: ``C = P_m S P_N``, ``b`` = column means of ``S P_N``, ``A = softmax(C + 1 b^T)``.
 """
 

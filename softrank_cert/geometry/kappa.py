@@ -1,6 +1,6 @@
 """Optimised factorizations for kappa(T) (UNTRUSTED float64 search; scipy allowed here).
 
-``kappa(T) = min over T = X Y^T of max_i ||x_i|| max_j ||y_j||`` (DESIGN.md section 1).  Every
+``kappa(T) = min over T = X Y^T of max_i ||x_i|| max_j ||y_j||`` (docs/design.md section 1).  Every
 factorization with the same product is ``(X0 G, Y0 G^{-T})``; we minimise the smoothed
 ``log max_i ||G^T x_i||^2 + log max_j ||G^{-1} y_j||^2`` (p-norm smoothing, continuation in
 p) with L-BFGS.  The smoothing weights approximate the dual multipliers ``lambda``, ``mu``;

@@ -1,7 +1,7 @@
 """The theorem's quantities for one operator, rank and tolerance (front end: UNTRUSTED search,
 CERTIFIED numbers from ``softrank_cert.geometry.bounds``).
 
-Pipeline (DESIGN.md section 1):
+Pipeline (docs/design.md section 1):
 
 1. float64 ``C = P_m S P_N`` and ``b``; the retained part starts as the rank-r truncated SVD
    of C (or a user matrix T, refactored the same way; or user factors X, Y used exactly);

@@ -1,7 +1,7 @@
 """Supports (untrusted geometry): queries and keys on a finite grid, the sphere S^{d-1} or the
 ball B^d, scaled to a radius product kappa, and the theorem's growth exponent of each.
 
-DESIGN.md section 1, "Supports": as ``kappa/eps^2`` grows, ranks should grow like
+docs/design.md section 1, "Supports": as ``kappa/eps^2`` grows, ranks should grow like
 ``(kappa/eps^2)^e`` with ``e = r/2`` (grid in r dimensions), ``(d-1)/2`` (sphere S^{d-1}),
 ``d/2`` (ball B^d), until they reach ``p``.  The sweeps that bracket these operators and fit
 the exponents are a study: :mod:`softrank_cert.studies.supports`.

@@ -1,6 +1,6 @@
 """The attention operator as exact data (TRUSTED).
 
-An :class:`Operator` is the exact real matrix ``A`` (m queries x N keys) that DESIGN.md section 1
+An :class:`Operator` is the exact real matrix ``A`` (m queries x N keys) that docs/design.md section 1
 defines from exact float64 inputs: ``qk``, ``A = softmax_rows(beta * Q K^T)`` (Q m x d, K N x d);
 ``scores``, ``A = softmax_rows(S)``; ``probabilities``, ``A`` itself.  ``beta`` is the exact real
 ``1/sqrt(d)`` (``"inv_sqrt_d"``) or an exact rational.  The causal mask sets ``A_ij = 0`` exactly

@@ -1,4 +1,4 @@
-"""Operators from ``.npz`` files (DESIGN.md section 4).
+"""Operators from ``.npz`` files (docs/design.md section 4).
 
 A single-operator file holds ``Q`` and ``K`` (optional scalar ``beta``, optional boolean
 ``causal``), or ``S``, or ``A``: float64 arrays, or float32 / float16 / integers (|v| <= 2**53),

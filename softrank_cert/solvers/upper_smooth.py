@@ -13,7 +13,7 @@ true objective.  L-BFGS (scipy's L-BFGS-B, memory 5) does each stage; between st
 re-orthonormalised (QR, the triangle folded into ``U``).  The float64 true error of the current
 iterate is measured every few evaluations and the best pair seen is what comes back: the
 surrogate only steers.  ``F`` and its gradient may be evaluated in float32 (the error that
-decides is always float64).  Figures behind the defaults: ``../shared/SOLVER-NOTES.md``.
+decides is always float64).  Figures behind the defaults: docs/design.md section 7 (solver notes) and docs/solvers.md.
 """
 
 from __future__ import annotations

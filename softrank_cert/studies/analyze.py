@@ -1,6 +1,6 @@
 """Does interaction geometry predict certified rank?  (UNTRUSTED study logic.)
 
-The research's fourth finding (``shared/seed``): the computable intrinsic score does not
+The research's fourth finding (the SoftRank study, docs/design.md): the computable intrinsic score does not
 predict how much rank a trained head needs -- its agreement with the certified order is
 heterogeneous across families and it adds no detectable held-out information beyond a
 calibrated baseline -- and the native-coordinate geometry moves under changes of coordinates

@@ -1,4 +1,4 @@
-"""Audit of published bracket tables (DESIGN.md section 5) -- an untrusted front end.
+"""Audit of published bracket tables (docs/design.md section 5) -- an untrusted front end.
 
 A published table is JSON Lines, one row per (operator, eps)::
 

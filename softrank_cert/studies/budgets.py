@@ -1,6 +1,6 @@
 """Block-width budget study (UNTRUSTED study logic; every end it counts is a kernel verdict).
 
-For an operator ``A``, one tolerance ``eps`` and a rank budget ``b`` (DESIGN.md section 6):
+For an operator ``A``, one tolerance ``eps`` and a rank budget ``b`` (docs/design.md section 6):
 
 * **feasible** -- a VERIFIED witness of rank ``r <= b`` exists, which proves ``r_eps(A) <= b``;
 * **impossible** -- a VERIFIED lower certificate of rank ``k > b`` exists, which proves

@@ -1,4 +1,4 @@
-"""Certified rank profiles of one operator (DESIGN.md section 7) -- an untrusted front end.
+"""Certified rank profiles of one operator (docs/design.md section 7) -- an untrusted front end.
 
 Two step functions of the tolerance ``eps`` bound ``r_eps(A)`` at every tolerance at once:
 

@@ -1,4 +1,4 @@
-"""The command-line contract (DESIGN.md section 4) of ``softrank-verify``, ``softrank keygen``
+"""The command-line contract (docs/design.md section 4) of ``softrank-verify``, ``softrank keygen``
 and ``softrank sign``, through real subprocesses and in-process.
 
 Exit codes: 0 all VERIFIED; 1 some claim REJECTED; 2 invalid input (one line on stderr,
