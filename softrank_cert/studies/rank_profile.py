@@ -40,7 +40,7 @@ from ..errors import InternalInvariantError, InvalidInputError
 from ..kernel import Operator, Verdict, parse_tolerance
 from ..plumbing.tolerances import parse_eps
 from ..solvers.settle import first_verified
-from .rank_profile_decimal import STEP_DIGITS, decimal_above, decimal_below
+from ..plumbing.numfmt import STEP_DIGITS, decimal_above, decimal_below
 from .rank_profile_plot import profile_figure
 from .rank_profile_steps import (LowerStep, ResolvedInterval, UpperStep, check_profiles, lower_steps,
                                  resolved_intervals, search_candidates, upper_steps)

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import InternalInvariantError
 from ..kernel import Operator, Status, Verdict, parse_tolerance
 from ..solvers.settle import first_verified
-from .rank_profile_decimal import decimal_above, decimal_below
+from ..plumbing.numfmt import decimal_above, decimal_below
 
 Progress = Callable[[str, float, float], None]
 
