@@ -125,11 +125,11 @@ class Operator:
                 parse_decimal(self.beta, "beta")  # validates the grammar
         elif self.beta != "inv_sqrt_d":
             raise InvalidOperatorError(f"beta applies to 'qk' operators only, not {self.kind!r}")
+        if self.mask == "causal" and self.kind == "probabilities":
+            raise InvalidOperatorError("the causal mask applies to qk and scores operators; a probabilities operator carries its zeros in A")
         if self.kind == "probabilities" and len(bad := np.argwhere(arrays["A"] < 0)):  # A is an attention matrix
             raise InvalidOperatorError(f"A has {len(bad)} negative entr{'y' if len(bad) == 1 else 'ies'} (e.g. A[{bad[0][0]}, {bad[0][1]}] = {float(arrays['A'][tuple(bad[0])])!r}): a probabilities operator needs A >= 0")
         m, n = self.shape
-        if self.mask == "causal" and self.kind == "probabilities":
-            raise InvalidOperatorError("the causal mask applies to qk and scores operators; a probabilities operator carries its zeros in A")
         if self.mask == "causal" and m > n:
             raise InvalidOperatorError(f"a causal operator needs m <= N (queries are the last m of N positions), got {m}x{n}")
 
