@@ -162,12 +162,17 @@ def _refuse_other_sweep(path: Path, sweep: dict[str, Any]) -> None:
         return  # another command's manifest: the runner refuses it
     for key, option in SWEEP_OPTIONS.items():
         if before.get(key) != sweep[key]:
-            shown = lambda value: ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) \
-                if isinstance(value, list) else str(value)  # noqa: E731
             raise InvalidInputError(
-                f"--resume: the campaign in {path} was run with {option} {shown(before.get(key))}, this run asks for "
-                f"{option} {shown(sweep[key])}; resume it with the same {option}, or start a new campaign "
+                f"--resume: the campaign in {path} was run with {option} {_shown(before.get(key))}, this run asks "
+                f"for {option} {_shown(sweep[key])}; resume it with the same {option}, or start a new campaign "
                 "(another --out, without --resume)")
+
+
+def _shown(value: Any) -> str:
+    """A sweep parameter as a refusal names it (kappas comma-separated, in float64 shortest form)."""
+    if isinstance(value, list):
+        return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+    return str(value)
 
 
 def _start(support: str, dim: int, n: int, eps: str, kappas: tuple[float, ...], names: list[str], ops: list[Any],
