@@ -16,12 +16,13 @@ from ..plumbing.parallel import check_scheduler, resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
 from ..plumbing.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
-from .common import (PLOT_HELP, add_campaign_options, add_command, add_parallel_options, budget_help, campaign_memory,
-                     comma_items, stdout_console)
+from .common import (PLOT_HELP, add_budget_options, add_campaign_options, add_command, add_parallel_options,
+                     campaign_memory, check_budget_options, comma_items, stdout_console)
 
 EPILOG = """\
 examples:
-  softrank supports sphere --dim 2 --n 256 --x-min 16 --x-max 4096 --points 4 --budget-seconds 20
+  softrank supports sphere --dim 2 --n 256 --x-min 16 --x-max 4096 --points 4
+  softrank supports sphere --dim 2 --n 256 --x-min 16 --x-max 4096 --points 4 --work 400000
   softrank supports ball --dim 1 --n 1024 --x-min 256 --x-max 4096 --points 2 --out ball1/ --jobs 2
   softrank supports ball --dim 1 --n 1024 --x-min 256 --x-max 4096 --points 2 --out ball1/ --resume
   softrank supports grid --dim 2 --kappas 0.25,1,4 --json --plot grid2.png
@@ -36,12 +37,20 @@ excludes, contains (width <= 0.3), too wide, unbounded. Least-squares slopes and
 spread (max_ij A_ij, min_i 1/sum_j A_ij^2: how far rows are from one-hot) are float64
 estimates.
 
+Each point's search is bounded by work, as in softrank bracket: by default the driver's work
+for an N x N operator (--work N to change it), so the same command gives the same brackets,
+byte for byte, however busy the machine; --budget-seconds S adds a wall-time cap (then the
+ends may depend on the load). The report and the manifest record budget_work.
+
 --out DIR writes the certificate of every point (DIR/NAME.json, check them with
 softrank-verify DIR) and the campaign manifest DIR/softrank-campaign.json; --resume keeps
-every certificate there that re-verifies and computes the rest.
+every certificate there that re-verifies (about the same operator bit for bit, with the same
+--eps and provenance; signed by --key when given) and computes the rest. A resume with another
+support, --dim, --n, x points or --eps is refused (exit 2, naming both); docs/campaigns.md.
 
-exit codes: 0 ok; 2 invalid input; 4 a checker bug; 6 some points failed (listed);
-130 interrupted (resume with --resume).
+exit codes: 0 ok; 2 invalid input (also a --resume with other parameters); 4 a checker bug;
+6 some points failed (listed, and recorded in the manifest); 130 interrupted by Ctrl-C or
+SIGTERM (the message names the --resume command).
 """
 
 
@@ -75,7 +84,7 @@ def add_supports(sub: Any) -> None:
     p.add_argument("--points", type=int, default=DEFAULT_POINTS, metavar="K",
                    help=f"points spaced geometrically in x (default {DEFAULT_POINTS}, at most {MAX_SWEEP_POINTS})")
     p.add_argument("--kappas", type=_kappas, metavar="K1,K2,...", help="these radius products instead of an x range")
-    p.add_argument("--budget-seconds", type=float, metavar="S", help=budget_help("solver time per point"))
+    add_budget_options(p, "solver time per point")
     p.add_argument("--geometry-ranks", default="", metavar="R1,R2", help="also report tau, Phi and lower/Phi for these ranks")
     p.add_argument("--out", metavar="DIR", help="write every point's certificate and the campaign manifest here")
     p.add_argument("--key", metavar="KEYFILE", help="sign the certificates with this key (softrank keygen)")
@@ -102,11 +111,11 @@ def run_supports(args: Any) -> int:
     from ..studies.supports import sweep_document
     from ..studies.supports_campaign import check_campaign_folder, run_campaign
     from ..studies.supports_plot import sweeps_figure
+    from .bracket_cmd import resume_hint
 
     parse_tolerance(args.eps)
     check_sweep_size(args.dim, args.n)
-    if args.budget_seconds is not None and not (args.budget_seconds > 0 and not math.isnan(args.budget_seconds)):
-        raise InvalidInputError("--budget-seconds must be > 0")
+    check_budget_options(args)
     kappas = _sweep_kappas(args)
     try:
         ranks = comma_items(args.geometry_ranks, int)
@@ -122,13 +131,15 @@ def run_supports(args: Any) -> int:
     jobs = resolve_jobs(args.jobs)
     check_scheduler(args.scheduler)
     with OperatorProgress("softrank supports", len(kappas), bar=not args.json, label="points") as bar:
-        result = run_campaign(args.support, args.dim, args.n, args.eps, kappas, budget_seconds=args.budget_seconds,
-                              ranks=ranks, out=out, resume=args.resume, key=key, jobs=jobs, scheduler=args.scheduler,
-                              max_memory=campaign_memory(args), bar=bar)
+        result = run_campaign(args.support, args.dim, args.n, args.eps, kappas, work=args.work,
+                              budget_seconds=args.budget_seconds, ranks=ranks, out=out, resume=args.resume, key=key,
+                              jobs=jobs, scheduler=args.scheduler, max_memory=campaign_memory(args), bar=bar,
+                              resume_command=resume_hint(args))
     if len(result.points) < 1:
         raise InvalidInputError("no point of the sweep finished: " + "; ".join(f["reason"] for f in result.failed[:3]))
     doc = envelope("supports", {**sweep_document(args.support, args.dim, args.eps, args.n, result.points),
-                                "budget_seconds": budget_json(args.budget_seconds), "signed": key is not None,
+                                "budget_seconds": budget_json(args.budget_seconds),
+                                "budget_work": result.budget_work, "signed": key is not None,
                                 "campaign": result.to_json(), "failed": result.failed, "plot": None})
     if plot:
         with OutputFiles() as outputs:

@@ -2,8 +2,9 @@
 
 A campaign is one command over the operators of some panels (``softrank bracket PANEL --all --out
 DIR``, ``softrank budgets ... --out R.json --resume``, ``softrank audit ... --resume``, ``softrank
-analyze ... --resume``).  Its **manifest** (:class:`Manifest`; ``DIR/softrank-campaign.json`` for
-``bracket``, ``R-campaign.json`` beside the report for the others) records the parameters --
+analyze ... --resume``, ``softrank supports ... --out DIR``).  Its **manifest** (kept by
+:class:`Campaign`; ``DIR/softrank-campaign.json`` for ``bracket`` and ``supports``,
+``R-campaign.json`` beside the report for the others) records the parameters --
 panel hash, tolerances, time budget, memory limit, signer, version -- and, per operator, its
 status and seconds.  It is rewritten atomically (temporary file, ``fsync``, ``os.replace``,
 ``fsync`` of the folder) after every operator, so that at any moment, even after a SIGKILL or a
@@ -31,7 +32,7 @@ power cut, it is the last complete state and never a torn file.  Its ``format`` 
   ``softrank-campaign.json`` is refused with exit 2 (:func:`check_manifest_clear`).
 
 **Interface** (what a command does; ``bracket_cmd``, ``studies/budgets``, ``studies/audit``,
-``studies/analyze`` use it)::
+``studies/analyze``, ``studies/supports_campaign`` use it)::
 
     campaign = Campaign(path, "budgets", parameters, entries, resume=resume,
                         must_match={"tolerances": "--eps"}, resume_command=hint)
@@ -48,9 +49,6 @@ power cut, it is the last complete state and never a torn file.  Its ``format`` 
             else:
                 campaign.done(name, outcome, seconds=..., output=...)
     campaign.finish(failed=bool(failures))      # 'complete' or 'incomplete' (exit 6)
-
-The older functions stay for commands on the first interface: :class:`Manifest`,
-:func:`reusable_certificate`, :func:`operator_sha256`, :func:`file_sha256`, :func:`budget_json`.
 
 Schema (version 1)::
 
@@ -111,8 +109,8 @@ def _now() -> str:
     return utc_now_rfc3339()
 
 
-class Manifest:
-    """The manifest of one campaign (see the module docstring); :meth:`save` after each change."""
+class _Manifest:
+    """The manifest record of one :class:`Campaign` (see the module docstring); :meth:`save` after each change."""
 
     def __init__(self, path: Path, command: str, parameters: dict[str, Any], operators: dict[str, dict[str, Any]],
                  previous: dict[str, Any] | None = None) -> None:
@@ -142,7 +140,7 @@ class Manifest:
 
     @classmethod
     def start(cls, path: Path, command: str, parameters: dict[str, Any], entries: Iterable[tuple[str, dict[str, Any]]],
-              resume: bool) -> "Manifest":
+              resume: bool) -> "_Manifest":
         """A manifest for a new run: every operator ``pending`` (its ``entries`` fields set).  With
         ``resume``, a previous manifest's run history and creation time are kept."""
         previous = cls.read(path) if resume else None
@@ -260,7 +258,7 @@ class Campaign:
                  entries: Iterable[tuple[str, dict[str, Any]]], *, resume: bool,
                  must_match: Mapping[str, str] | None = None, resume_command: str | None = None) -> None:
         self.path = Path(path)
-        previous = Manifest.read(self.path) if resume else None
+        previous = _Manifest.read(self.path) if resume else None
         if previous is not None:
             if previous.get("command") != command:
                 raise InvalidInputError(f"--resume: {self.path} is the manifest of a 'softrank "
@@ -273,7 +271,7 @@ class Campaign:
                         "or start a new campaign (another --out, without --resume)")
         old = previous.get("operators") if previous else None
         self.previous: dict[str, Any] = old if isinstance(old, dict) else {}
-        self.manifest = Manifest.start(self.path, command, parameters, entries, resume=resume)
+        self.manifest = _Manifest.start(self.path, command, parameters, entries, resume=resume)
         self.hint = resume_command
 
     @property
@@ -362,6 +360,6 @@ def _shown(value: Any) -> str:
     return ",".join(map(str, value)) if isinstance(value, list) else json.dumps(value)
 
 
-__all__ = ["FORMAT", "MANIFEST_NAME", "STATUSES", "VERSION", "Campaign", "CampaignInterrupted", "Manifest", "budget_json",
+__all__ = ["FORMAT", "MANIFEST_NAME", "STATUSES", "VERSION", "Campaign", "CampaignInterrupted", "budget_json",
            "check_manifest_clear", "failure_record", "file_sha256", "operator_sha256", "recheck_certificate",
            "resume_command", "reusable_certificate"]

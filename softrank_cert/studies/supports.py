@@ -15,23 +15,22 @@ VERIFIED by the trusted kernel (:func:`~softrank_cert.solvers.bracket.bracket_op
   :func:`~softrank_cert.geometry.supports.row_spread`) and optionally the certified geometry
   rows (tau, kappa, Phi and ``lower / Phi_upper`` per retained rank r).
 
-``softrank supports`` and ``benchmarks/supports_experiment.py`` run them; with ``--out`` the
-certificates and the campaign manifest are written by
-:mod:`~softrank_cert.studies.supports_campaign`.
+A point's task and result (:class:`~.supports_points.SweepPoint`) are in
+:mod:`~softrank_cert.studies.supports_points`.  ``softrank supports`` and
+``benchmarks/supports_experiment.py`` run them; with ``--out`` the certificates and the campaign
+manifest are written by :mod:`~softrank_cert.studies.supports_campaign`.
 """
 
 from __future__ import annotations
 
 import math
-import time
-from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from ..errors import InvalidInputError
-from ..kernel import Operator, parse_tolerance
+from ..kernel import parse_tolerance
+from .supports_points import SweepPoint
 
 #: Default tolerance-scale range of a sweep: x = 4, 16, 64, 256 at eps = 0.25.
 DEFAULT_X_MIN, DEFAULT_X_MAX, DEFAULT_POINTS = 4.0, 256.0, 4
@@ -42,7 +41,7 @@ MAX_SWEEP_POINTS, MAX_X = 32, 1e6
 def kappas_for_x_range(eps: str, x_min: float, x_max: float, points: int) -> tuple[float, ...]:
     """Radius products ``kappa_i = (x_i - 1) eps^2`` (in float64) for ``points`` values ``x_i``
     spaced geometrically from ``x_min`` to ``x_max`` (``1 < x_min < x_max <= 1e6``), each ``x_i``
-    rounded to 6 significant digits (the exact x of a point is :func:`x_of` of its kappa)."""
+    rounded to 6 significant digits (the exact x of a point is :func:`~.supports_points.x_of` of its kappa)."""
     eps_q = parse_tolerance(eps)
     if not (isinstance(points, int) and 2 <= points <= MAX_SWEEP_POINTS):
         raise InvalidInputError(f"--points must be an integer in [2, {MAX_SWEEP_POINTS}], got {points!r}")
@@ -53,39 +52,6 @@ def kappas_for_x_range(eps: str, x_min: float, x_max: float, points: int) -> tup
     if len(set(values)) != len(values):
         raise InvalidInputError("the x range is too narrow for this many --points")
     return tuple(values)
-
-
-def x_of(kappa: float, eps: str) -> Fraction:
-    """The tolerance scale ``x = 1 + kappa/eps^2`` exactly (kappa is the float64 scale of Q)."""
-    return 1 + Fraction(kappa) / parse_tolerance(eps) ** 2
-
-
-@dataclass
-class SweepPoint:
-    """One kappa of a sweep: the kernel-verified ends ``lower <= r_eps(A) <= upper``."""
-
-    kappa: float
-    eps: str
-    lower: int
-    upper: int
-    p: int
-    lower_method: str
-    upper_construction: str
-    seconds: float | None
-    geometry: list[dict[str, Any]] = field(default_factory=list)  # per retained rank r (C_r estimates)
-    spread: dict[str, float] = field(default_factory=dict)  # float64 estimates of row concentration
-    certificate: str | None = None  # its file with --out
-    resumed: bool = False
-
-    @property
-    def x(self) -> Fraction:
-        return x_of(self.kappa, self.eps)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kappa": self.kappa, "x": float(self.x), "eps": self.eps, "lower": self.lower, "upper": self.upper,
-                "p": self.p, "lower_method": self.lower_method, "upper_construction": self.upper_construction,
-                "seconds": None if self.seconds is None else round(self.seconds, 3), "geometry": self.geometry,
-                "estimates": dict(self.spread), "certificate": self.certificate, "resumed": self.resumed}
 
 
 def fit_exponent(points: list[SweepPoint], side: str) -> tuple[float | None, list[float]]:
@@ -108,63 +74,16 @@ def fit_exponent(points: list[SweepPoint], side: str) -> tuple[float | None, lis
     return slope, used
 
 
-def geometry_rows(op: Operator, eps: str, lower: int, ranks: list[int]) -> list[dict[str, Any]]:
-    """Certified tau, Phi for truncated-SVD T of each rank, and lower/Phi_upper (a C_r lower estimate)."""
-    from ..geometry.report import compute_geometry
-    from ..plumbing.reports import bound_down, bound_up
-
-    rows = []
-    for r in ranks:
-        if r > op.p:
-            break
-        g = compute_geometry(op, r, eps)
-        row: dict[str, Any] = {"r": r, "tau": bound_up(g.tau.hi), "kappa_upper": bound_up(g.kappa.hi),
-                               "kappa_lower": bound_down(g.kappa.lo), "phi": bound_up(g.phi.hi),
-                               "lower_over_phi": None}
-        if g.phi.hi is not None and g.phi.hi > 0:
-            row["lower_over_phi"] = bound_down(Fraction(lower) / g.phi.hi)
-        rows.append(row)
-    return rows
-
-
-def point_details(op: Operator, eps: str, lower: int, ranks: list[int] | None) -> dict[str, Any]:
-    """The parts of a point that do not come from its certificate: the row spread (float64
-    estimates) and, for ``ranks``, the certified geometry rows."""
-    from ..geometry.supports import row_spread
-
-    return {"spread": row_spread(op), "geometry": geometry_rows(op, eps, lower, ranks) if ranks else []}
-
-
-def support_point_task(support: str, dim: int, n: int, kappa: float, eps: str, budget_seconds: float | None,
-                       ranks: list[int] | None, progress: Any = None) -> dict[str, Any]:
-    """One kappa of a sweep (a worker task: plain data in, plain data out): the support operator's
-    verified bracket at ``eps`` as a certificate bracket, the solver seconds and :func:`point_details`."""
-    from ..geometry.supports import stdout_to_stderr, support_operator
-    from ..solvers.bracket import bracket_operator
-
-    op = support_operator(support, dim, n, kappa)
-    start = time.perf_counter()
-    with stdout_to_stderr():
-        (b,) = bracket_operator(op, [eps], budget_seconds=budget_seconds, progress=progress)
-    seconds = time.perf_counter() - start
-    return {"bracket": b.to_certificate(), "seconds": seconds, **point_details(op, eps, b.lower.k, ranks)}
-
-
-def point_from_task(kappa: float, eps: str, p: int, value: dict[str, Any]) -> SweepPoint:
-    """The :class:`SweepPoint` of a :func:`support_point_task` result."""
-    b = value["bracket"]
-    return SweepPoint(float(kappa), eps, b.lower.k, b.upper.r, p, b.lower.method, b.upper.construction,
-                      value["seconds"], value["geometry"], value["spread"])
-
-
 def sweep(support: str, dim: int, *, eps: str = "0.25", n: int = 64, kappas: tuple[float, ...],
-          budget_seconds: float | None = None, geometry_ranks: list[int] | None = None, jobs: int = 1,
-          scheduler: str | None = None) -> list[SweepPoint]:
+          work: float | None = None, budget_seconds: float | None = None, geometry_ranks: list[int] | None = None,
+          jobs: int = 1, scheduler: str | None = None) -> list[SweepPoint]:
     """Bracket the support operator at every kappa (kernel-verified ends) at one tolerance, in
     kappa order, without writing certificates (for that, and for resuming:
     :func:`~.supports_campaign.run_campaign`, which this calls).  With ``jobs > 1`` or a Dask
-    ``scheduler`` every kappa is one :func:`support_point_task` in worker processes or on the
-    cluster; a failed point raises its one-line error."""
+    ``scheduler`` every kappa is one :func:`~.supports_points.support_point_task` in worker
+    processes or on the cluster; a failed point raises its one-line error.  ``work`` and
+    ``budget_seconds`` bound each point's search as in ``softrank bracket`` (default: the
+    driver's deterministic work budget for the operator's size)."""
     from ..geometry.supports import check_sweep_size
     from ..plumbing.parallel import WorkerError
     from .supports_campaign import run_campaign
@@ -173,8 +92,8 @@ def sweep(support: str, dim: int, *, eps: str = "0.25", n: int = 64, kappas: tup
     check_sweep_size(dim, n)
     if len(kappas) < 2:
         raise InvalidInputError("a sweep needs at least two kappa values")
-    result = run_campaign(support, dim, n, eps, tuple(kappas), budget_seconds=budget_seconds, ranks=geometry_ranks,
-                          jobs=jobs, scheduler=scheduler)
+    result = run_campaign(support, dim, n, eps, tuple(kappas), work=work, budget_seconds=budget_seconds,
+                          ranks=geometry_ranks, jobs=jobs, scheduler=scheduler)
     if result.failed:
         first = result.failed[0]
         raise WorkerError(f"point {first['point']}: {first['reason']}", first["exit_code"])

@@ -1,38 +1,44 @@
 """A supports sweep as a campaign (UNTRUSTED study logic): certificates, manifest, resume.
 
-Everything campaign-specific of ``softrank supports`` is here, on the public interface of
-:mod:`softrank_cert.plumbing.campaign` (``Manifest``, ``reusable_certificate``) as
-``softrank bracket`` uses it:
+Everything campaign-specific of ``softrank supports`` is here, on the campaign runner
+:class:`~softrank_cert.plumbing.campaign.Campaign` exactly as ``softrank bracket`` uses it
+(``docs/campaigns.md``):
 
-* every point (one kappa) is one operator named :func:`point_name`; with ``out`` its
-  certificate (:func:`~softrank_cert.certio.issuing.certificate_for`, signed with ``key``
-  when one is given) goes to ``OUT/NAME.json`` and the manifest ``OUT/softrank-campaign.json``
-  is rewritten atomically after every point;
-* ``resume`` keeps a point only when its certificate exists, re-verifies (every claim
-  VERIFIED by the kernel), is about the same operator bit for bit and has exactly the sweep's
-  tolerance (``reusable_certificate``); its ends then come from the certificate, its row spread
-  and geometry rows are recomputed (deterministic), its seconds from the earlier manifest.
+* every point (one kappa) is one operator named :func:`~.supports_points.point_name`; with
+  ``out`` its certificate (:func:`~softrank_cert.certio.issuing.certificate_for`, signed with
+  ``key`` when one is given) goes to ``OUT/NAME.json`` and the manifest
+  ``OUT/softrank-campaign.json`` is rewritten atomically after every point;
+* ``resume`` keeps a point only when its certificate is re-verified by the kernel (every claim
+  VERIFIED, signed by ``key`` when one is given), is about the same operator bit for bit, has
+  exactly the sweep's tolerance and the point's provenance
+  (:func:`~softrank_cert.plumbing.campaign.recheck_certificate`); its ends and methods are then
+  those verified claims, its row spread and geometry rows are recomputed (deterministic), only
+  its seconds come from the earlier manifest;
+* a resume with another sweep (support, ``--dim``, ``--n``, the x points) or another ``--eps``
+  is refused with exit 2 naming both values; Ctrl-C or SIGTERM records ``interrupted`` and
+  exits 130 naming the exact ``--resume`` command.
 
-The points run as :func:`~softrank_cert.studies.supports.support_point_task` tasks through
-:func:`~softrank_cert.plumbing.parallel.run_tasks` (``jobs`` worker processes or a Dask
-``scheduler``); a failed task is recorded (manifest ``failed``) and the sweep goes on.
+The points run as :func:`~softrank_cert.studies.supports_points.support_point_task` tasks
+through :func:`~softrank_cert.plumbing.parallel.run_tasks` (``jobs`` worker processes or a Dask
+``scheduler``); a failed task is recorded (manifest ``failed``, a failure record in the
+report) and the sweep goes on (the command then exits 6).  Each search is bounded by work as
+in ``softrank bracket`` (``work``; default the driver's work for the operator's size), with an
+optional wall cap ``budget_seconds``; the manifest and report record ``budget_work``.
 """
 
 from __future__ import annotations
 
-import sys
-from contextlib import closing
+import json
+from contextlib import closing, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInputError, SoftrankError
-from .supports import SweepPoint, point_details, point_from_task, support_point_task
+from ..errors import InvalidInputError
+from .supports_points import SweepPoint, effective_work, point_details, point_from_task, point_name, support_point_task
 
-
-def point_name(support: str, dim: int, n: int, eps: str, kappa: float) -> str:
-    """The operator name (and certificate file stem) of one point, e.g. ``ball-d1-n1024-eps0.25-kappa16``."""
-    return f"{support}-d{dim}-n{n}-eps{eps}-kappa{kappa:.6g}"
+#: Sweep parameters a resume may not change, and the option that sets each.
+SWEEP_OPTIONS = {"support": "SUPPORT", "dim": "--dim", "n": "--n", "kappas": "--kappas (or --x-min/--x-max/--points)"}
 
 
 @dataclass
@@ -40,6 +46,7 @@ class CampaignResult:
     """The points that finished (kappa order), the failures and the manifest's bookkeeping."""
 
     points: list[SweepPoint]
+    budget_work: float | None = None
     failed: list[dict[str, Any]] = field(default_factory=list)
     manifest: str | None = None
     computed: int = 0
@@ -65,12 +72,14 @@ def check_campaign_folder(out: str | None, resume: bool) -> Path | None:
 
 
 def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, ...], *,
-                 budget_seconds: float | None, ranks: list[int] | None, out: Path | None = None,
-                 resume: bool = False, key: Any = None, jobs: int = 1, scheduler: str | None = None,
-                 max_memory: int | None = None, bar: Any = None) -> CampaignResult:
+                 work: float | None = None, budget_seconds: float | None = None, ranks: list[int] | None,
+                 out: Path | None = None, resume: bool = False, key: Any = None, jobs: int = 1,
+                 scheduler: str | None = None, max_memory: int | None = None, bar: Any = None,
+                 resume_command: str | None = None) -> CampaignResult:
     """Bracket the support operator at every kappa, write the certificates and the manifest when
-    ``out`` is given, keep re-verified ones with ``resume``.  ``bar``: an
-    :class:`~softrank_cert.plumbing.progress.OperatorProgress` (stage names in process)."""
+    ``out`` is given, keep re-verified ones with ``resume`` (module docstring).  ``bar``: an
+    :class:`~softrank_cert.plumbing.progress.OperatorProgress` (stage names in process);
+    ``resume_command``: the line an interruption names to continue."""
     from ..certio.issuing import certificate_for
     from ..geometry.supports import support_operator
     from ..plumbing.certificate_files import certificate_path
@@ -82,20 +91,22 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
     if len(set(names)) != len(names):
         raise InvalidInputError("two kappas agree to 6 significant digits: their points would share a name")
     ops = [support_operator(support, dim, n, kappa) for kappa in kappas]
+    budget_work = effective_work(work, budget_seconds, *ops[0].shape)
     targets = [check_output_file(certificate_path(out, name), "--out") for name in names] if out else []
-    manifest, kept = (_start(support, dim, n, eps, kappas, names, ops, targets, out, budget_seconds, ranks, resume,
-                             key, jobs, scheduler, max_memory) if out else (None, {}))
+    campaign, kept = (_start(support, dim, n, eps, kappas, names, ops, targets, out, budget_work, budget_seconds,
+                             ranks, resume, key, jobs, scheduler, max_memory, resume_command)
+                      if out else (None, {}))
     points: dict[int, SweepPoint] = dict(kept)
-    for i in kept:
-        if bar is not None:
-            bar.advance(names[i])
-            bar.finished(names[i], "kept (resumed: verified certificate)")
     todo = [i for i in range(len(kappas)) if i not in kept]
-    in_process = not scheduler and (jobs <= 1 or len(todo) <= 1)
-    tasks = [(support, dim, n, kappas[i], eps, budget_seconds, ranks,
-              bar.stage_callback(names[i]) if bar is not None and in_process else None) for i in todo]
-    result = CampaignResult([], manifest=None if manifest is None else str(manifest.path), kept=len(kept))
-    try:
+    in_process = not scheduler and (jobs <= 1 or len(todo) <= 1)  # as run_tasks runs them
+    result = CampaignResult([], budget_work, manifest=None if campaign is None else str(campaign.path), kept=len(kept))
+    with campaign.running() if campaign is not None else nullcontext():
+        for i in kept:
+            if bar is not None:
+                bar.advance(names[i])
+                bar.finished(names[i], "kept (resumed: verified certificate)")
+        tasks = [(support, dim, n, kappas[i], eps, budget_work, budget_seconds, ranks,
+                  bar.stage_callback(names[i]) if bar is not None and in_process else None) for i in todo]
         outcomes = run_tasks(support_point_task, tasks, jobs=jobs, scheduler=scheduler, max_memory=max_memory,
                              memory=[operator_task_bytes(ops[i]) for i in todo],
                              done=lambda j: bar.advance(names[todo[j]]) if bar is not None else None)
@@ -103,94 +114,108 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
             for outcome in outcomes:
                 i = todo[outcome.index]
                 if not outcome.ok:
-                    status = "refused" if outcome.refused else "failed"
-                    result.failed.append({"point": names[i], "kappa": kappas[i], "status": status,
-                                          "reason": outcome.failure, "exit_code": outcome.exit_code})
-                    if manifest is not None:
-                        manifest.update(names[i], status=status, reason=outcome.failure, attempts=outcome.attempts)
-                        manifest.run["failed"] += 1
-                        manifest.save()
+                    record = _failure(campaign, names[i], kappas[i], outcome)
+                    result.failed.append(record)
                     if bar is not None:
-                        bar.finished(names[i], f"{status.upper()}: {outcome.failure}")
+                        bar.finished(names[i], f"{record['status'].upper()}: {outcome.failure}")
                     continue
                 point = point_from_task(kappas[i], eps, ops[i].p, outcome.value)
-                if manifest is not None:
-                    bracket = outcome.value["bracket"]
-                    write_json_atomic(targets[i], certificate_for(names[i], ops[i], [bracket],
-                                                                  _provenance(support, dim, n, kappas[i]), key))
+                if campaign is not None:
+                    write_json_atomic(targets[i], certificate_for(names[i], ops[i], [outcome.value["bracket"]],
+                                                                  provenance(support, dim, n, kappas[i]), key))
                     point.certificate = str(targets[i])
-                    manifest.update(names[i], status="done", seconds=round(outcome.value["seconds"], 3),
-                                    task_seconds=round(outcome.seconds, 3), attempts=outcome.attempts, reason=None,
-                                    resumed=False)
-                    manifest.run["computed"] += 1
-                    manifest.save()
+                    campaign.done(names[i], outcome, outcome.value["seconds"])
                 result.computed += 1
                 points[i] = point
                 if bar is not None:
                     bar.finished(names[i], f"x {float(point.x):.6g}: [{point.lower}, {point.upper}] "
                                            f"in {point.seconds:.1f} s")
-    except KeyboardInterrupt:
-        if manifest is not None:
-            manifest.finish("interrupted")
-            _save_quietly(manifest)
-            print(f"softrank supports: interrupted; the finished points are in {out}: run the same command with "
-                  "--resume to keep them and compute the rest", file=sys.stderr)
-        raise
-    if manifest is not None:
-        manifest.finish("incomplete" if result.failed else "complete")
-        manifest.save()
+    if campaign is not None:
+        campaign.finish(failed=bool(result.failed))
     result.points = [points[i] for i in sorted(points)]
     return result
 
 
-def _provenance(support: str, dim: int, n: int, kappa: float) -> dict[str, Any]:
+def provenance(support: str, dim: int, n: int, kappa: float) -> dict[str, Any]:
+    """The provenance a point's certificate carries (and a resume requires, exactly)."""
     return {"study": "softrank supports", "support": support, "dim": dim, "n": n, "kappa": repr(float(kappa)),
             "construction": "Q = kappa P, K = P, beta = 1 (softrank_cert.geometry.supports.support_operator)"}
 
 
-def _save_quietly(manifest: Any) -> None:
+def _failure(campaign: Any, name: str, kappa: float, outcome: Any) -> dict[str, Any]:
+    """A point's failure record (and, in a campaign, its manifest entry)."""
+    from ..plumbing.campaign import failure_record
+
+    record = campaign.failed(name, outcome) if campaign is not None else failure_record(outcome, name)
+    return {"point": name, "kappa": kappa, "status": record["status"], "reason": record["reason"],
+            "attempts": record["attempts"], "exit_code": outcome.exit_code}
+
+
+def _refuse_other_sweep(path: Path, sweep: dict[str, Any]) -> None:
+    """Exit 2 when the campaign in ``path`` is of another sweep (:data:`SWEEP_OPTIONS`), naming both."""
     try:
-        manifest.save()
-    except SoftrankError:
-        pass
+        previous = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return  # no manifest (or not one of ours): the runner starts afresh
+    before = previous.get("sweep") if isinstance(previous, dict) and previous.get("command") == "supports" else None
+    if not isinstance(before, dict):
+        return  # another command's manifest: the runner refuses it
+    for key, option in SWEEP_OPTIONS.items():
+        if before.get(key) != sweep[key]:
+            raise InvalidInputError(
+                f"--resume: the campaign in {path} was run with {option} {_shown(before.get(key))}, this run asks "
+                f"for {option} {_shown(sweep[key])}; resume it with the same {option}, or start a new campaign "
+                "(another --out, without --resume)")
+
+
+def _shown(value: Any) -> str:
+    """A sweep parameter as a refusal names it (kappas comma-separated, in float64 shortest form)."""
+    if isinstance(value, list):
+        return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+    return str(value)
 
 
 def _start(support: str, dim: int, n: int, eps: str, kappas: tuple[float, ...], names: list[str], ops: list[Any],
-           targets: list[Path], out: Path, budget_seconds: float | None, ranks: list[int] | None, resume: bool,
-           key: Any, jobs: int, scheduler: str | None, max_memory: int | None) -> tuple[Any, dict[int, SweepPoint]]:
-    """The manifest (written before any work) and, with ``resume``, the points kept."""
+           targets: list[Path], out: Path, budget_work: float | None, budget_seconds: float | None,
+           ranks: list[int] | None, resume: bool, key: Any, jobs: int, scheduler: str | None,
+           max_memory: int | None, resume_command: str | None) -> tuple[Any, dict[int, SweepPoint]]:
+    """The campaign (its manifest written before any work) and, with ``resume``, the points kept
+    (index -> point, its ends the kernel's verified claims of its certificate)."""
     from ..certio.signing import did_key
-    from ..plumbing.campaign import MANIFEST_NAME, Manifest, budget_json, operator_sha256, reusable_certificate
+    from ..plumbing.campaign import MANIFEST_NAME, Campaign, budget_json, operator_sha256, recheck_certificate
+    from ..plumbing.campaign_inputs import read_kept_bytes
     from ..plumbing.files import check_output_file
     from ..plumbing.memory import operator_task_bytes
 
     path = check_output_file(out / MANIFEST_NAME, "--out")
     signer = did_key(key.public_key()) if key is not None else None
-    previous = Manifest.read(path) if resume else None
-    parameters = {"sweep": {"support": support, "dim": dim, "n": n, "kappas": list(kappas), "geometry_ranks": ranks or []},
-                  "tolerances": [eps], "budget_seconds": budget_json(budget_seconds), "max_memory": max_memory,
-                  "jobs": jobs, "scheduler": scheduler, "signer": signer}
+    sweep = {"support": support, "dim": dim, "n": n, "kappas": list(kappas), "geometry_ranks": ranks or []}
+    if resume:
+        _refuse_other_sweep(path, sweep)
+    parameters = {"sweep": sweep, "tolerances": [eps], "budget_seconds": budget_json(budget_seconds),
+                  "budget_work": budget_work, "max_memory": max_memory, "jobs": jobs, "scheduler": scheduler,
+                  "signer": signer}
     entries = [(name, {"operator_sha256": operator_sha256(op), "output": target.relative_to(out).as_posix(),
                        "estimated_bytes": operator_task_bytes(op)}) for name, op, target in zip(names, ops, targets)]
-    manifest = Manifest.start(path, "supports", parameters, entries, resume=resume)
+    campaign = Campaign(path, "supports", parameters, entries, resume=resume, must_match={"tolerances": "--eps"},
+                        resume_command=resume_command)
     kept: dict[int, SweepPoint] = {}
     if resume:
-        old = (previous or {}).get("operators", {})
         for i, (name, op, target) in enumerate(zip(names, ops, targets)):
-            certificate, why = reusable_certificate(target, name, op, [eps], signer)
-            if certificate is None:
-                if why != "no certificate":
-                    manifest.update(name, reason=f"recomputed: {why}")
+            if not target.is_file():
                 continue
-            before = old.get(name) if isinstance(old.get(name), dict) else {}
-            seconds = before.get("seconds") if isinstance(before.get("seconds"), (int, float)) else None
-            manifest.update(name, status="done", resumed=True, seconds=seconds, finished=before.get("finished"),
-                            task_seconds=before.get("task_seconds"), attempts=before.get("attempts", 0))
-            manifest.run["skipped"] += 1
-            (b,) = certificate.brackets
+            report, why = recheck_certificate(read_kept_bytes(target), str(target), name, op, [eps], signer=signer,
+                                              provenance=provenance(support, dim, n, kappas[i]))
+            if report is None:
+                campaign.note(name, f"recomputed: {why}")
+                continue
+            campaign.keep(name, campaign.recorded(name) or {})
+            seconds = campaign.manifest.operators[name]["seconds"]
+            # every claim of this bracket was just VERIFIED by the kernel: it is what is reported
+            (b,) = report.certificate.brackets
             details = point_details(op, eps, b.lower.k, ranks)
             kept[i] = SweepPoint(float(kappas[i]), eps, b.lower.k, b.upper.r, op.p, b.lower.method,
                                  b.upper.construction, seconds, details["geometry"], details["spread"],
                                  certificate=str(target), resumed=True)
-    manifest.save()
-    return manifest, kept
+    campaign.save()
+    return campaign, kept

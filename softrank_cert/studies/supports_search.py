@@ -3,7 +3,7 @@
 The theorem says ``r_eps(A) <= min{p, C_r Phi}`` with ``Phi = (1 + kappa/(eps - tau)^2)^(r/2)``
 for a retained part T of rank r (``tau = ||A - A_T||``, ``kappa = kappa(T)``).  So for every
 instance the certified ratio ``lower / Phi_upper`` (a verified lower end of the rank over a
-certified upper bound of Phi, :func:`~softrank_cert.studies.supports.geometry_rows`, rounded
+certified upper bound of Phi, :func:`~softrank_cert.studies.supports_points.geometry_rows`, rounded
 down) is at most ``C_r`` -- if the theorem holds.  This module searches for instances that
 push that ratio up, per rank r:
 
@@ -63,7 +63,7 @@ def evaluate(instance: Instance, eps: str, ranks: list[int], budget_seconds: flo
     """The verified bracket of the instance and its geometry rows (certified ``lower_over_phi`` per r)."""
     from ..geometry.supports import stdout_to_stderr
     from ..solvers.bracket import bracket_operator
-    from .supports import geometry_rows
+    from .supports_points import geometry_rows
 
     op = instance.operator()
     with stdout_to_stderr():

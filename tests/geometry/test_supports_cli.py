@@ -2,8 +2,8 @@
 ``--resume`` after a real interruption gives the same report, the figure draws only certified
 points (vertical brackets, no band, legible legends), and bad sizes / ranges exit 2 in one line.
 
-Operators are small (N = 12 and 16) and run with unbounded budgets (all search stages, about a
-second), so reruns give the same brackets on a loaded machine too."""
+Operators are small (N = 12 and 48) and run with the default budget, the driver's deterministic
+work budget (issue 26): reruns give the same brackets, byte for byte, on a loaded machine too."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import io
 import json
 import math
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -26,14 +27,13 @@ import pytest  # noqa: E402
 from softrank_cert.cli.main import main as softrank_main  # noqa: E402
 from softrank_cert.plumbing.campaign import MANIFEST_NAME  # noqa: E402
 from softrank_cert.plumbing.reports import validate_report  # noqa: E402
+from softrank_cert.solvers.work import default_work  # noqa: E402
 from softrank_cert.studies.supports_plot import sweeps_figure  # noqa: E402
 
-# --budget-seconds inf: every search stage runs to its end, so the brackets do not depend on the load
-SWEEP = ["supports", "sphere", "--dim", "2", "--n", "12", "--x-min", "4", "--x-max", "64", "--points", "3",
-         "--budget-seconds", "inf"]
-#: About 4 s, most of it in the last point: time to interrupt the run after the first points.
-SLOWER_SWEEP = ["supports", "sphere", "--dim", "2", "--n", "16", "--x-min", "4", "--x-max", "128", "--points", "4",
-                "--budget-seconds", "inf"]
+# the default work budget: the brackets do not depend on the load (about a second)
+SWEEP = ["supports", "sphere", "--dim", "2", "--n", "12", "--x-min", "4", "--x-max", "64", "--points", "3"]
+#: About 7 s, 5 of them in the last point: time to interrupt the run after the first points.
+SLOWER_SWEEP = ["supports", "sphere", "--dim", "2", "--n", "48", "--x-min", "4", "--x-max", "1024", "--points", "3"]
 
 
 def run(*argv) -> tuple[int, str, str]:
@@ -67,6 +67,33 @@ def test_out_writes_a_verifying_certificate_per_point_and_a_valid_report(tmp_pat
     assert len(claims) == 6 and all(c["verdict"] == "VERIFIED" for c in claims)
     manifest = json.loads((tmp_path / "certs" / MANIFEST_NAME).read_text())
     assert manifest["command"] == "supports" and manifest["state"] == "complete"
+    assert manifest["budget_work"] == doc["budget_work"] == default_work(12, 12)  # the driver's default for 12 x 12
+
+
+def brackets_text(folder) -> dict:
+    """Each certificate's brackets (ends, methods, base64 factors), as the bytes of their JSON;
+    the rest of a certificate also holds its creation time."""
+    return {p.name: json.dumps(json.loads(p.read_bytes())["brackets"], sort_keys=True).encode()
+            for p in sorted(folder.glob("*.json")) if p.name != MANIFEST_NAME}
+
+
+def test_the_same_command_twice_writes_byte_identical_brackets(tmp_path):
+    for run_folder in ("a", "b"):
+        code, _, err = run(*SWEEP, "--out", tmp_path / run_folder)
+        assert code == 0, err
+    first, second = brackets_text(tmp_path / "a"), brackets_text(tmp_path / "b")
+    assert len(first) == 3 and first == second
+
+
+def test_work_option_is_recorded_and_bounds_the_search(tmp_path):
+    code, out, err = run(*SWEEP, "--work", "2", "--out", tmp_path / "w", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    validate_report(doc)
+    assert doc["budget_work"] == 2.0 and doc["budget_seconds"] is None
+    assert json.loads((tmp_path / "w" / MANIFEST_NAME).read_text())["budget_work"] == 2.0
+    code, out, err = run(*SWEEP, "--budget-seconds", "inf", "--json")  # a time-only budget: unbounded work
+    assert code == 0 and json.loads(out)["budget_work"] is None and json.loads(out)["budget_seconds"] == "inf", err
 
 
 def test_resume_after_an_interruption_gives_the_same_report(tmp_path):
@@ -95,7 +122,8 @@ def test_resume_after_an_interruption_gives_the_same_report(tmp_path):
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode in (0, 130), stderr  # 0 only if the last point finished before the signal arrived
     if interrupted and proc.returncode == 130:
-        assert "--resume" in stderr  # the message says how to go on
+        # the message names the exact command that continues
+        assert f"continue with: softrank {shlex.join([*SLOWER_SWEEP, '--out', str(folder), '--resume'])}" in stderr
         state = json.loads((folder / MANIFEST_NAME).read_text())["state"]
         assert state == "interrupted"
     code, out, err = run(*SLOWER_SWEEP, "--out", folder, "--resume", "--json")
@@ -116,6 +144,59 @@ def test_resume_recomputes_a_tampered_certificate(tmp_path):
     assert code == 0, err
     doc = json.loads(out)
     assert doc["campaign"]["kept"] == 2 and doc["campaign"]["computed"] == 1
+
+
+def test_resume_with_another_sweep_or_eps_is_refused_naming_both(tmp_path):
+    folder = tmp_path / "run"
+    assert run(*SWEEP, "--out", folder)[0] == 0
+    before = (folder / MANIFEST_NAME).read_bytes()
+    other_n = [a if a != "12" else "16" for a in SWEEP]
+    code, _, err = run(*other_n, "--out", folder, "--resume")
+    assert code == 2 and "--n 12" in err and "--n 16" in err and len(err.strip().splitlines()) == 1, err
+    code, _, err = run(*SWEEP, "--dim", "3", "--out", folder, "--resume")
+    assert code == 2 and "--dim 2" in err and "--dim 3" in err, err
+    code, _, err = run(*SWEEP, "--points", "4", "--out", folder, "--resume")
+    assert code == 2 and "--kappas" in err, err
+    assert (folder / MANIFEST_NAME).read_bytes() == before  # a refused resume writes nothing
+
+
+def test_resume_with_another_eps_is_refused_naming_both(tmp_path):
+    folder = tmp_path / "run"
+    kappas = ["supports", "sphere", "--dim", "2", "--n", "12", "--kappas", "0.5,2"]
+    assert run(*kappas, "--out", folder)[0] == 0
+    code, _, err = run(*kappas, "--eps", "0.5", "--out", folder, "--resume")
+    assert code == 2 and "--eps 0.25" in err and "--eps 0.5" in err, err
+
+
+def test_a_failed_point_is_recorded_and_the_sweep_exits_6(tmp_path, monkeypatch):
+    import softrank_cert.studies.supports_campaign as campaign_module
+    from softrank_cert.errors import EXIT_SOME_FAILED, InvalidInputError
+
+    real = campaign_module.support_point_task
+
+    def failing_at_the_second_point(support, dim, n, kappa, *rest):
+        if kappa == 2.0:
+            raise InvalidInputError("planted failure")
+        return real(support, dim, n, kappa, *rest)
+
+    monkeypatch.setattr(campaign_module, "support_point_task", failing_at_the_second_point)
+    folder = tmp_path / "run"
+    code, out, err = run("supports", "sphere", "--dim", "2", "--n", "12", "--kappas", "0.5,2,4", "--out", folder,
+                         "--json")
+    assert code == EXIT_SOME_FAILED, err
+    doc = json.loads(out)
+    validate_report(doc)
+    assert [f["kappa"] for f in doc["failed"]] == [2.0] and "planted failure" in doc["failed"][0]["reason"]
+    assert [pt["kappa"] for pt in doc["points"]] == [0.5, 4.0]
+    manifest = json.loads((folder / MANIFEST_NAME).read_text())
+    assert manifest["state"] == "incomplete"
+    assert sorted(e["status"] for e in manifest["operators"].values()) == ["done", "done", "failed"]
+    monkeypatch.undo()
+    code, out, err = run("supports", "sphere", "--dim", "2", "--n", "12", "--kappas", "0.5,2,4", "--out", folder,
+                         "--resume", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["campaign"]["kept"] == 2 and doc["campaign"]["computed"] == 1 and not doc["failed"]
 
 
 def sweep_doc() -> dict:
