@@ -100,7 +100,7 @@ class BracketResult:
         """A plain summary (no arrays): ends, methods and verdicts per tolerance."""
         return {"operator": self.operator_id, "p": self.operator.p, "seconds": round(self.seconds, 3),
                 "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r, "resolved": b.lower.k == b.upper.r,
-                              "lower_method": b.lower.method, "upper_construction": b.upper.construction}
+                              "lower_method": b.lower.origin, "upper_construction": b.upper.origin}
                              for b in self.brackets]}
 
     def __repr__(self) -> str:

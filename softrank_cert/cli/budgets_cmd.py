@@ -39,8 +39,10 @@ such class: check them with softrank-verify DIR. --operator NAME (repeatable) re
 study to those operators of the panels.
 Operators are grouped by document and block width read from names like
 minilm/apache2/w128/L3H7 (no w<N> segment: width group "-"; document = the panel's stem).
-Without --budget-seconds the searches run to the end; with it, each operator gets S seconds
-of bracket search and at most S more for the targeted pass (a faster machine may resolve more).
+Without --budget-seconds each operator's searches are bounded by the bracket driver's default
+work (the same classes however busy the machine: docs/solvers.md); with it, each operator gets
+S seconds of bracket search and at most S more for the targeted pass (then a faster or quieter
+machine may resolve more).
 
 With --resume (and --out R.json) the study is a resumable campaign: R-campaign.json records each
 finished operator (rewritten atomically after every one) and R-campaign/ the certificate of its

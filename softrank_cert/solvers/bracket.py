@@ -41,11 +41,6 @@ class VerifiedLower:
     verdict: Verdict
     threshold: float | None = None  # float64 estimate of 1/(||X|| ||Y|| ||(XAY)^-1||)
 
-    @property
-    def method(self) -> str:
-        """The certificate format's name for :attr:`origin`."""
-        return self.origin
-
 
 @dataclass(frozen=True, eq=False)
 class VerifiedUpper:
@@ -57,11 +52,6 @@ class VerifiedUpper:
     origin: str
     verdict: Verdict
     error: float | None = None  # float64 estimate of ||A - U W^T||
-
-    @property
-    def construction(self) -> str:
-        """The certificate format's name for :attr:`origin`."""
-        return self.origin
 
 
 @dataclass(frozen=True, eq=False)

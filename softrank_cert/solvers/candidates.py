@@ -39,11 +39,6 @@ class UpperCandidate:
     error: float
     origin: str
 
-    @property
-    def construction(self) -> str:
-        """The certificate format's name for :attr:`origin`."""
-        return self.origin
-
 
 @dataclass(frozen=True, eq=False)
 class LowerCandidate:
@@ -54,11 +49,6 @@ class LowerCandidate:
     Y: np.ndarray
     threshold: float
     origin: str
-
-    @property
-    def method(self) -> str:
-        """The certificate format's name for :attr:`origin`."""
-        return self.origin
 
 
 def tsvd_errors(A: np.ndarray, svd: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:

@@ -27,7 +27,8 @@ here.  Progress bars, atomic writes and certificate paths come from
   :mod:`~softrank_cert.studies.analyze_plot`, the operator geometry in
   :mod:`softrank_cert.geometry.intrinsic`.
 * :mod:`softrank_cert.studies.supports` -- the supports sweeps: certified ranks against kappa on
-  grid / sphere / ball supports (``softrank supports``), with ``supports_exponents`` (certified
+  grid / sphere / ball supports (``softrank supports``), with ``supports_points`` (one point:
+  its operator, bracket and row spread), ``supports_exponents`` (certified
   local exponents), ``supports_campaign`` (certificates, manifest, resume), ``supports_plot``
   and ``supports_search`` (the adversarial search of ``lower / Phi_upper``).
 """

@@ -143,21 +143,26 @@ def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], 
     ``r_eps >= b + 1`` (every budget ``<= b`` impossible).  Each direction stops at its first
     failure (errors fall with rank and thresholds with k, usually: a guess that only costs
     tightness).  Only float64 candidates that look good enough go to the kernel, and only
-    VERIFIED verdicts move an end.  ``seconds`` bounds the search (None: no limit).
+    VERIFIED verdicts move an end.  The pass is bounded by the operator's default work
+    (:func:`~softrank_cert.solvers.work.default_work`: the same ends however busy the machine),
+    or by ``seconds`` of wall time when given (``math.inf``: no limit).
     Returns the new ends and one note per end that moved; ``evidence`` (a dict), when given,
     receives the arrays of each moved end: ``"upper": (U, W)``, ``"lower": (X, Y)``.
     """
     from ..solvers.candidates import POOLED_MAX_K, CandidatePool
     from ..dense import Dense
     from ..solvers.settle import first_verified
-    from ..solvers.work import Budget
+    from ..solvers.work import Budget, default_work
 
     (k, k_method), (r, r_method) = lower, upper
     if not any(k <= b < r for b in budgets):
         return lower, upper, []
     value = float(parse_tolerance(eps))
-    timed = seconds is not None and seconds != float("inf")
-    prof = CandidatePool(Dense.of(op), Budget(deadline=time.perf_counter() + seconds if timed else None).until())
+    if seconds is None:
+        budget = Budget(work=default_work(*op.shape))
+    else:
+        budget = Budget(deadline=time.perf_counter() + seconds if seconds != float("inf") else None)
+    prof = CandidatePool(Dense.of(op), budget.until())
     notes: list[str] = []
     for b in sorted((b for b in budgets if k <= b < r), reverse=True):
         found = first_verified(op, ((eps, w) for c in ("tsvd", "smooth")
@@ -186,8 +191,9 @@ def study_operator(spec: dict[str, Any], name: str, document: str, eps: str, bud
                    provenance: dict[str, Any] | None = None) -> OperatorBudgets:
     """One operator of the study (a task for ``run_ordered``; ``spec`` from ``pack_operator``).
 
-    Brackets ``r_eps`` with kernel-verified ends (``budget_seconds`` of search), sharpens them at
-    the budgets (another ``budget_seconds`` at most), classifies every budget.  With
+    Brackets ``r_eps`` with kernel-verified ends (the driver's default work, or ``budget_seconds``
+    of wall time when given), sharpens them at the budgets (as much again at most), classifies
+    every budget.  With
     ``certificate``, the operator also gets the unsigned certificate of its final ends
     (``.certificate``, issued by :func:`~softrank_cert.certio.issuing.certificate_for`;
     ``provenance`` goes into it): it proves every feasible / impossible class, and a resumed
@@ -195,15 +201,13 @@ def study_operator(spec: dict[str, Any], name: str, document: str, eps: str, bud
     """
     from ..geometry.supports import stdout_to_stderr
     from ..plumbing.parallel import unpack_operator
-    from ..solvers.bracket import bracket_operator, default_budget_seconds
+    from ..solvers.bracket import bracket_operator
 
     op = unpack_operator(spec)
-    if budget_seconds is None:
-        budget_seconds = default_budget_seconds(*op.shape)
     start = time.perf_counter()
     with stdout_to_stderr():  # solver banners must not spoil --json output
         (b,) = bracket_operator(op, [eps], budget_seconds=budget_seconds)
-        lower, upper = (b.lower.k, b.lower.method), (b.upper.r, b.upper.construction)
+        lower, upper = (b.lower.k, b.lower.origin), (b.upper.r, b.upper.origin)
         notes: list[str] = []
         moved: dict[str, Any] = {}
         if sharpen_ends:

@@ -1,6 +1,6 @@
 """Supports sweeps (UNTRUSTED study logic): certified ranks on grid / sphere / ball supports.
 
-DESIGN.md section 1, "Supports": as ``x = 1 + kappa/eps^2`` grows, ranks should grow like
+docs/design.md section 1, "Supports": as ``x = 1 + kappa/eps^2`` grows, ranks should grow like
 ``x^e`` with ``e = r/2`` (grid in r dimensions), ``(d-1)/2`` (sphere S^{d-1}), ``d/2`` (ball
 B^d), until they reach ``p``.  A sweep brackets the support operator of
 :func:`~softrank_cert.geometry.supports.support_operator` at every kappa of a list, each end
