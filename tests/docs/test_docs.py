@@ -116,3 +116,20 @@ def test_nothing_cites_a_design_outside_the_repository():
             if re.search(pattern, text):
                 offenders.append(f"{path.relative_to(ROOT)}: {pattern}")
     assert not offenders, offenders
+
+
+def test_the_readme_profile_figures_are_those_of_the_committed_run():
+    """The README quotes the committed profile run (issue: figures that match their files)."""
+    import json
+
+    readme = " ".join((ROOT / "README.md").read_text("utf-8").split())
+    run = json.loads((ROOT / "docs" / "profile-minilm-apache2-w128-L5H2.json").read_text("utf-8"))
+    at = {b["eps"]: (b["lower"], b["upper"]) for b in run["brackets"]}
+    low, up = at["0.1"]
+    assert f"certifies `[{low}, {up}]` at eps 0.1" in readme
+    from fractions import Fraction
+
+    six = next(r for r in run["resolved"] if Fraction(r["from"]) <= Fraction("0.25") <= Fraction(r["to"]))
+    assert f"`r_eps = {six['rank']}` exactly at eps 0.25 (on `[{six['from']}, {six['to']}]`)" in readme
+    assert f"in {len(run['lower']) + len(run['upper'])} verified steps" in readme
+    assert f"default work ({int(run['budget_work']):,} units" in readme and run["budget_seconds"] is None
