@@ -130,7 +130,7 @@ def _entry(item: NamedOperator, target: Path, brackets: list[Any], seconds: floa
     entry = {"operator": item.name, "certificate": str(target),
              "seconds": None if seconds is None else round(seconds, 3), "p": item.operator.p, "signed": signed,
              "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r, "resolved": b.lower.k == b.upper.r,
-                           "lower_method": b.lower.origin, "upper_construction": b.upper.origin}
+                           "lower_method": b.lower.method, "upper_construction": b.upper.construction}
                           for b in brackets]}
     if resumed:
         entry["resumed"] = True
