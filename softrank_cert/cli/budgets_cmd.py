@@ -7,7 +7,7 @@ from typing import Any
 
 from ..certio.signing import load_private_key
 from ..errors import InvalidInputError
-from ..kernel import parse_tolerance
+from ..plumbing.tolerances import parse_one_eps
 from ..plumbing.certificate_files import certificate_path
 from ..plumbing.files import OutputFiles, check_output_file, check_output_folder
 from ..plumbing.parallel import resolve_jobs
@@ -95,7 +95,7 @@ def run_budgets(args: Any) -> int:
     from ..studies.budgets_plot import budgets_figure
 
     budgets = parse_budgets(args.budgets)
-    parse_tolerance(args.eps)
+    args.eps = parse_one_eps(args.eps)
     if args.budget_seconds is not None and not args.budget_seconds > 0:
         raise InvalidInputError("--budget-seconds must be > 0")
     if args.key and not args.certificates:

@@ -9,7 +9,7 @@ from typing import Any
 from rich.table import Table
 
 from ..errors import EXIT_SOME_FAILED, InvalidInputError
-from ..kernel import parse_tolerance
+from ..plumbing.tolerances import parse_one_eps
 from ..plumbing.campaign import budget_json
 from ..plumbing.files import OutputFiles, check_output_file
 from ..plumbing.parallel import check_scheduler, resolve_jobs
@@ -113,7 +113,7 @@ def run_supports(args: Any) -> int:
     from ..studies.supports_plot import sweeps_figure
     from .bracket_cmd import resume_hint
 
-    parse_tolerance(args.eps)
+    args.eps = parse_one_eps(args.eps)
     check_sweep_size(args.dim, args.n)
     check_budget_options(args)
     kappas = _sweep_kappas(args)

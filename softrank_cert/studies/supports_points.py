@@ -108,7 +108,7 @@ def support_point_task(support: str, dim: int, n: int, kappa: float, eps: str, w
 def point_from_task(kappa: float, eps: str, p: int, value: dict[str, Any]) -> SweepPoint:
     """The :class:`SweepPoint` of a :func:`support_point_task` result."""
     b = value["bracket"]
-    return SweepPoint(float(kappa), eps, b.lower.k, b.upper.r, p, b.lower.origin, b.upper.origin,
+    return SweepPoint(float(kappa), eps, b.lower.k, b.upper.r, p, b.lower.method, b.upper.construction,
                       value["seconds"], value["geometry"], value["spread"])
 
 

@@ -36,6 +36,9 @@ def test_decimal_comma_gets_a_hint(panel, tmp_path):
     assert "commas separate tolerances and the decimal point is '.'" in line and "did you mean --eps 0.25?" in line
     line = _error(run_softrank("geometry", panel, "--operator", NAMES[0], "--eps", "0,25", "--rank", "1"))
     assert "takes one tolerance" in line and "did you mean --eps 0.25?" in line
+    for argv in (("budgets", panel, "--budgets", "2", "--eps", "0,25"), ("supports", "sphere", "--dim", "1", "--eps", "0,25")):
+        line = _error(run_softrank(*argv))
+        assert "takes one tolerance" in line and "did you mean --eps 0.25?" in line, argv
     assert not (tmp_path / "c.json").exists()
 
 

@@ -323,8 +323,8 @@ def test_budgets_certificates_hold_the_sharpened_ends(monkeypatch):
     from softrank_cert.verification import verify_certificate_document
 
     (item,) = load_operators(PANEL, ["minilm/apache2/w32/L5H1"])
-    trivial = SimpleNamespace(lower=SimpleNamespace(k=1, method="trivial", X=None, Y=None),
-                              upper=SimpleNamespace(r=item.operator.p, construction="identity", U=None, W=None))
+    trivial = SimpleNamespace(lower=SimpleNamespace(k=1, origin="trivial", X=None, Y=None),
+                              upper=SimpleNamespace(r=item.operator.p, origin="identity", U=None, W=None))
     monkeypatch.setattr(driver, "bracket_operator", lambda op, eps, budget_seconds=None: [trivial])
     result = study_operator(pack_operator(item.operator), item.name, "stem", "0.25", [2, 3, 8], 30.0,
                             certificate=True, provenance={"test": "sharpened"})
