@@ -104,15 +104,20 @@ def test_readme_is_a_front_page():
     assert "docs/design.md" in text
 
 
+#: Citations of the design and solver notes that lived outside the repository (written with
+#: character classes so that this file does not itself cite them).
+OUTSIDE_CITATIONS = (r"DESIG[N]\.md", r"\bDESIG[N] section", r"SOLVER-NOTE[S]", r"\.\./share[d]", r"\bshared/see[d]")
+
+
 def test_nothing_cites_a_design_outside_the_repository():
     """docs/design.md is the normative design: no code, test or page cites one outside the repository."""
     offenders = []
     for path in itertools.chain(ROOT.glob("softrank_cert/**/*.py"), ROOT.glob("tests/**/*.py"),
                                 ROOT.glob("benchmarks/*.py"), ROOT.glob("examples/**/*.py"), PAGES):
-        if path.name in ("CHANGELOG.md", "test_docs.py"):
+        if path.name == "CHANGELOG.md":
             continue
         text = path.read_text("utf-8")
-        for pattern in (r"DESIGN\.md", r"\bDESIGN section", r"SOLVER-NOTES", r"\.\./shared", r"\bshared/seed"):
+        for pattern in OUTSIDE_CITATIONS:
             if re.search(pattern, text):
                 offenders.append(f"{path.relative_to(ROOT)}: {pattern}")
     assert not offenders, offenders
