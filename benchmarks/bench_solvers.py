@@ -11,6 +11,8 @@ Usage (what produced the committed results: default budgets; the two runs side b
         --before benchmarks/results/solvers_minilm_w128_before.json
     python benchmarks/bench_solvers.py --docs apache2,mpl2 --width 512 --every 12 --offset 0,6 --jobs 1 \
         --name minilm_w512_twelve --before benchmarks/results/solvers_minilm_w512_before.json
+    python benchmarks/bench_solvers.py --docs apache2,mpl2,pydoc:customization --width 128 --jobs 2 \
+        --name three_docs_w128 --resume                                     # pydoc:TOPIC: a pydoc topic
     python benchmarks/bench_solvers.py --panel synthetic --count 12        # no model needed
     python benchmarks/bench_solvers.py --smoke                             # CI-sized
 
@@ -206,7 +208,8 @@ def _single_thread() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--panel", choices=("minilm", "synthetic"), default="minilm")
-    parser.add_argument("--docs", default="apache2", help="comma list of examples/data documents (minilm)")
+    parser.add_argument("--docs", default="apache2",
+                        help="comma list of examples/data documents or pydoc:TOPIC entries (minilm)")
     parser.add_argument("--width", type=int, default=128)
     parser.add_argument("--count", type=int, default=12, help="synthetic operators")
     parser.add_argument("--every", type=int, default=1, help="take every n-th operator")
@@ -243,9 +246,16 @@ def main() -> None:
         document = {"pydoc_topic": args.pydoc_topic, "sha256": digest}
         ops = minilm_panel(args.width, path=path)
     elif args.panel == "minilm":
+        import tempfile
+
         offsets = [int(o) for o in args.offset.split(",")]
+        document = {}
         for i, doc in enumerate(args.docs.split(",")):
-            ops += minilm_panel(args.width, doc)[offsets[min(i, len(offsets) - 1)]:: args.every]
+            path = None
+            if doc.startswith("pydoc:"):  # a pydoc topic: a text no shipped file holds
+                path, digest = pydoc_text(doc.split(":", 1)[1], Path(tempfile.mkdtemp()))
+                document[doc] = {"pydoc_topic": doc.split(":", 1)[1], "sha256": digest}
+            ops += minilm_panel(args.width, doc, path)[offsets[min(i, len(offsets) - 1)]:: args.every]
     else:
         ops = synthetic_panel(args.count, args.width)[:: args.every]
     if args.heads or args.layers:

@@ -39,7 +39,7 @@ from .candidates import LowerCandidate
 from ..dense import Dense, threshold
 from .lower_general import KeyLP, alternate
 from .lower_lp import RowLP, feasible, normalised, signed_y
-from .lower_moves import key_moves
+from .lower_moves import MoveCharges, key_moves
 from .lower_pivot import pivot_order
 from .lower_starts import dev_labels, growth_pivot, pinv_labels, pivot_labels, qr_queries, selection
 from .work import Until, entries_units, key_lp_scale, row_lp_scale
@@ -122,6 +122,7 @@ class LowerSearch:
         self.seed = seed
         self.lp = RowLP(row_lp_scale(*d.shape))
         self.key_lp = KeyLP(key_lp_scale(*d.shape))
+        self.move_charges = MoveCharges.for_shape(*d.shape)
         self.states: dict[int, State] = {}
         self.pairs: dict[int, tuple[np.ndarray, np.ndarray, float, str]] = {}  # general pairs per k
         self.general_misses = 0  # general pairs in a row not better than the signed groups
@@ -282,7 +283,8 @@ class LowerSearch:
             return None
         while not until.reached():
             X0 = normalised(X)
-            lab2, sign2, moved = key_moves(X0 @ self.A, lab, sign, until, self.signed)
+            lab2, sign2, moved = key_moves(X0 @ self.A, lab, sign, until, self.signed,
+                                           charges=self.move_charges)
             if not moved:
                 break
             Y2 = signed_y(lab2, sign2, k)

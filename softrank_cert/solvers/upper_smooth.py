@@ -9,7 +9,7 @@ with gradient ``G = p_i R_ij / sqrt(R_ij^2 + delta^2)`` (``p = softmax(tau f)``)
 and ``dF/dW = -G^T U``: three m x N x r products per evaluation.  ``F`` overestimates the true
 error by at most ``log(m)/tau`` and underestimates each row by at most ``N delta``, so sharpening
 ``tau`` up and ``delta`` down (continuation, relative to the current error) drives it to the
-true objective.  L-BFGS (scipy's L-BFGS-B, memory 5) does each stage; between stages ``W`` is
+true objective.  L-BFGS (:mod:`.lbfgs`, memory 5) does each stage; between stages ``W`` is
 re-orthonormalised (QR, the triangle folded into ``U``).  The float64 true error of the current
 iterate is measured every few evaluations and the best pair seen is what comes back: the
 surrogate only steers.  ``F`` and its gradient may be evaluated in float32 (the error that
@@ -21,9 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import minimize
-
 from ..dense import Dense, as_dense, row_errors
+from .lbfgs import minimise
 from .work import Until, check_units, evaluation_units
 
 #: Continuation stages ``(tau * e, delta * N / e)`` for the current error ``e``.
@@ -157,10 +156,7 @@ def run_stages(d: Dense, state: SmoothState, *, stages: int, iterations: int, ta
             obj = _Objective(A, A_eval, state, tau_units / e, delta_units * e / n, target, until)
             x0 = np.concatenate([U.ravel(), W.ravel()])
             try:
-                res = minimize(obj, x0, jac=True, method="L-BFGS-B",
-                               options={"maxiter": iterations, "maxfun": 2 * iterations + 20, "maxcor": 5,
-                                        "ftol": 0.0, "gtol": 0.0})
-                x = res.x
+                x = minimise(obj, x0, iterations=iterations, evaluations=2 * iterations + 20, memory=5)
             except _Stop:
                 x = None
             if x is not None:

@@ -6,13 +6,18 @@ the machine is.  Work is counted in **work units**: one unit is an estimated one
 floating-point operations of the float64 solvers (:data:`UNIT_FLOPS`), charged by formula from
 the sizes involved, never measured:
 
-* one evaluation of the smoothed objective and gradient at rank r: ``m N (6 r + 12)`` flops
-  (three ``m x N x r`` products and the elementwise work), one float64 error check
-  ``m N (2 r + 3)``;
+* one evaluation of the smoothed objective and gradient at rank r, with its L-BFGS step:
+  a fitted model of its CPU seconds (:data:`EVAL_FIXED` ...), converted at the unit rate of the
+  operator's size (:func:`seconds_units`); one float64 error check likewise;
 * one HiGHS simplex iteration on an LP with ``rows x cols`` dense constraints:
   ``2 (rows + cols) cols`` flops plus ``rows`` (pricing) and :data:`ITERATION_UNITS`, as HiGHS
   reports the iterations (sparse LPs: per nonzero, :mod:`.lower_general`);
-* one screen of key moves, one Sherman-Morrison check, one dense solve: their entry counts.
+* one screen of key moves, one Sherman-Morrison check, one dense solve: their entry counts
+  (and the fixed costs of :class:`.lower_moves.MoveCharges`).
+
+The fitted constants were measured on the project's 2-core machine on 2026-12-02 (one core per
+search, MiniLM heads at 128 x 128 and 512 x 512; ``benchmarks/results/solvers_lbfgs.md``), so
+that there a default search takes about its nominal seconds.
 
 A :class:`Budget` holds the units allowed and used and, optionally, a wall-clock deadline
 (``--budget-seconds``): with a deadline the result may depend on the load of the machine.
@@ -80,33 +85,53 @@ def _size(m: int, n: int) -> float:
     return m * n / 128.0 ** 2
 
 
-def evaluation_scale(m: int, n: int) -> float:
-    """Factor on the flop count of an evaluation, so that its units match its measured time:
-    the float32 evaluations ran at 11,000-13,000 flop-units per CPU second at 128 x 128 and
-    33,000-34,000 at 512 x 512 (``12,000 (mN/128^2)^0.375``), against :func:`units_per_second`."""
-    return units_per_second(m, n) / (12000.0 * _size(m, n) ** 0.375)
+def seconds_units(m: int, n: int, seconds: float) -> float:
+    """Work units of ``seconds`` of CPU time on the calibration machine, for an m x N operator."""
+    return seconds * units_per_second(m, n)
+
+
+#: CPU seconds of one smoothed-objective evaluation with its L-BFGS step (:mod:`.lbfgs`) on
+#: the calibration machine: ``EVAL_FIXED + EVAL_PER_ENTRY m N + EVAL_PER_MFLOP (6 r m N / 1e6)
+#: (mN/128^2)^EVAL_MFLOP_EXPONENT`` -- fitted on MiniLM heads at 128 x 128 (r = 6-40: 85-244 us)
+#: and 512 x 512 (r = 40-150: 1.8-4.7 ms), one core; the elementwise part is memory-bound.
+EVAL_FIXED, EVAL_PER_ENTRY, EVAL_PER_MFLOP, EVAL_MFLOP_EXPONENT = 13e-6, 2.7e-9, 47.6e-6, -0.37
+#: CPU seconds of one float64 error check ``max_i sum_j |A - U W^T|_ij``: ``CHECK_PER_ENTRY m N
+#: (mN/128^2)^CHECK_ENTRY_EXPONENT + CHECK_PER_MFLOP (2 r m N / 1e6)`` (33-53 us at 128 x 128,
+#: 3.3-4.7 ms at 512 x 512: the temporaries leave the cache).
+CHECK_PER_ENTRY, CHECK_ENTRY_EXPONENT, CHECK_PER_MFLOP = 1.6e-9, 0.68, 22e-6
+#: Factor ``SEARCH_FIT (mN/128^2)^SEARCH_FIT_EXPONENT`` on both, so that whole witness searches
+#: in the driver run at :func:`units_per_second` (measured: the fits above charged them 1.25x
+#: their time at 128 x 128 and 0.8x at 512 x 512, where the search probes higher ranks).
+SEARCH_FIT, SEARCH_FIT_EXPONENT = 0.8, 0.134
 
 
 def row_lp_scale(m: int, n: int) -> float:
     """Factor on :func:`simplex_units` for the dense X-step LPs of an m x N operator: their charge
-    ran at 1,500 units per CPU second at 128 x 128 and 1,030 at 512 x 512
-    (``1,500 (mN/128^2)^-0.135``), against :func:`units_per_second`."""
-    return units_per_second(m, n) / (1500.0 * _size(m, n) ** -0.135)
+    ran at 1,100 units per CPU second at 128 x 128 and 1,010 at 512 x 512
+    (``1,100 (mN/128^2)^-0.03``), against :func:`units_per_second`."""
+    return units_per_second(m, n) / (1100.0 * _size(m, n) ** -0.03)
 
 
 def key_lp_scale(m: int, n: int) -> float:
-    """Factor on the sparse Y-step LPs' per-nonzero charge (fitted at 5,300 units per second)."""
-    return units_per_second(m, n) / 5300.0
+    """Factor on the sparse Y-step LPs' per-nonzero charge (fitted at 4,300 units per second)."""
+    return units_per_second(m, n) / 4300.0
 
 
 def evaluation_units(m: int, n: int, r: int) -> float:
-    """Work units of one smoothed-objective evaluation at rank r."""
-    return (m * n * (6.0 * r + 12.0) / UNIT_FLOPS + CALL_UNITS) * evaluation_scale(m, n)
+    """Work units of one smoothed-objective evaluation at rank r (with its L-BFGS step)."""
+    flops = 6.0 * r * m * n / 1e6
+    seconds = EVAL_FIXED + EVAL_PER_ENTRY * m * n + EVAL_PER_MFLOP * flops * _size(m, n) ** EVAL_MFLOP_EXPONENT
+    return seconds_units(m, n, seconds * _search_fit(m, n))
 
 
 def check_units(m: int, n: int, r: int) -> float:
     """Work units of one float64 max-row-l1 error of ``A - U W^T`` at rank r."""
-    return m * n * (2.0 * r + 3.0) / UNIT_FLOPS * evaluation_scale(m, n)
+    seconds = CHECK_PER_ENTRY * m * n * _size(m, n) ** CHECK_ENTRY_EXPONENT + CHECK_PER_MFLOP * 2.0 * r * m * n / 1e6
+    return seconds_units(m, n, seconds * _search_fit(m, n))
+
+
+def _search_fit(m: int, n: int) -> float:
+    return SEARCH_FIT * _size(m, n) ** SEARCH_FIT_EXPONENT
 
 
 def simplex_units(rows: int, cols: int, iterations: int) -> float:
