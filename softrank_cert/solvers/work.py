@@ -2,9 +2,10 @@
 
 The searches are bounded by WORK, not wall time, so that the same command on the same
 installation proposes the same candidates (and so writes the same certificate) however busy
-the machine is.  Work is counted in **work units**: one unit is an estimated one million
-floating-point operations of the float64 solvers (:data:`UNIT_FLOPS`), charged by formula from
-the sizes involved, never measured:
+the machine is.  Work is counted in **work units**: one unit is nominally one million
+floating-point operations of the float64 solvers (:data:`UNIT_FLOPS`); parts whose time is not
+their flop count are charged their fitted CPU seconds at the unit rate (:func:`seconds_units`).
+Every charge is a formula of the sizes involved, never a measurement:
 
 * one evaluation of the smoothed objective and gradient at rank r, with its L-BFGS step:
   a fitted model of its CPU seconds (:data:`EVAL_FIXED` ...), converted at the unit rate of the
