@@ -1,18 +1,31 @@
 """Benchmark of the bracket solvers: kernel-verified brackets on a panel of operators.
 
-Usage (what produced the committed results: default budgets; the two runs side by side, one core each)::
+Usage (what produced the committed results: default work unless --work; two operators at a
+time, one core each; every run resumable with --resume)::
+
+    python benchmarks/bench_solvers.py --docs apache2,mpl2,pydoc:customization --width 128 --jobs 2 \
+        --name three_docs_w128 --before benchmarks/results/solvers_minilm_w128_all.json   # ~21 min
+    python benchmarks/bench_solvers.py --docs apache2,mpl2,pydoc:customization --width 128 --every 3 \
+        --work 448000 --jobs 2 --name three_docs_w128_4x                                  # 4x work
+    python benchmarks/bench_solvers.py --docs apache2,mpl2 --width 512 --every 12 --offset 0,6 --jobs 2 \
+        --name twelve_w512 --before benchmarks/results/solvers_minilm_w512_twelve.json     # ~9 min
+    python benchmarks/bench_solvers.py --docs pydoc:customization,pydoc:import --width 512 --heads H1,H6 \
+        --layers 1,4 --jobs 2 --name pydoc_w512 --before benchmarks/results/solvers_pyimport_w512_after.json
+    python benchmarks/bench_solvers.py --docs pydoc:customization --width 512 --heads H1,H6 --layers 1,4 \
+        --work 6240108 --jobs 2 --name customization_w512_4x                             # 4x work
+    python benchmarks/bench_solvers.py --docs pydoc:import --width 128 --heads H1,H6 --jobs 2 \
+        --name pyimport_w128_now --before benchmarks/results/solvers_pyimport_w128_after.json
+
+Earlier committed results (older drivers; ``PYTHONPATH=/path/to/that/tree`` runs another
+tree's solvers)::
 
     python benchmarks/bench_solvers.py --pydoc-topic import --width 128 --heads H1,H6 --name pyimport_w128_after
     python benchmarks/bench_solvers.py --pydoc-topic import --width 512 --heads H1,H6 --layers 1,4 \
-        --name pyimport_w512_after --resume                                  # resumable: rows in .jsonl
-    PYTHONPATH=/path/to/main python benchmarks/bench_solvers.py ...         # the same heads with main's solvers
-
+        --name pyimport_w512_after --resume
     python benchmarks/bench_solvers.py --docs apache2 --width 128 --jobs 1 --name minilm_w128_all \
         --before benchmarks/results/solvers_minilm_w128_before.json
     python benchmarks/bench_solvers.py --docs apache2,mpl2 --width 512 --every 12 --offset 0,6 --jobs 1 \
         --name minilm_w512_twelve --before benchmarks/results/solvers_minilm_w512_before.json
-    python benchmarks/bench_solvers.py --docs apache2,mpl2,pydoc:customization --width 128 --jobs 2 \
-        --name three_docs_w128 --resume                                     # pydoc:TOPIC: a pydoc topic
     python benchmarks/bench_solvers.py --panel synthetic --count 12        # no model needed
     python benchmarks/bench_solvers.py --smoke                             # CI-sized
 
@@ -25,7 +38,7 @@ best verified witness.  ``--before`` adds a before/after table against an earlie
 ``solvers_<name>.jsonl`` at once, and ``--resume`` skips the operators already there (same
 arguments).  Per operator it also records the CPU seconds and the stage times of the driver
 (``stages``: wall seconds spent in each progress stage).  Each worker runs single-threaded BLAS.
-``--pydoc-topic NAME`` takes the document from the interpreter's own ``pydoc_data.topics``
+``--pydoc-topic NAME`` (or a ``pydoc:NAME`` entry of ``--docs``) takes the document from the interpreter's own ``pydoc_data.topics``
 (first 8,000 characters at a line break, SHA-256 recorded): a text the project's studies have
 not used when NAME is not one of examples/data/py-*.txt.
 """
