@@ -13,9 +13,9 @@ definite; a pair with ``s.y`` not clearly positive is dropped, and a direction t
 a descent direction resets the memory to steepest descent.
 
 Why not scipy's L-BFGS-B: on the witness problems (``(m + N) r`` variables, up to ~2 x 10^5)
-its bookkeeping outside the objective cost more than the objective itself -- 3.9 ms per
-evaluation against 2.6 ms for the evaluation at 512 x 512, rank 120; this loop costs about
-1.3 ms (``benchmarks/results/solvers_lbfgs.md``).  Nothing here is trusted: the float64 error
+its bookkeeping outside the objective cost more than the objective itself -- 4.8 ms per
+evaluation against 3.3 ms inside it at 512 x 512, rank 150; this loop spends 1.6 ms outside
+(``benchmarks/results/solvers_lbfgs.md``).  Nothing here is trusted: the float64 error
 of what it returns is measured by the caller, and the kernel verifies every witness.
 """
 
