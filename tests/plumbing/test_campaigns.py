@@ -43,9 +43,14 @@ def softrank(*args: str, script: Path | None = None, env: dict | None = None, **
                           env={**ENV, **(env or {})}, **kwargs)
 
 
-def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "softrank_cert.cli.main", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=ENV)
+def start(*args: str, gate: Path | None = None) -> subprocess.Popen:
+    """``softrank ARGS`` in the background; with ``gate`` (an empty folder) only the first
+    operator's search runs before a signal (``gated_softrank.py``)."""
+    if gate is None:
+        command, env = [sys.executable, "-m", "softrank_cert.cli.main"], ENV
+    else:
+        command, env = [sys.executable, str(Path(__file__).with_name("gated_softrank.py"))], {**ENV, "SOFTRANK_TEST_GATE": str(gate)}
+    return subprocess.Popen([*command, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def contents(folder: Path) -> dict[str, tuple]:
@@ -154,9 +159,10 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("how, jobs", [(signal.SIGINT, "1"), (signal.SIGTERM, "2"), (signal.SIGKILL, "2")],
                          ids=["sigint-serial", "sigterm-jobs2", "sigkill-jobs2"])
 def test_interrupted_campaign_resumes_to_the_same_certificates(panel16, reference16, tmp_path, how, jobs):
-    out = tmp_path / "certs"
+    out, gate = tmp_path / "certs", tmp_path / "gate"
+    gate.mkdir()
     args = ("bracket", str(panel16), "--all", "--eps", EPS, "--out", str(out), "--budget-seconds", "inf", "--jobs", jobs)
-    process = start(*args)
+    process = start(*args, gate=gate)  # one operator finishes, the others wait for the signal
     try:
         _wait_for_done(out, process)
         workers = _children(process.pid)
@@ -178,7 +184,7 @@ def test_interrupted_campaign_resumes_to_the_same_certificates(panel16, referenc
         assert not any(_alive(pid) for pid in workers)
     state = manifest(out)  # the manifest is whole (atomic writes) and knows what finished
     done = [name for name, entry in state["operators"].items() if entry["status"] == "done"]
-    assert 1 <= len(done) < 4 and state["state"] == ("running" if how == signal.SIGKILL else "interrupted")
+    assert len(done) == 1 and state["state"] == ("running" if how == signal.SIGKILL else "interrupted")
     assert state["tolerances"] == EPS.split(",") and state["budget_seconds"] == "inf"
     assert not leftovers(out)
     for name in done:  # whatever the manifest calls done is on disk, complete
