@@ -26,13 +26,13 @@ import jsonschema
 import numpy as np
 
 from ..meta import __version__
-from ..errors import CertificateFormatError, InvalidInputError, SoftrankError
+from ..errors import CertificateFormatError, SoftrankError
 from ..kernel import Operator, parse_tolerance
 from .arrays import decode_array, encode_array
 
 FORMAT_NAME = "softrank-certificate"
 FORMAT_VERSION = 1
-#: Refuse certificate files larger than this before reading them.
+#: Refuse certificate files larger than this before reading them (their ``fstat`` size).
 MAX_CERTIFICATE_BYTES = 1 << 30
 
 
@@ -141,23 +141,12 @@ def check_schema(document: Any) -> None:
 
 
 def read_certificate_bytes(path: str | Path) -> bytes:
-    """Step 0 for a file: its bytes, never reading past :data:`MAX_CERTIFICATE_BYTES` + 1."""
-    path = Path(path)
-    try:
-        with path.open("rb") as handle:  # read at most the limit + 1 byte (also for devices and pipes)
-            chunks, size = [], 0  # in pieces: read(limit) would reserve 1 GiB of address space up front
-            while size <= MAX_CERTIFICATE_BYTES:
-                chunk = handle.read(min(MAX_CERTIFICATE_BYTES + 1 - size, 16 << 20))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-            raw = b"".join(chunks)
-            del chunks
-        check_size(raw, str(path))
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return raw
+    """Step 0 for a file: its bytes, from a regular file of at most :data:`MAX_CERTIFICATE_BYTES`
+    bytes (:func:`~softrank_cert.plumbing.files.read_regular_file`: a FIFO, device, socket or
+    folder is refused before it is opened, a larger size before a byte is read)."""
+    from ..plumbing.files import read_regular_file
+
+    return read_regular_file(path, MAX_CERTIFICATE_BYTES, "certificate", CertificateFormatError)
 
 
 def check_size(raw: bytes, source: str) -> None:
