@@ -99,7 +99,7 @@ def read_regular_file(path: str | os.PathLike[str], limit: int, what: str = "fil
     return b"".join(chunks)
 
 
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result = dict(pairs)
     if len(result) != len(pairs):
         seen: set[str] = set()
@@ -113,7 +113,7 @@ def loads_unique(text: str | bytes) -> Any:
     no reader silently takes the last of two values."""
     import json
 
-    return json.loads(text, object_pairs_hook=_unique_pairs)
+    return json.loads(text, object_pairs_hook=unique_object_pairs)
 
 
 # --------------------------------------------------------------------------------------
