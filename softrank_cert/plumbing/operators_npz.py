@@ -4,8 +4,10 @@ A single-operator file holds ``Q`` and ``K`` (optional scalar ``beta``, optional
 ``causal``), or ``S``, or ``A``: float64 arrays, or float32 / float16 / integers (|v| <= 2**53),
 which are widened to float64 exactly -- the rule of ``Operator.from_qk`` and the Python API.  A panel holds many operators as ``NAME/Q``, ``NAME/K``,
 ``NAME/beta``, ``NAME/causal``, ``NAME/S``, ``NAME/A``; other keys (``.../tokens``,
-``__provenance__``: a JSON object name -> provenance) are metadata.  Array headers are read
-and sizes checked *before* any array is loaded.  A float ``beta`` becomes the exact decimal
+``__provenance__``: a JSON object name -> provenance) are metadata.  Every member's header is
+read and checked *before* any array is decompressed (:func:`npz_headers`: dtypes, truncation,
+the file's total, zip bombs), then memory is admitted and ``__provenance__`` validated before
+any operator is loaded or searched (docs/inputs.md).  A float ``beta`` becomes the exact decimal
 string of that double.
 """
 
@@ -74,7 +76,7 @@ def _member_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tup
     return tuple(shape), dtype
 
 
-def _headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+def npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """Shape and dtype of every member, read from the .npy headers only (the first bytes of each
     member), with the totals checked before any member's data is decompressed: no member of
     dtype object, none shorter than its header declares, at most :data:`MAX_NPZ_BYTES` of data
@@ -131,14 +133,14 @@ def operator_names(path: str | Path) -> list[str]:
     headers only: nothing is loaded)."""
     path = Path(path)
     _check_file(path)
-    return sorted(_group(_headers(path), path.stem), key=natural_key)
+    return sorted(_group(npz_headers(path), path.stem), key=natural_key)
 
 
 def operator_shapes(path: str | Path) -> list[tuple[str, str, tuple[int, int]]]:
     """``(name, kind, (m, N))`` of every operator of an ``.npz`` file, from the headers only."""
     path = Path(path)
     _check_file(path)
-    headers = _headers(path)
+    headers = npz_headers(path)
     out = []
     for name, leaves in sorted(_group(headers, path.stem).items(), key=lambda item: natural_key(item[0])):
         if "Q" in leaves:
@@ -176,7 +178,7 @@ def load_operators(path: str | Path, names: list[str] | None = None) -> list[Nam
     before ``L0H10``; else in the order given)."""
     path = Path(path)
     _check_file(path)
-    headers = _headers(path)
+    headers = npz_headers(path)
     groups = _group(headers, path.stem)
     if not groups:
         held = sorted(headers)
