@@ -99,10 +99,12 @@ def test_verify_of_a_folder_holding_a_fifo_does_not_hang(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("reader", ["certificate", "key file", "table", "operator file", "manifest"])
+@pytest.mark.parametrize("reader", ["certificate", "key file", "table", "operator file", "manifest", "checkpoint json",
+                                    "input text"])
 def test_special_files_are_refused_by_every_reader_before_opening(tmp_path, reader):
     from softrank_cert.certio.certificate import read_certificate_bytes
     from softrank_cert.certio.signing import load_trusted_keys
+    from softrank_cert.models.common import read_input_file, read_json_object
     from softrank_cert.plumbing.campaign import _Manifest
     from softrank_cert.plumbing.operators_npz import load_operators
     from softrank_cert.studies.audit_rows import read_table
@@ -112,7 +114,8 @@ def test_special_files_are_refused_by_every_reader_before_opening(tmp_path, read
         assert _Manifest.read(fifo) is None
         return
     read = {"certificate": read_certificate_bytes, "key file": load_trusted_keys, "table": read_table,
-            "operator file": load_operators}[reader]
+            "operator file": load_operators, "checkpoint json": lambda p: read_json_object(Path(p)),
+            "input text": lambda p: read_input_file(Path(p), "text")}[reader]
     with pytest.raises(InvalidInputError, match="FIFO"):
         read(fifo)
     with pytest.raises(InvalidInputError, match="character device"):
