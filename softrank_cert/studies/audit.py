@@ -3,7 +3,7 @@
 A published table is JSON Lines, one row per (operator, eps)::
 
     {"operator": "minilm/apache2/w32/L0H3", "eps": "0.25", "lower": 5, "upper": 26,
-     "certificate": "certs/L0H3.json"}          # certificate optional, relative to the table
+     "certificate": "certs/L0H3.json"}          # certificate optional, inside the table's folder
 
 Each row ends with one status:
 
