@@ -21,7 +21,7 @@ from ..plumbing.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
 from ..plumbing.tolerances import parse_eps_list
 from ..plumbing.untrusted_text import plain_text
-from .common import (add_campaign_options, add_command, add_parallel_options, brackets_summary, add_budget_options, check_budget_options,
+from .common import (add_quiet_option, add_campaign_options, add_command, add_parallel_options, brackets_summary, add_budget_options, check_budget_options,
                      campaign_memory, name_table, stdout_console)
 
 EPILOG = """\
@@ -74,6 +74,7 @@ def add_bracket(sub: Any) -> None:
     add_parallel_options(p)
     add_campaign_options(p)
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
+    add_quiet_option(p)
     p.set_defaults(run=run_bracket)
 
 

@@ -37,7 +37,10 @@ def build_parser():
 
 def main(argv: list[str] | None = None) -> None:
     """``softrank`` (``argv``: the arguments after the program name; default ``sys.argv[1:]``)."""
+    from ..plumbing.progress import set_quiet
+
     args = parse_command_line(build_parser(), argv)
+    set_quiet(bool(getattr(args, "quiet", False)))
     run_main(f"softrank {args.command}", lambda: args.run(args), json_errors=bool(getattr(args, "json", False)))
 
 

@@ -161,7 +161,7 @@ def _run_study(operators: list[tuple[NamedOperator, str]], tasks: list[tuple], t
     from ..plumbing.parallel import run_tasks
 
     with campaign.running() if campaign is not None else nullcontext(), \
-            OperatorProgress("softrank budgets", len(tasks), bar=show_progress, lines=show_progress) as bar:
+            OperatorProgress("softrank budgets", len(tasks), bar=show_progress) as bar:
         for i in sorted(results):
             bar.advance(operators[i][0].name)
             bar.finished(operators[i][0].name, "kept (resumed: re-verified certificate)")
