@@ -7,6 +7,7 @@ from typing import Any
 
 from ..errors import InvalidInputError
 from ..plumbing.files import OutputFiles, check_output_file
+from ..plumbing.operators_npz import choose_operator_message, operator_names
 from ..plumbing.plotting import PLOT_SUFFIXES
 from ..plumbing.progress import OperatorProgress
 from ..plumbing.reports import dumps
@@ -82,6 +83,10 @@ def run_profile(args: Any) -> int:
     plot = check_output_file(args.plot, "--plot", suffixes=PLOT_SUFFIXES) if args.plot else None
     out = check_output_file(args.out, "--out") if args.out else None
     check_distinct_outputs({"--plot": plot, "--out": out}, {"operator file": source} if source.exists() else None)
+    if args.operator is None:
+        names = operator_names(source) if source.is_file() else []
+        if len(names) > 1:
+            raise InvalidInputError(choose_operator_message(source, names, "--operator NAME"))
     op = load_operator(source, args.operator)
     name = operator_id(op)
     search = list(DEFAULT_GRID if grid is None else grid) + list(eps or [])
