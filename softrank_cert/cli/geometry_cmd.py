@@ -109,17 +109,15 @@ def run_geometry(args: Any) -> int:
     items, source = select_operators(path, args.operator)
     from ..geometry import compute_geometry
 
-    from ..plumbing.progress import OperatorProgress, stage_line
+    from ..plumbing.progress import OperatorProgress
 
     entries = []
-    stage_line("softrank geometry", f"certified bounds of {len(items)} operator{'' if len(items) == 1 else 's'} at "
-                                    f"rank {args.rank}, eps {args.eps}")
     with OperatorProgress("softrank geometry", len(items), bar=not args.json) as bar:
         for item in items:
             report = compute_geometry(item.operator, args.rank, args.eps, **extra)
             entries.append({"operator": item.name, "kind": item.operator.kind, "p": item.operator.p, **report.to_json()})
             bar.advance(item.name)
-            bar.finished(item.name, "done")
+            bar.finished(item.name, f"certified bounds at rank {args.rank}, eps {args.eps}")
     document = envelope("geometry", {"source": {"path": str(path), "kind": source}, "retained_rank": args.rank,
                                      "eps": args.eps, "operators": entries})
     if args.json:

@@ -60,7 +60,9 @@ def progress_bar(enabled: bool = True):
 
 class StageProgress:
     """A run in named stages, on stderr: on a terminal a rich bar whose text is the stage; else
-    one line ``prog: stage (done/total)`` each time the stage or its count changes."""
+    a line as each piece of work ends -- ``prog: stage (done/total units)`` when a stage's count
+    grows, ``prog: stage done`` when the next stage begins -- so that input refused before any
+    work finishes stays the one line of its error."""
 
     def __init__(self, prog: str, enabled: bool = True, *, unit: str = "operators") -> None:
         self.prog, self.unit = prog, unit
@@ -80,9 +82,11 @@ class StageProgress:
         if self._task is None:
             self._task = self._bar.add_task(safe_text(name), total=total or None)
         self._bar.update(self._task, description=safe_text(name), completed=done, total=total or None)
-        if self._last != (name, done):
-            self._last = (name, done)
-            stage_line(self.prog, f"{name} ({done}/{total} {self.unit})" if total else name)
+        if self._last is not None and self._last[0] != name and not self._last[1]:
+            stage_line(self.prog, f"{self._last[0]} done")
+        if done and self._last != (name, done):
+            stage_line(self.prog, f"{name} ({done}/{total} {self.unit})" if total else f"{name} ({done})")
+        self._last = (name, done)
 
 
 class OperatorProgress:
