@@ -33,11 +33,8 @@ def _has(*modules: str) -> bool:
 @pytest.fixture(scope="module")
 def panel(tmp_path_factory) -> Path:
     rng = np.random.default_rng(33)
-    arrays = {}
-    for name in NAMES:
-        n = int(name.split("/")[2][1:])
-        arrays[f"{name}/Q"] = rng.standard_normal((n, 2))
-        arrays[f"{name}/K"] = rng.standard_normal((n, 2))
+    widths = {name: int(name.split("/")[2][1:]) for name in NAMES}  # tiny/doc/w<n>/...: n x n operators
+    arrays = {f"{name}/{leaf}": rng.standard_normal((n, 2)) for name, n in widths.items() for leaf in "QK"}
     path = tmp_path_factory.mktemp("panel") / "tiny.npz"
     np.savez(path, **arrays)
     return path
