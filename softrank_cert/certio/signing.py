@@ -339,11 +339,15 @@ def load_trusted_keys(path: str | os.PathLike[str]) -> frozenset[str]:
     """Load trusted signer DIDs (``did:key:z6Mk...``) from ``path``.
 
     Accepted formats: one DID per line (blank lines and ``#`` comments ignored), a public key
-    JSON file as written by :func:`write_key_file`, or a JSON list of DIDs.
+    JSON file as written by :func:`write_key_file`, or a JSON list of DIDs.  A private key file
+    is refused (KeyFileError, exit 2): a secret does not belong where public keys are listed.
     """
     text = _read_text(path)
     if text.lstrip().startswith(("{", "[")):
         data = _parse_json(text, path)
+        if isinstance(data, dict) and "privateKeyMultibase" in data:
+            raise KeyFileError(f"trusted keys file {path} is a private key: give its public key file "
+                               "(KEYFILE.pub, written beside it by softrank keygen) or a list of did:key lines")
         if isinstance(data, dict):
             did = _checked_did(data.get("did"), f"trusted keys file {path} field 'did'")
             multibase = did[len(DID_KEY_PREFIX):]

@@ -16,7 +16,7 @@ from ..plumbing.reports import dumps
 from ..plumbing.untrusted_text import safe_text
 from .audit_cmd import stage_certificates
 from .bracket_cmd import resume_hint
-from .common import (PLOT_HELP, add_campaign_options, add_command, add_parallel_options, budget_help, campaign_memory,
+from .common import (add_quiet_option, PLOT_HELP, add_campaign_options, add_command, add_parallel_options, budget_help, campaign_memory,
                      check_distinct_outputs, stdout_console)
 
 EPILOG = """\
@@ -74,6 +74,7 @@ def add_budgets(sub: Any) -> None:
     add_parallel_options(p)
     add_campaign_options(p)
     p.add_argument("--json", action="store_true", help="print the report JSON instead of the table")
+    add_quiet_option(p)
     p.add_argument("--out", metavar="RESULTS.json", help="write the report JSON here (with --resume also the campaign "
                                                          "manifest RESULTS-campaign.json beside it)")
     p.add_argument("--plot", metavar="BUDGETS.png", help=f"plot the fractions against block width: {PLOT_HELP}")

@@ -164,13 +164,26 @@ def choose_operator_message(path: str | Path, names: list[str], how: str) -> str
             f"(list them all: {LIST_COMMAND} {path})")
 
 
-def unknown_operator_message(path: str | Path, name: str, names: list[str]) -> str:
-    """The one line for an operator name a file does not hold: the closest names and how to list them."""
+def closest_operator_names(name: str, names: list[str], n: int = 3) -> list[str]:
+    """At most ``n`` of ``names`` to suggest for the unknown ``name``: first those whose name ends
+    in ``/name`` (``L5H2`` -> ``minilm/apache2/w32/L5H2``; natural order), then the close matches
+    (difflib), then, if neither gives any, the first names in natural order."""
     import difflib
 
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5) or sorted(names, key=natural_key)[:3]
-    return (f"{path}: no operator named {name!r} among its {len(names)} (closest: {', '.join(close)}; "
-            f"list them all: {LIST_COMMAND} {path})")
+    tail = "/" + name.strip("/")
+    ending = sorted((other for other in names if other.endswith(tail)), key=natural_key)
+    close = difflib.get_close_matches(name, names, n=n, cutoff=0.5)
+    chosen = list(dict.fromkeys([*ending, *close]))[:n]
+    return chosen or sorted(names, key=natural_key)[:n]
+
+
+def unknown_operator_message(path: str | Path, name: str, names: list[str], option: str = "") -> str:
+    """The one line for an operator name a file does not hold: the closest names
+    (:func:`closest_operator_names`) and how to list them (``option``, e.g. ``--operator``, names
+    where the name came from)."""
+    given = f"{option} {name}: " if option else ""
+    return (f"{given}{path}: no operator named {name!r} among its {len(names)} (closest: "
+            f"{', '.join(closest_operator_names(name, names))}; list them all: {LIST_COMMAND} {path})")
 
 
 def load_operators(path: str | Path, names: list[str] | None = None) -> list[NamedOperator]:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 def _load(paths: list[str], names: list[str] | None = None) -> list[tuple[NamedOperator, str]]:
     """Every operator of every panel (panel order, then name order) with its panel's stem; only
     those named in ``names`` when it is given (each must be in some panel)."""
-    from ..plumbing.operators_npz import load_operators, operator_names
+    from ..plumbing.operators_npz import load_operators, operator_names, unknown_operator_message
 
     out: list[tuple[NamedOperator, str]] = []
     seen: dict[str, str] = {}
@@ -43,8 +43,9 @@ def _load(paths: list[str], names: list[str] | None = None) -> list[tuple[NamedO
         found = {name for chosen in selected.values() for name in chosen}
         missing = [name for name in wanted if name not in found]
         if missing:
-            raise InvalidInputError(f"--operator {missing[0]}: no such operator in "
-                                    f"{', '.join(Path(p).name for p in paths)}")
+            held = [n for path in paths for n in operator_names(path)]
+            where = paths[0] if len(paths) == 1 else ", ".join(Path(p).name for p in paths)
+            raise InvalidInputError(unknown_operator_message(where, missing[0], held, "--operator"))
     for path in paths:
         if selected[path] == []:
             continue
@@ -162,7 +163,7 @@ def _run_study(operators: list[tuple[NamedOperator, str]], tasks: list[tuple], t
     from ..plumbing.parallel import run_tasks
 
     with campaign.running() if campaign is not None else nullcontext(), \
-            OperatorProgress("softrank budgets", len(tasks), bar=show_progress, lines=show_progress) as bar:
+            OperatorProgress("softrank budgets", len(tasks), bar=show_progress) as bar:
         for i in sorted(results):
             bar.advance(operators[i][0].name)
             bar.finished(operators[i][0].name, "kept (resumed: re-verified certificate)")
