@@ -1,19 +1,23 @@
 """Reproducible by default: the same bracket command gives byte-identical brackets however
 busy the machine is and whatever the BLAS thread count (the search is bounded by work,
-softrank_cert.solvers.work, and runs with one BLAS thread)."""
+softrank_cert.solvers.work, and runs with one BLAS thread), and on every x86-64 machine with AVX2
+whatever BLAS kernels it would pick (softrank_cert.blas_kernels)."""
 
 from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from conftest import SOFTRANK_CMD
 
+from softrank_cert.blas_kernels import CORETYPE, cpu_flags, pin_openblas_kernels
 from softrank_cert.kernel import Operator
 from softrank_cert.plumbing.operators_npz import load_operators
 from softrank_cert.solvers import bracket_operator
@@ -63,3 +67,49 @@ def test_work_bound_counts_work_not_seconds() -> None:
     budget.charge(1.0)
     assert budget.spent()
     assert default_work(128, 128) == 112000.0 and 1.5e6 < default_work(512, 512) < 1.6e6
+
+
+#: Where the smoothed upper search follows the BLAS kernel's rounding: OpenBLAS's AVX-512, AVX2 and
+#: SSE3 kernels give this head different upper steps at this work (measured: 13-14 of 21 differ).
+SENSITIVE = "minilm/apache2/w32/L5H0"
+ON_AVX2_X86 = platform.machine().lower() in ("x86_64", "amd64") and {"avx2", "fma"} <= cpu_flags()
+needs_avx2 = pytest.mark.skipif(not ON_AVX2_X86, reason="the Haswell kernels need an x86-64 CPU with AVX2 and FMA")
+
+
+def _without_coretype() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "SOFTRANK_DEBUG")}
+    return dict(env, COLUMNS="200")
+
+
+def _profile_steps(env: dict[str, str]) -> str:
+    proc = subprocess.run([*SOFTRANK_CMD, "profile", str(PANEL), "--operator", SENSITIVE, "--eps", "0.1,0.25",
+                           "--work", "4000", "--json"], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    return json.dumps([doc["lower"], doc["upper"], doc["brackets"]], sort_keys=True)
+
+
+@needs_avx2
+def test_import_pins_the_openblas_kernels_before_numpy_loads() -> None:
+    code = ("import os, softrank_cert, numpy, threadpoolctl; "
+            "print(os.environ['OPENBLAS_CORETYPE'], *{i['architecture'] for i in threadpoolctl.threadpool_info()"
+            " if i['internal_api'] == 'openblas'})")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env=_without_coretype())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [CORETYPE, CORETYPE]
+
+
+def test_the_pin_leaves_a_chosen_coretype_and_a_loaded_numpy_alone() -> None:
+    assert pin_openblas_kernels({"OPENBLAS_CORETYPE": "Prescott"}) is None
+    environ: dict[str, str] = {}
+    assert "numpy" in sys.modules and pin_openblas_kernels(environ) is None and environ == {}
+
+
+@needs_avx2
+def test_same_profile_whatever_kernels_the_machine_would_pick() -> None:
+    """With OPENBLAS_CORETYPE unset (OpenBLAS would pick this CPU's own kernels: SkylakeX on an
+    AVX-512 machine, Haswell on AVX2 and Zen) the profile is the one of the Haswell kernels, step for
+    step, on any such machine; another kernel family, chosen explicitly, may move the upper steps."""
+    unset = _profile_steps(_without_coretype())
+    assert unset == _profile_steps(dict(_without_coretype(), OPENBLAS_CORETYPE=CORETYPE))
