@@ -7,16 +7,22 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import platform
 import shlex
 from pathlib import Path
 
 import pytest
-
 from conftest import REFERENCE_SKIP
-from tests.docs.doc_blocks import ROOT, RUN_PAGES, SLOW, Block, installs_only, page_blocks, run_block
 
-from softrank_cert.blas_kernels import CORETYPE, cpu_flags
+from softrank_cert.blas_kernels import CORETYPE, avx2_x86, numpy_above_avx2
+from tests.docs.doc_blocks import (
+    ROOT,
+    RUN_PAGES,
+    SLOW,
+    Block,
+    installs_only,
+    page_blocks,
+    run_block,
+)
 
 #: What each page's blocks need beyond the package: importable modules, and why.
 NEEDS = {
@@ -64,11 +70,14 @@ def test_page_runs_as_written(page: str, tmp_path: Path) -> None:
 
 
 def _compare_with_the_committed_profile() -> None:
-    """The README's figures are those of the committed run wherever OpenBLAS runs the same kernels."""
-    if platform.machine().lower() not in ("x86_64", "amd64") or not {"avx2", "fma"} <= cpu_flags():
-        pytest.skip("ran as written; the committed profile is that of OpenBLAS's Haswell kernels, which need AVX2")
-    if os.environ.get("OPENBLAS_CORETYPE", CORETYPE) != CORETYPE:
-        pytest.skip(f"ran as written; OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} is not the committed run's")
+    """The README's figures are those of the committed run wherever the same kernels run
+    (softrank_cert.blas_kernels: OpenBLAS's and numpy's AVX2 ones)."""
+    if not avx2_x86():
+        pytest.skip("ran as written; the committed profile is that of the AVX2 kernels, which this CPU lacks")
+    pinned = {"OPENBLAS_CORETYPE": CORETYPE, "NPY_DISABLE_CPU_FEATURES": numpy_above_avx2()}
+    chosen = {name: os.environ.get(name, value) for name, value in pinned.items()}  # what the commands ran with
+    if chosen != pinned:
+        pytest.skip(f"ran as written; {chosen} chooses other kernels than the committed run's")
     run, committed = (json.loads(p.read_text("utf-8")) for p in (README_PROFILE, COMMITTED_PROFILE))
     for key in ("lower", "upper", "resolved", "brackets", "grid", "budget_work"):
         assert run[key] == committed[key], f"the README example's {key} differ from {COMMITTED_PROFILE.name}"
