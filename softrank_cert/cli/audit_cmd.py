@@ -29,7 +29,8 @@ examples:
   softrank audit table.jsonl --operators panel.npz --out report.json --scheduler tcp://10.0.0.5:8786
 
 Rows look like {"operator": "NAME", "eps": "0.25", "lower": 5, "upper": 26} with an optional
-"certificate": "path/relative/to/the/table.json". Statuses: confirmed, tightened, reproduced,
+"certificate": "path/relative/to/the/table.json" (inside the table's folder: no absolute path,
+no '..', no symlink out). Statuses: confirmed, tightened, reproduced,
 refuted, invalid-certificate, unresolved, error (see softrank_cert/studies/audit.py). Refuting and
 tightening ends are written as certificates to REPORT-evidence/ (signed with --key); check
 them with softrank-verify.

@@ -13,7 +13,7 @@ from ..certio.issuing import certificate_for
 from ..certio.signing import load_private_key
 from ..errors import InvalidInputError
 from ..plumbing.campaign import budget_json, check_manifest_clear
-from ..plumbing.certificate_files import certificate_path
+from ..plumbing.certificate_files import certificate_paths
 from ..plumbing.files import check_output_file, check_output_folder, write_json_atomic
 from ..plumbing.operators_npz import NamedOperator, choose_operator_message, load_operators, operator_names
 from ..plumbing.parallel import check_scheduler, pack_operator, resolve_jobs, run_tasks
@@ -90,7 +90,7 @@ def output_targets(text: str, names: list[str], *, several: bool = False) -> tup
         if out.suffix == ".json" and not out.is_dir() and not text.endswith(("/", os.sep)):
             raise InvalidInputError(f"--out {text}: with several operators --out must be a folder, not a .json file")
         check_output_folder(text, "--out", probed=probed)
-        targets = [certificate_path(out, name) for name in names]
+        targets = certificate_paths(out, names)
         for target in targets:
             check_output_file(target, "--out", probed=probed)
         return out, targets

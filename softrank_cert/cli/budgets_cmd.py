@@ -8,7 +8,7 @@ from typing import Any
 from ..certio.signing import load_private_key
 from ..errors import InvalidInputError
 from ..plumbing.tolerances import parse_one_eps
-from ..plumbing.certificate_files import certificate_path
+from ..plumbing.certificate_files import certificate_paths
 from ..plumbing.files import OutputFiles, check_output_file, check_output_folder
 from ..plumbing.parallel import resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
@@ -160,10 +160,9 @@ def _check_certificates_folder(args: Any) -> Path:
     probed: set[Path] = set()
     folder = check_output_folder(args.certificates, "--certificates", probed=probed)
     wanted = None if args.operator is None else set(args.operator)
-    for path in args.panels:
-        for name in operator_names(path):
-            if wanted is None or name in wanted:
-                check_output_file(certificate_path(folder, name), "--certificates", probed=probed)
+    names = [name for path in args.panels for name in operator_names(path) if wanted is None or name in wanted]
+    for target in certificate_paths(folder, names, reserve_manifest=False):
+        check_output_file(target, "--certificates", probed=probed)
     return folder
 
 

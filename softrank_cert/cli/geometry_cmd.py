@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidInputError
-from ..plumbing.operators_npz import NamedOperator, choose_operator_message, load_operators, operator_names
+from ..plumbing.operators_npz import NamedOperator, choose_operator_message, load_operators, npz_headers, operator_names
 from ..plumbing.reports import dumps, envelope
 from ..plumbing.tolerances import parse_one_eps
 from .common import add_command
@@ -53,6 +53,7 @@ def _load_retained(path: str) -> dict[str, Any]:
     file = Path(path)
     if not file.is_file():
         raise InvalidInputError(f"{file}: no such file")
+    npz_headers(file)  # dtypes, truncation, totals and zip bombs checked before anything is loaded
     try:
         with np.load(file, allow_pickle=False) as data:
             arrays = {k: np.array(data[k]) for k in data.files}

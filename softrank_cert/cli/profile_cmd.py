@@ -62,11 +62,7 @@ def _tolerances(text: str | None, option: str) -> list[str] | None:
 
 
 def run_profile(args: Any) -> int:
-    from ..api import load_operator, operator_id, operator_provenance
-    from ..certio.issuing import certificate_for
     from ..certio.signing import load_private_key
-    from ..geometry.supports import stdout_to_stderr
-    from ..studies.rank_profile import DEFAULT_GRID, compute_profile
 
     eps = _tolerances(args.eps, "--eps")
     grid = _tolerances(args.grid, "--grid")
@@ -81,6 +77,11 @@ def run_profile(args: Any) -> int:
     plot = check_output_file(args.plot, "--plot", suffixes=PLOT_SUFFIXES) if args.plot else None
     out = check_output_file(args.out, "--out") if args.out else None
     check_distinct_outputs({"--plot": plot, "--out": out}, {"operator file": source} if source.exists() else None)
+    from ..api import load_operator, operator_id, operator_provenance  # the solvers: after the argument checks
+    from ..certio.issuing import certificate_for
+    from ..geometry.supports import stdout_to_stderr
+    from ..studies.rank_profile import DEFAULT_GRID, compute_profile
+
     op = load_operator(source, args.operator)
     name = operator_id(op)
     search = list(DEFAULT_GRID if grid is None else grid) + list(eps or [])

@@ -80,7 +80,7 @@ from ..plumbing.tolerances import parse_eps_list
 from .analyze_report import build_report
 from .analyze_stats import operator_features
 from ..plumbing.certificate_files import declared_format, expand_json_paths, is_certificate_format
-from ..plumbing.files import write_text_atomic
+from ..plumbing.files import loads_unique, write_text_atomic
 from ..plumbing.progress import progress_bar
 from ..plumbing.untrusted_text import safe_text
 
@@ -280,7 +280,7 @@ def usable_cache_entry(raw: bytes | str, key: str, name: str, eps_list: list[str
     if isinstance(raw, str):
         return None
     try:
-        entry = json.loads(raw)
+        entry = loads_unique(raw)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     if not isinstance(entry, dict) or entry.get("key") != key or entry.get("operator") != name:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..certio.signing import sign_certificate
 from ..errors import InvalidInputError
-from ..plumbing.certificate_files import certificate_path
+from ..plumbing.certificate_files import certificate_path, certificate_paths
 from ..plumbing.campaign import Campaign
 from ..plumbing.files import canonical_dump, write_json_atomic, write_text_atomic
 from ..plumbing.progress import OperatorProgress
@@ -84,7 +84,8 @@ def study(panels: list[str], eps: str, budgets: list[int], budget_seconds: float
     want = certificates is not None
     tasks = [(pack_operator(item.operator), item.name, stem, eps, budgets, budget_seconds, True,
               want or manifest is not None, item.provenance or None) for item, stem in selected]
-    targets = [certificate_path(Path(certificates), item.name) for item, _stem in selected] if want else []
+    targets = certificate_paths(Path(certificates), [item.name for item, _stem in selected],
+                                reserve_manifest=False) if want else []
     start = time.perf_counter()
     results: dict[int, OperatorBudgets] = {}
     campaign = None
@@ -199,6 +200,7 @@ class _BudgetsCampaign(Campaign):
         from ..plumbing.memory import operator_task_bytes
 
         self.state = path.with_name(path.name[: -len(".json")] if path.name.endswith(".json") else path.name + ".d")
+        certificate_paths(self.state, [item.name for item, _stem in operators], reserve_manifest=False)  # one file each
         parameters = {"panel": [{"path": str(p), "sha256": file_sha256(p)} for p in panels],
                       "tolerances": [eps], "budgets": budgets, "budget_seconds": budget_json(budget_seconds),
                       "max_memory": max_memory, "jobs": jobs, "scheduler": scheduler, "signer": None}
