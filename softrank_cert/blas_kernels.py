@@ -13,7 +13,8 @@ reproducibility of the figures are at stake.
 with AVX2 and FMA): ``OPENBLAS_CORETYPE=Haswell`` and ``NPY_DISABLE_CPU_FEATURES`` = numpy's targets
 above AVX2. A variable already set is left as it is (the user's choice wins; set it empty to let
 numpy use everything), and nothing is set once numpy is imported (both libraries read the variables
-once, when they load; setting them later would give child processes other kernels than this one).
+once, when they load; setting them later would give child processes other kernels than this one):
+then ``SOFTRANK_KERNELS_UNPINNED`` is set, so that the child processes pin nothing either.
 ``import softrank_cert`` calls it first, before anything imports numpy.
 """
 
@@ -59,11 +60,25 @@ def numpy_above_avx2() -> str:
     return NUMPY_ABOVE_AVX2 if (major, minor) >= (2, 4) else NUMPY_ABOVE_AVX2_BEFORE_2_4
 
 
+#: Set (to ``numpy-first``) when ``softrank_cert`` was imported after numpy, so that the worker
+#: processes of a campaign, which inherit the environment, keep this process's kernels too.
+UNPINNED = "SOFTRANK_KERNELS_UNPINNED"
+
+
 def pin_kernels(environ: MutableMapping[str, str] = os.environ) -> dict[str, str]:
     """On an x86-64 CPU with AVX2 and FMA, before numpy is imported, set ``OPENBLAS_CORETYPE`` to
     :data:`CORETYPE` and ``NPY_DISABLE_CPU_FEATURES`` to numpy's targets above AVX2 in ``environ``,
-    each only where it is unset. Returns what was set (empty when nothing was)."""
-    if "numpy" in sys.modules or not avx2_x86():
+    each only where it is unset. Returns what was set (empty when nothing was).
+
+    When numpy is already imported (with the kernels the CPU chose), :data:`UNPINNED` is set
+    instead, and a process that finds it set pins nothing: a worker process started from this
+    one must run the same kernels as this one, or a campaign's ``--jobs 2`` would differ from its
+    ``--jobs 1`` in the last bits."""
+    if UNPINNED in environ or not avx2_x86():
+        return {}
+    if "numpy" in sys.modules:
+        if not {"OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES"} <= set(environ):
+            environ[UNPINNED] = "numpy-first"
         return {}
     wanted = {"OPENBLAS_CORETYPE": CORETYPE, "NPY_DISABLE_CPU_FEATURES": numpy_above_avx2()}
     chosen = {name: value for name, value in wanted.items() if name not in environ}

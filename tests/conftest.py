@@ -21,6 +21,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Sequence
 
+import softrank_cert  # noqa: F401  first, before numpy: it pins the BLAS kernels (softrank_cert/blas_kernels.py),
+# so that this process, its subprocesses and the pools' workers all run the same ones
 import numpy as np
 import pytest
 

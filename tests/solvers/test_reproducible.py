@@ -16,7 +16,7 @@ import pytest
 
 from conftest import SOFTRANK_CMD
 
-from softrank_cert.blas_kernels import CORETYPE, avx2_x86, numpy_above_avx2, pin_kernels
+from softrank_cert.blas_kernels import CORETYPE, UNPINNED, avx2_x86, numpy_above_avx2, pin_kernels
 from softrank_cert.kernel import Operator
 from softrank_cert.plumbing.operators_npz import load_operators
 from softrank_cert.solvers import bracket_operator
@@ -71,7 +71,7 @@ def test_work_bound_counts_work_not_seconds() -> None:
 #: Where the smoothed upper search follows the kernels' rounding: OpenBLAS's AVX-512, AVX2 and SSE3
 #: kernels give this head different upper steps at this work (measured: 13-14 of 21 differ).
 SENSITIVE = "minilm/apache2/w32/L5H0"
-PINNED = ("OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES")
+PINNED = ("OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES", UNPINNED)
 needs_avx2 = pytest.mark.skipif(not avx2_x86(), reason="the pinned kernels need an x86-64 CPU with AVX2 and FMA")
 
 
@@ -110,6 +110,17 @@ def test_the_pin_leaves_chosen_kernels_and_a_loaded_numpy_alone(monkeypatch) -> 
     fresh: dict[str, str] = {"OPENBLAS_CORETYPE": "Prescott"}
     assert set(pin_kernels(fresh)) == ({"NPY_DISABLE_CPU_FEATURES"} if avx2_x86() else set())
     assert fresh["OPENBLAS_CORETYPE"] == "Prescott"
+    assert pin_kernels({UNPINNED: "numpy-first"}) == {}  # a worker of a process that imported numpy first
+
+
+@needs_avx2
+def test_numpy_imported_first_leaves_the_workers_unpinned_too(monkeypatch) -> None:
+    """numpy loaded before softrank_cert runs the CPU's own kernels; the marker makes a worker
+    started from that process (which imports softrank_cert before numpy) run the same ones."""
+    environ: dict[str, str] = {}
+    assert "numpy" in sys.modules and pin_kernels(environ) == {} and environ == {UNPINNED: "numpy-first"}
+    monkeypatch.delitem(sys.modules, "numpy")  # the worker, before its numpy loads
+    assert pin_kernels(environ) == {} and environ == {UNPINNED: "numpy-first"}
 
 
 @needs_avx2
