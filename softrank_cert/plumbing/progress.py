@@ -1,6 +1,7 @@
 """Progress on stderr (front end; decides nothing).
 
 * :func:`progress_bar`: a rich bar, hidden when stderr is not a terminal;
+* :class:`StageLines`: one line per stage where that bar is hidden;
 * :class:`OperatorProgress`: progress of a run over operators -- a bar with the current operator
   and its search stage on a terminal, one line per finished operator in a log.
 """
@@ -21,6 +22,25 @@ def progress_bar(enabled: bool = True):
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     TimeRemainingColumn(), console=Console(stderr=True), transient=True,
                     disable=not (enabled and sys.stderr.isatty()))
+
+
+class StageLines:
+    """Stage lines on stderr where no bar is seen (stderr not a terminal): one line
+    ``PROG: STAGE`` (with ``done/total`` when known) each time the stage name changes, and at
+    the end of a stage with a count."""
+
+    def __init__(self, prog: str, enabled: bool = True) -> None:
+        self.prog, self.enabled = prog, enabled and not sys.stderr.isatty()
+        self._last: tuple[str, int] | None = None
+
+    def __call__(self, name: str, done: int = 0, total: int = 0) -> None:
+        if not self.enabled or (self._last is not None and self._last == (name, done)):
+            return
+        if self._last is not None and self._last[0] == name and not (total and done == total):
+            return
+        self._last = (name, done)
+        count = f" ({done}/{total} operators)" if total else ""
+        print(f"{self.prog}: {plain_text(name)}{count}", file=sys.stderr, flush=True)
 
 
 class OperatorProgress:
