@@ -162,7 +162,7 @@ def _classes(report: dict) -> list[str]:
     rows = ["| document | width | heads | " + " | ".join(f"b={b} F/I/U" for b in BUDGETS) + " |",
             "|---|---:|---:|" + "---|" * len(BUDGETS)]
     for g in report["groups"]:
-        if g["width"] == "all":
+        if g["width"] == "-":  # the pooled row
             continue
         cells = [f"{g['budgets'][str(b)]['feasible']}/{g['budgets'][str(b)]['impossible']}/"
                  f"{g['budgets'][str(b)]['unresolved']}" for b in BUDGETS]
