@@ -20,7 +20,9 @@ heads, head dimension 64, causal).  Settings (fixed before the blind document wa
 
 Every step is resumable: ``capture`` writes the panels (work folder), ``panel`` appends one
 JSON line per finished operator and skips those already there, ``budgets`` / ``blind`` run the
-budget study with a campaign manifest (``resume``).  ``report`` writes the summary.  One job
+budget study with a campaign manifest (``resume``) and write the certificate behind every
+feasible / impossible class to ``WORK/budgets-certs/`` (``softrank-verify`` re-checks them).
+``report`` writes the summary.  One job
 (``--jobs 1``) throughout.  Results: ``benchmarks/results/smollm2/``.
 
     python benchmarks/smollm2_study.py capture --blind py-compound
@@ -151,9 +153,15 @@ def budgets(work: Path, documents: list[str], name: str) -> None:
     """The block-width budget study on the sampled operators (campaign manifest: resumable)."""
     from softrank_cert.studies.budgets_study import study
 
+    from softrank_cert.plumbing.files import write_json_atomic
+
     manifest = work / f"{name}-manifest.json"
+    staged: dict = {}
     report = study([str(work / "budgets" / f"{d}.npz") for d in documents], BUDGET_EPS, list(BUDGETS),
-                   BUDGET_SECONDS, jobs=1, manifest=manifest, resume=manifest.exists())
+                   BUDGET_SECONDS, jobs=1, manifest=manifest, resume=manifest.exists(),
+                   certificates=work / f"{name}-certs", staged=staged)
+    for path, document in staged.items():  # the certificates behind every feasible / impossible class
+        write_json_atomic(path, document)
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{name}.json").write_text(json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
 
