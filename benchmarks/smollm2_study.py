@@ -187,6 +187,15 @@ def _panel_rows(rows: list[dict], sinks: dict) -> list[str]:
         lines.append(f"| {e} | {len(rows)} | {statistics.median(ratio):.2f} | {res / len(rows):.0%} | "
                      f"{statistics.median(r['lower'][e] for r in rows):g} | "
                      f"{statistics.median(r['upper'][e] for r in rows):g} |")
+    for split in (0.5,):
+        heavy = [r for r in rows if sinks[r["document"]][f"L{r['layer']}H{r['head']}"] >= split]
+        light = [r for r in rows if sinks[r["document"]][f"L{r['layer']}H{r['head']}"] < split]
+        if heavy and light:
+            lines += ["", f"At eps 0.25, heads with sink mass >= {split} ({len(heavy)}): median verified ends "
+                      f"[{statistics.median(r['lower']['0.25'] for r in heavy):g}, "
+                      f"{statistics.median(r['upper']['0.25'] for r in heavy):g}]; the others ({len(light)}): "
+                      f"[{statistics.median(r['lower']['0.25'] for r in light):g}, "
+                      f"{statistics.median(r['upper']['0.25'] for r in light):g}]."]
     lines += ["", "| operator | sink mass | " + " | ".join(f"eps {e}" for e in PANEL_EPS) + " | CPU s |",
               "|---|---:|" + "---|" * len(PANEL_EPS) + "---:|"]
     for r in sorted(rows, key=lambda r: (r["document"], r["layer"], r["head"])):
