@@ -18,6 +18,10 @@ heads, head dimension 64, causal).  Settings (fixed before the blind document wa
 * **blind**: the budget study and the panel on one more document, chosen after these settings
   were committed (``--blind``; recorded in the results).
 
+After ``budgets`` / ``blind``, ``softrank-verify WORK/budgets-certs`` (``WORK/blind-budgets-certs``)
+re-checks every certificate behind a class; its last line goes to
+``benchmarks/results/smollm2/budgets-verify.txt`` (``blind-budgets-verify.txt``).
+
 Every step is resumable: ``capture`` writes the panels (work folder), ``panel`` appends one
 JSON line per finished operator and skips those already there, ``budgets`` / ``blind`` run the
 budget study with a campaign manifest (``resume``) and write the certificate behind every
@@ -207,6 +211,8 @@ def _panel_rows(rows: list[dict], sinks: dict) -> list[str]:
 
 def report() -> None:
     """benchmarks/results/smollm2/README.md from the pieces that exist."""
+    from benchmarks.budget_study import comparison
+
     cap = json.loads((OUT / "capture.json").read_text())
     text = ["# SmolLM2-135M (GGUF Q4_1) causal studies", "",
             f"Model: `{cap['model']['gguf_file']}` (SHA-256 `{cap['model']['gguf_sha256'][:16]}...`, "
@@ -225,7 +231,11 @@ def report() -> None:
     for name, title in (("budgets.json", "Block-width budget study"), ("blind-budgets.json", "Blind run: budgets")):
         if (OUT / name).is_file():
             text += [f"## {title} (F/I/U = feasible / impossible / unresolved heads)", ""]
-            text += _classes(json.loads((OUT / name).read_text())) + [""]
+            study_report = json.loads((OUT / name).read_text())
+            text += _classes(study_report) + ["", comparison(study_report), ""]
+            checked = OUT / name.replace(".json", "-verify.txt")
+            if checked.is_file():
+                text += [f"softrank-verify on the certificates behind these classes: {checked.read_text().strip()}", ""]
     sinks = [v for doc in cap["sinks"].values() for v in doc.values()]
     text += ["## Sink mass (all 270 heads per document, width 128, float64 estimate)", "",
              f"median {statistics.median(sinks):.2f}; heads with mass >= 0.5: "
