@@ -1,4 +1,12 @@
-"""Panels from any transformers checkpoint folder (UNTRUSTED front end; the ``[hf]`` extra).
+"""Panels from any transformers checkpoint folder or GGUF file (UNTRUSTED front end; the ``[hf]``
+and ``[gguf]`` extras).
+
+A GGUF file (:func:`open_gguf`: a path or a shortcut such as ``smollm2``) is read with
+transformers' GGUF loader, every quantized tensor dequantized to float64 (:mod:`.gguf_file`);
+its widths and memory are checked before it is loaded (:func:`gguf_precheck`), and its
+operators' provenance adds ``model_file``, ``gguf_file``, ``gguf_sha256``, ``gguf_file_type``,
+``gguf_tensor_types``, ``gguf_architecture`` and ``weights`` in place of ``model_folder`` and
+``config_sha256``.
 
 :func:`hf_panel` loads a checkpoint folder offline (``local_files_only=True``, no remote code)
 with ``transformers.AutoModel`` in float64 on CPU, runs it on a document (or, for a vision
