@@ -45,7 +45,7 @@ from .meta import __version__
 _API = {
     "Operator": "kernel", "Status": "kernel", "Verdict": "kernel",
     "load_operator": "api", "load_panel": "api", "operator_id": "api", "bracket": "api", "verify": "api",
-    "profile": "api", "operator_provenance": "api", "capture": "api", "BracketResult": "certio.issuing", "VerifyReport": "api",
+    "profile": "api", "operator_provenance": "api", "capture": "api", "load_gguf": "api", "BracketResult": "certio.issuing", "VerifyReport": "api",
     "Profile": "studies.rank_profile", "LowerStep": "studies.rank_profile", "UpperStep": "studies.rank_profile",
     "SoftrankError": "errors", "InvalidInputError": "errors",
 }

@@ -42,7 +42,7 @@ from .verification import VerifyReport, verify_certificate_bytes, verify_certifi
 Progress = Callable[[str, float, float], None]
 
 __all__ = [
-    "BracketResult", "Operator", "VerifyReport", "bracket", "capture", "load_operator", "load_panel", "operator_id", "operator_provenance", "parse_eps", "profile", "verify",
+    "BracketResult", "Operator", "VerifyReport", "bracket", "capture", "load_gguf", "load_operator", "load_panel", "operator_id", "operator_provenance", "parse_eps", "profile", "verify",
 ]
 
 
@@ -94,6 +94,7 @@ def capture(model: Any, inputs: Any, *, layers: Iterable[int] | None = None,
     float; the causal mask where the layer is causal; ``scores`` operators (the model's float64
     logits) where it soft-caps them.  Anything else (padding, narrow sliding windows, sinks,
     cross-attention) raises InvalidInputError.  Needs the ``[hf]`` extra (torch, transformers).
+    A model from :func:`load_gguf` adds its GGUF file's provenance (SHA-256, quantization type).
     """
     from .models.hf_capture import capture_attention, record_notes, record_operator, select_heads, require_hf
 
@@ -103,7 +104,8 @@ def capture(model: Any, inputs: Any, *, layers: Iterable[int] | None = None,
     model_type = str(getattr(config, "model_type", type(model).__name__))
     label = Path(str(getattr(config, "_name_or_path", "") or model_type)).name or model_type
     meta = {"model": label, "model_type": model_type, "transformers_version": transformers.__version__,
-            "dtype": "float64", "capture": "transformers", "width": int(records[0].q.shape[1])}
+            "dtype": "float64", "capture": "transformers", "width": int(records[0].q.shape[1]),
+            **getattr(model, "softrank_provenance", {})}
     out: dict[str, Operator] = {}
     for record in records:
         for head in select_heads(records, heads):
@@ -112,6 +114,21 @@ def capture(model: Any, inputs: Any, *, layers: Iterable[int] | None = None,
             _NAMES[op] = (f"{label}/{name}", {**meta, **record_notes(record, head)})
             out[name] = op
     return out
+
+
+def load_gguf(source: str | os.PathLike[str]) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` of a GGUF file (a path, or a shortcut such as ``"smollm2"``): loaded
+    by transformers' GGUF loader offline, every quantized tensor dequantized to float64 (the model
+    as distributed, not its original weights), in eval mode with eager attention, ready for
+    :func:`capture`.  Needs the ``[gguf]`` extra (torch, transformers, gguf, accelerate); refused
+    with one line when transformers cannot load the file's architecture or memory is short."""
+    from .models.gguf_file import check_memory
+    from .models.hf_panel import HFCheckpoint, open_gguf
+
+    gguf = open_gguf(source if isinstance(source, str) else Path(source))
+    check_memory(gguf.load_bytes(), f"loading {gguf.path.name}")
+    ckpt = HFCheckpoint(gguf)
+    return ckpt.model, ckpt.tokenizer()
 
 
 def operator_id(op: Operator) -> str:

