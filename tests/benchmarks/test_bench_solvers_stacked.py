@@ -10,10 +10,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import bench_solvers  # noqa: E402
+import bench_solvers
 
-from softrank_cert.models import load_model  # noqa: E402
-from softrank_cert.models.panel import _head_operators  # noqa: E402
+from softrank_cert.models import load_model
+from softrank_cert.models.panel import _head_operators
 
 
 def test_stacked_operator_is_the_windows_queries_and_keys_one_above_the_other() -> None:
