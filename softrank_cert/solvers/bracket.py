@@ -121,22 +121,9 @@ class Ends:
 #: The pivot stage (one evaluation is not interruptible: ~0.5 s at k = 48 on 512 x 512, 17 s at
 #: k = 128) stops at this k and this share of the budget; larger k are the lower search's work.
 PIVOT_MAX_K, PIVOT_SHARE = 48, 0.15
-#: Share of the search work (after the set-up) that the witness search may use, from
-#: ``UPPER_SHARE[0]`` at ``m N <= UPPER_SHARE_SIZES[0]`` to ``UPPER_SHARE[1]`` at ``m N >=
-#: UPPER_SHARE_SIZES[1]`` (linear in ``log m N``); the lower search has the rest, and either takes
-#: over what the other leaves when it finishes early.  At 512 x 512 four times the default work
-#: moved the lower ends by 0-4 and the upper ends by 2-42 (docs/solvers.md): there the lower search
-#: is saturated and the witness search starved.
-UPPER_SHARE, UPPER_SHARE_SIZES = (0.6, 0.85), (128 * 128, 512 * 512)
-
-
-def upper_share(m: int, n: int) -> float:
-    """The witness search's share of the search work on an m x N operator (:data:`UPPER_SHARE`)."""
-    (low, high), (small, large) = UPPER_SHARE, UPPER_SHARE_SIZES
-    t = min(max(math.log(m * n / small) / math.log(large / small), 0.0), 1.0)
-    return low + t * (high - low)
-
-
+#: Share of the search work (after the set-up) that the witness search may use; the lower
+#: search has the rest, and either takes over what the other leaves when it finishes early.
+UPPER_SHARE = 0.6
 #: The two searches alternate in this many rounds, so that neither end is starved and each
 #: sees the other's verified ends (the upper search never probes below the lower end; the
 #: lower search never looks above the upper end).
@@ -203,12 +190,12 @@ def _search(pool: CandidatePool, ends: list[Ends], clock: _Clock) -> None:
     values = [e.value for e in open_()]
     if not values or budget.spent():
         return
-    total, share = budget.plan_left(), upper_share(*pool.d.shape)
+    total = budget.plan_left()
     upper = UpperSearch(pool.d, values, pool.add_witness, pool.best_rank,
-                        lambda eps: by_value[eps].lower.k, share * total)
+                        lambda eps: by_value[eps].lower.k, UPPER_SHARE * total)
     lower = LowerSearch(pool.d, values, pool.add_lower_pair, lambda eps: by_value[eps].upper.r,
                         lambda eps: by_value[eps].lower.k)
-    searches = [("smooth", upper, share), ("lower", lower, 1.0 - share)]
+    searches = [("smooth", upper, UPPER_SHARE), ("lower", lower, 1.0 - UPPER_SHARE)]
     finished: set[str] = set()
     left_at_start = budget.left(), (None if budget.deadline is None else max(budget.deadline - time.perf_counter(), 0.0))
     for round_ in range(1, ROUNDS + 1):

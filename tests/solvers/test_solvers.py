@@ -130,35 +130,3 @@ def test_probabilities_and_causal_operators() -> None:
     for operator in (op, causal):
         for b in bracket_operator(operator, ["0.25"], budget_seconds=5):
             assert 1 <= b.lower.k <= b.upper.r <= 24
-
-
-def test_witness_share_grows_with_the_operator() -> None:
-    """0.6 of the search work at 128 x 128 and below, 0.85 from 512 x 512 on, increasing between."""
-    from softrank_cert.solvers.bracket import upper_share
-
-    assert upper_share(32, 32) == upper_share(128, 128) == pytest.approx(0.6)
-    assert upper_share(512, 512) == upper_share(2048, 2048) == pytest.approx(0.85)
-    between = [upper_share(w, w) for w in (160, 256, 400)]
-    assert 0.6 < between[0] < between[1] < between[2] < 0.85
-
-
-def test_driver_gives_the_witness_search_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The witness search is planned with ``upper_share`` of the work left after the pivot stage."""
-    from softrank_cert.solvers import bracket as driver
-
-    planned: list[tuple[float, float]] = []
-    original = driver.UpperSearch
-
-    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
-        planned.append((args[-1], budget.plan_left()))
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(driver, "UpperSearch", spy)
-    monkeypatch.setattr(driver, "upper_share", lambda m, n: 0.25)
-    op = qk_operator(3, n=40)
-    budget = driver.search_budget(*op.shape, work=4000.0)
-    monkeypatch.setattr(driver, "search_budget", lambda *a, **k: budget)
-    pool, _ = driver.search_operator(op, ["0.05"], work=4000.0)
-    assert pool is not None and len(planned) == 1
-    (work, left), = planned
-    assert 0.0 < left < 4000.0 and work == pytest.approx(0.25 * left)
