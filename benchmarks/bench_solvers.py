@@ -17,13 +17,13 @@ time, one core each; every run resumable with --resume)::
         --name pyimport_w128_now --before benchmarks/results/solvers_pyimport_w128_after.json
     python benchmarks/bench_solvers.py --docs pydoc:customization --width 512 --heads H1,H6 --layers 1,4 \
         --work 390007 --jobs 1 --name quarter_w512 --before benchmarks/results/solvers_pydoc_w512.json  # 1/4 work
-    python benchmarks/bench_solvers.py --docs pydoc:typesseq --width 1024 --offset 13 --every 41 --jobs 1 \
-        --name stack_w1024           # L1H1 and L4H6 of two stacked 512-token windows (stacked_panel)
-                                     # (not committed: ~400 s CPU per head; see verify_w1024.md)
+    python benchmarks/bench_solvers.py --docs pydoc:typesseq --width 1024 --offset 13 --every 100 --jobs 1 \
+        --name stack_w1024 --before benchmarks/results/solvers_share_w1024.json
+                                     # L1H1 of two stacked 512-token windows (stacked_panel); ~400 s CPU
 
 Runs of a driver variant that was not kept (a witness share of 0.85 from 512 x 512 on;
 docs/solvers.md, "Wide operators"): ``solvers_share_w512``, ``solvers_share_w512_quarter`` (the
-pydoc_w512 and quarter_w512 commands) and ``solvers_share_w1024`` (L1H1 of the stack_w1024 command: ``--every 100``).
+pydoc_w512 and quarter_w512 commands) and ``solvers_share_w1024`` (the stack_w1024 command).
 
 Earlier committed results (older drivers; ``PYTHONPATH=/path/to/that/tree`` runs another
 tree's solvers)::
