@@ -7,7 +7,10 @@ only), ``float64`` (the float64 path only) and ``exact`` (the independent exact-
 kernel, ``softrank_cert.exact_kernel``).  A sample also goes through
 ``verify_certificate_file`` on a real file (same exit code as ``auto`` required).
 
-The certificates come from ``tests/adversarial/generators.py`` (deterministic for a seed);
+The certificates come from ``tests/adversarial/generators.py`` and, for the extreme families
+(huge magnitudes with overflowing products, one-hot rows with margins down to exp(-2000), beta
+as ``inv_sqrt_d`` against the decimal of its double, general-key lower certificates perturbed by
+one ulp or the next decimal), ``tests/adversarial/extreme.py`` (deterministic for a seed);
 their truth from ``tests/oracle.py``, independently of both kernels, with mpmath at 256 bits
 (exact dot products and witness products), and a certificate counts as *false* only when the
 computed margin is clearly on the false side (relative 2**-150; 2**-180 absolute for witness
@@ -18,10 +21,13 @@ and may legitimately be accepted.  Categories whose inputs are malformed by cons
 they must end with exit 2.
 
 Accepted = exit 0 on a false, invalid or borderline certificate.  It must be 0 (for every checker).
+Also counted: every claim each checker decided (``claims_checked``), and true certificates that
+a checker REJECTED (``true_rejected``: a kernel too strict, never a soundness failure; it should be 0).
 A decided conflict = one checker VERIFIED and another REJECTED on the same claim; it must be 0.
 
 Run:  python benchmarks/adversarial_campaign.py              (full, ~11k certificates)
       python benchmarks/adversarial_campaign.py --sample 300 (random subset)
+      python benchmarks/adversarial_campaign.py --sample 600 --extreme 40   (the committed sample)
 Results: benchmarks/results/adversarial.json (full) / adversarial-sample.json.
 """
 
@@ -47,6 +53,7 @@ from softrank_cert.certio.signing import generate_private_key  # noqa: E402
 from softrank_cert.errors import EXIT_INCONCLUSIVE, EXIT_REJECTED, EXIT_VERIFIED, SoftrankError  # noqa: E402
 from softrank_cert.kernel import Status  # noqa: E402
 from softrank_cert.verification import check_claims, check_consistency, check_signature, verify_certificate_file  # noqa: E402
+from tests.adversarial.extreme import extreme_variants  # noqa: E402
 from tests.adversarial.generators import Variant, make_base, variants_for  # noqa: E402
 
 
@@ -92,7 +99,7 @@ def run_pipeline(raw: bytes) -> dict[str, Any]:
 
 
 def run_campaign(n_bases: int = 56, seed: int = 7, sample: int | None = None, file_every: int = 40,
-                 progress: bool = False) -> dict[str, Any]:
+                 progress: bool = False, extreme: int = 40) -> dict[str, Any]:
     t0 = time.perf_counter()
     signing_key = generate_private_key()
     bases = [make_base(i, seed) for i in range(n_bases)]
@@ -101,12 +108,16 @@ def run_campaign(n_bases: int = 56, seed: int = 7, sample: int | None = None, fi
         variants.extend(variants_for(base, bases, seed, signing_key))
     if sample is not None:
         variants = random.Random(seed).sample(variants, min(sample, len(variants)))
+    extra = extreme_variants(extreme, seed)
+    variants.extend(extra)  # never sampled: every extreme instance runs
     t_gen = time.perf_counter() - t0
     per_cat: dict[str, dict[str, Any]] = defaultdict(
         lambda: {"count": 0, "truth": Counter(), **{f"exit_{kernel}": Counter() for kernel in CHECKERS}})
     accepted: list[dict[str, Any]] = []
     disagreements: list[dict[str, Any]] = []
     file_checks = file_mismatch = 0
+    claims_checked = Counter()
+    true_rejected: list[dict[str, Any]] = []
     controls_accepted = Counter()
     with tempfile.TemporaryDirectory() as tmp:
         for idx, (cat, thunk) in enumerate(variants):
@@ -122,9 +133,13 @@ def run_campaign(n_bases: int = 56, seed: int = 7, sample: int | None = None, fi
                     if res[kernel] == 0:
                         accepted.append({"category": cat, "truth": truth, "kernel": kernel, "index": idx,
                                          "document": raw.decode("utf-8", "replace")[:20000]})
-            elif cat.startswith("control"):
-                controls_accepted[cat] += res["auto"] == 0
+            else:
+                controls_accepted[cat] += cat.startswith("control") and res["auto"] == 0
+                true_rejected += [{"category": cat, "kernel": kernel, "index": idx} for kernel in CHECKERS
+                                  if res[kernel] == EXIT_REJECTED]
             st = res.get("statuses") or {}
+            for kernel in CHECKERS:
+                claims_checked[kernel] += len(st.get(kernel) or [])
             decided_lists = [st[kernel] for kernel in CHECKERS if st.get(kernel)]
             if len({tuple(x) for x in decided_lists}) > 1:
                 decided = any({"VERIFIED", "REJECTED"} <= set(claim) for claim in zip(*decided_lists))
@@ -153,7 +168,7 @@ def run_campaign(n_bases: int = 56, seed: int = 7, sample: int | None = None, fi
     truly_false = sum(v["truth"].get("false", 0) for v in adversarial.values())
     invalid = sum(v["truth"].get("invalid", 0) for v in adversarial.values())
     return {
-        "campaign": "adversarial soundness (issues 7 and 8)",
+        "campaign": "adversarial soundness (issues 7, 8 and 35)",
         "checkers": list(CHECKERS),
         "seed": seed, "bases": n_bases, "sample": sample,
         "certificates_total": sum(v["count"] for v in categories.values()),
@@ -167,7 +182,10 @@ def run_campaign(n_bases: int = 56, seed: int = 7, sample: int | None = None, fi
         "kernel_status_disagreements": len(disagreements),
         "kernel_decided_conflicts": sum(d["decided_conflict"] for d in disagreements),
         "disagreement_examples": disagreements[:10],
-        "controls_true_accepted": dict(controls_accepted),
+        "controls_true_accepted": {k: v for k, v in controls_accepted.items() if k.startswith("control")},
+        "extreme_instances_per_family": extreme, "extreme_certificates": len(extra),
+        "claims_checked": dict(claims_checked),
+        "true_rejected": len(true_rejected), "true_rejected_examples": true_rejected[:5],
         "file_entry_point_checks": file_checks, "file_entry_point_mismatches": file_mismatch,
         "categories": categories,
         "runtime_seconds": round(runtime, 1), "generation_seconds": round(t_gen, 1),
@@ -182,16 +200,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--file-every", type=int, default=40,
                         help="every N-th certificate also goes through verify_certificate_file (default 40)")
+    parser.add_argument("--extreme", type=int, default=40,
+                        help="instances of each extreme family (tests/adversarial/extreme.py; default 40)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    result = run_campaign(args.bases, args.seed, args.sample, file_every=args.file_every, progress=True)
+    result = run_campaign(args.bases, args.seed, args.sample, file_every=args.file_every, progress=True,
+                          extreme=args.extreme)
     out = args.out or ROOT / "results" / ("adversarial.json" if args.sample is None else "adversarial-sample.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     print(json.dumps({k: result[k] for k in ("certificates_total", "adversarial_certificates", "truly_false",
                                              "invalid_by_construction", "tampered_but_still_true", "borderline",
                                              "accepted", "kernel_status_disagreements", "kernel_decided_conflicts",
-                                             "controls_true_accepted", "runtime_seconds")}, indent=1))
+                                             "controls_true_accepted", "claims_checked", "true_rejected",
+                                             "runtime_seconds")}, indent=1))
     sys.exit(1 if result["accepted"] or result["kernel_decided_conflicts"] else 0)
 
 

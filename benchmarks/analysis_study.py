@@ -12,6 +12,7 @@ analysis.png.
 
     python benchmarks/analysis_study.py                       # the full study (648 operators, ~40 min, 2 jobs)
     python benchmarks/analysis_study.py --limit 4 --out-dir /tmp/analysis   # 4 heads per document and width
+    python benchmarks/analysis_study.py --replot              # analysis.png again from analysis.json
 
 Resumable: panels, certificates (one file per operator) and per-operator analysis results
 are kept under --work-dir (default out/analysis-study/); a rerun skips operators whose
@@ -185,7 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work-dir", type=Path, default=ROOT / "out" / "analysis-study")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "results")
     ap.add_argument("--brackets-only", action="store_true", help="build the panels and certificates, then stop")
+    ap.add_argument("--replot", action="store_true", help="only redraw --out-dir/analysis.png from its analysis.json")
     args = ap.parse_args(argv)
+    if args.replot:
+        report = json.loads((args.out_dir / "analysis.json").read_text("utf-8"))
+        with OutputFiles() as outputs:
+            outputs.stage_figure(analysis_figure(report), args.out_dir / "analysis.png")
+        return 0
     documents = comma_items(args.documents)
     eps_list = [e.strip() for e in args.eps.split(",")]
     budgets = {w: (args.budget_seconds if args.budget_seconds else BUDGETS.get(w, max(BUDGETS.values())))

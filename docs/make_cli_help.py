@@ -14,7 +14,7 @@ from pathlib import Path
 
 PAGE = Path(__file__).with_name("cli-help.md")
 #: The help of ``softrank``, then of each subcommand, then of ``softrank-verify``.
-COMMANDS = ("", "bracket", "profile", "panel", "audit", "geometry", "supports", "budgets", "analyze", "keygen",
+COMMANDS = ("", "bracket", "profile", "panel", "list", "audit", "geometry", "supports", "budgets", "analyze", "keygen",
             "sign")
 
 

@@ -19,7 +19,7 @@ parses this list and checks every import, deferred ones included; there are no i
 The trust boundary is the folder layout: layers 1-2 are the TRUSTED kernels, everything above
 them is untrusted or only orchestrates (docs/design.md section 2).
 
-0. ``errors``, ``meta`` -- the one exception tree with its exit codes; version and timestamps
+0. ``errors``, ``meta``, ``blas_kernels`` -- the one exception tree with its exit codes; version and timestamps; one family of float64 kernels
 1. ``kernel`` -- TRUSTED: exact input parsing, Arb enclosures, the checks, the one verdict
    constructor (``kernel.float64``: the float64 path with proved rounding bounds)
 2. ``exact_kernel`` -- TRUSTED, independent: the same checks in exact rational arithmetic
@@ -33,6 +33,10 @@ them is untrusted or only orchestrates (docs/design.md section 2).
 9. ``api``, ``cli``, ``softrank_cert`` -- the front ends: the Python API, ``softrank`` and
    ``softrank-verify``, this top level
 """
+
+from .blas_kernels import pin_kernels
+
+pin_kernels()  # before anything imports numpy: the same float64 searches on every x86-64 machine with AVX2
 
 from .meta import __version__
 

@@ -14,12 +14,15 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Sequence
 
+import softrank_cert  # noqa: F401  first, before numpy: it pins the BLAS kernels (softrank_cert/blas_kernels.py),
+# so that this process, its subprocesses and the pools' workers all run the same ones
 import numpy as np
 import pytest
 
@@ -117,12 +120,42 @@ def run_in_process(capsys, *args: str) -> tuple[int, str, str]:
     return exc.value.code, out.out, out.err
 
 
-def assert_one_line_error(result: CliResult, code: int = 2, max_seconds: float = 5.0) -> None:
-    """Exit ``code``, exactly one non-empty stderr line, no traceback, quick."""
+def assert_one_line_error(result: CliResult, code: int = 2) -> None:
+    """Exit ``code``, exactly one non-empty stderr line, no traceback.
+
+    How long the refusal took is not checked (CI runs on a busy machine); that a refusal comes
+    before any work is checked by what ran: :func:`run_softrank_traced`."""
     assert result.returncode == code, (result.returncode, result.stderr, result.stdout[-2000:])
     assert "Traceback" not in result.stderr + result.stdout
     assert len(result.stderr_lines) == 1, result.stderr
-    assert result.seconds < max_seconds, result.seconds
+
+
+@dataclass
+class TracedResult(CliResult):
+    """A :class:`CliResult` with the modules the process had imported when it exited."""
+
+    modules: frozenset[str] = frozenset()
+
+    def imported_any(self, *prefixes: str) -> list[str]:
+        """The imported modules named ``P`` or ``P.*`` for a prefix ``P`` in ``prefixes``."""
+        return sorted(m for m in self.modules if any(m == p or m.startswith(p + ".") for p in prefixes))
+
+
+#: Modules that do the work of the computing commands: a refusal of bad arguments or inputs
+#: must come before any of them is imported (checked by :func:`run_softrank_traced`).
+WORK_MODULES = ("softrank_cert.solvers", "softrank_cert.verification", "highspy", "torch", "transformers")
+
+
+def run_softrank_traced(*args: Any, command: str = "softrank", timeout: float = 120) -> TracedResult:
+    """Run ``softrank ARGS`` (or ``softrank-verify``) through ``tests/trace_launcher.py``, which
+    calls the console script's own ``main`` and records ``sys.modules`` when the process exits."""
+    with tempfile.TemporaryDirectory() as scratch:  # outside tmp_path: the test may list that folder
+        record = Path(scratch) / "modules.txt"
+        res = _run([sys.executable, str(TESTS / "trace_launcher.py"), str(record), command, *map(str, args)],
+                   timeout=timeout)
+        modules = frozenset(record.read_text().split()) if record.exists() else frozenset()
+    assert modules, f"the launcher recorded no modules: {res.stderr[-2000:]}"
+    return TracedResult(res.returncode, res.stdout, res.stderr, res.seconds, modules)
 
 
 @pytest.fixture(scope="session")

@@ -43,9 +43,11 @@ def exact_fraction(x: Any) -> Fraction:
     if isinstance(x, (int, float)):
         return Fraction(x)
     if isinstance(x, mpmath.mpf):
-        man, exp = x.man_exp
-        man, exp = int(man), int(exp)
-        return Fraction(man * 2**exp) if exp >= 0 else Fraction(man, 2**-exp)
+        if not mpmath.isfinite(x):
+            raise ValueError(f"{x} is not finite")
+        sign, man, exp, _bits = x._mpf_  # man_exp's mantissa is unsigned: the sign is separate
+        value = Fraction(int(man) * 2**int(exp)) if exp >= 0 else Fraction(int(man), 2**-int(exp))
+        return -value if sign else value
     raise TypeError(type(x))
 
 

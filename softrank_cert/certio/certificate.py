@@ -26,14 +26,18 @@ import jsonschema
 import numpy as np
 
 from ..meta import __version__
-from ..errors import CertificateFormatError, InvalidInputError, SoftrankError
+from ..errors import CertificateFormatError, SoftrankError
 from ..kernel import Operator, parse_tolerance
 from .arrays import decode_array, encode_array
 
 FORMAT_NAME = "softrank-certificate"
 FORMAT_VERSION = 1
-#: Refuse certificate files larger than this before reading them.
+#: Refuse certificate files larger than this before reading them (their ``fstat`` size).
 MAX_CERTIFICATE_BYTES = 1 << 30
+#: The most JSON values (objects, arrays, strings, numbers, ...) a certificate may hold, counted
+#: before the schema is checked, so that schema validation (tens of microseconds per value) is
+#: bounded: 1000 brackets with witness arrays hold about 31,000; the examples hold under 100.
+MAX_JSON_VALUES = 50_000
 
 
 @dataclass(frozen=True)
@@ -127,8 +131,28 @@ def parse_json_strict(raw: bytes) -> Any:
         raise CertificateFormatError(f"not valid JSON: {exc}") from None
 
 
+def count_json_values(document: Any, limit: int) -> int:
+    """The number of JSON values in ``document`` (itself, and every member and item below it),
+    counted without recursion and at most up to ``limit + 1`` (linear in the count, stops early)."""
+    count, stack = 0, [document]
+    while stack and count <= limit:
+        value = stack.pop()
+        count += 1
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return count + len(stack)
+
+
 def check_schema(document: Any) -> None:
-    """Step 2: raise :class:`CertificateFormatError` naming the first schema violation."""
+    """Step 2: raise :class:`CertificateFormatError` naming the first schema violation.
+
+    Cost: a document of more than :data:`MAX_JSON_VALUES` values is refused after counting at
+    most that many (no schema validation); the schema then checks every value once."""
+    if count_json_values(document, MAX_JSON_VALUES) > MAX_JSON_VALUES:
+        raise CertificateFormatError(f"schema: the document holds more than {MAX_JSON_VALUES} JSON values, more than "
+                                     "any certificate needs (about 31 per bracket, and a few for provenance)")
     validator = jsonschema.Draft202012Validator(schema())
     try:
         error = jsonschema.exceptions.best_match(validator.iter_errors(document))
@@ -141,23 +165,12 @@ def check_schema(document: Any) -> None:
 
 
 def read_certificate_bytes(path: str | Path) -> bytes:
-    """Step 0 for a file: its bytes, never reading past :data:`MAX_CERTIFICATE_BYTES` + 1."""
-    path = Path(path)
-    try:
-        with path.open("rb") as handle:  # read at most the limit + 1 byte (also for devices and pipes)
-            chunks, size = [], 0  # in pieces: read(limit) would reserve 1 GiB of address space up front
-            while size <= MAX_CERTIFICATE_BYTES:
-                chunk = handle.read(min(MAX_CERTIFICATE_BYTES + 1 - size, 16 << 20))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-            raw = b"".join(chunks)
-            del chunks
-        check_size(raw, str(path))
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return raw
+    """Step 0 for a file: its bytes, from a regular file of at most :data:`MAX_CERTIFICATE_BYTES`
+    bytes (:func:`~softrank_cert.plumbing.files.read_regular_file`: a FIFO, device, socket or
+    folder is refused before it is opened, a larger size before a byte is read)."""
+    from ..plumbing.files import read_regular_file
+
+    return read_regular_file(path, MAX_CERTIFICATE_BYTES, "certificate", CertificateFormatError)
 
 
 def check_size(raw: bytes, source: str) -> None:

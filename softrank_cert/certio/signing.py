@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
-from softrank_cert.errors import KeyFileError, SignatureError
+from softrank_cert.errors import InvalidInputError, KeyFileError, SignatureError
 from softrank_cert.meta import utc_now_rfc3339
 
 PROOF_TYPE = "DataIntegrityProof"
@@ -262,21 +262,31 @@ def write_key_file(path: str | os.PathLike[str], private_key: Ed25519PrivateKey)
     return path
 
 
+#: Key files and trusted-keys lists larger than this are refused before reading (a did:key
+#: line is 57 bytes: a megabyte lists over 17,000 keys).
+MAX_KEY_FILE_BYTES = 1 << 20
+
+
 def _read_text(path: str | os.PathLike[str]) -> str:
-    """Read a key file as UTF-8 text; KeyFileError if unreadable."""
+    """Read a key file as UTF-8 text: a regular file of at most :data:`MAX_KEY_FILE_BYTES`
+    (:func:`~softrank_cert.plumbing.files.read_regular_file`); KeyFileError if not."""
+    from softrank_cert.plumbing.files import read_regular_file
+
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise KeyFileError(f"cannot read key file {path}: {exc.strerror}") from None
+        return read_regular_file(path, MAX_KEY_FILE_BYTES, "key file").decode("utf-8")
+    except InvalidInputError as exc:
+        raise KeyFileError(str(exc)) from None
     except UnicodeDecodeError:
         raise KeyFileError(f"key file {path} is not UTF-8 text") from None
 
 
 def _parse_json(text: str, path: str | os.PathLike[str]) -> Any:
-    """Parse JSON text of a key file; KeyFileError if malformed."""
+    """Parse JSON text of a key file, refusing duplicate keys; KeyFileError if malformed."""
+    from softrank_cert.plumbing.files import loads_unique
+
     try:
-        return json.loads(text)
-    except ValueError as exc:
+        return loads_unique(text)
+    except (ValueError, RecursionError) as exc:
         raise KeyFileError(f"key file {path} is not valid JSON: {exc}") from None
 
 
@@ -329,11 +339,15 @@ def load_trusted_keys(path: str | os.PathLike[str]) -> frozenset[str]:
     """Load trusted signer DIDs (``did:key:z6Mk...``) from ``path``.
 
     Accepted formats: one DID per line (blank lines and ``#`` comments ignored), a public key
-    JSON file as written by :func:`write_key_file`, or a JSON list of DIDs.
+    JSON file as written by :func:`write_key_file`, or a JSON list of DIDs.  A private key file
+    is refused (KeyFileError, exit 2): a secret does not belong where public keys are listed.
     """
     text = _read_text(path)
     if text.lstrip().startswith(("{", "[")):
         data = _parse_json(text, path)
+        if isinstance(data, dict) and "privateKeyMultibase" in data:
+            raise KeyFileError(f"trusted keys file {path} is a private key: give its public key file "
+                               "(KEYFILE.pub, written beside it by softrank keygen) or a list of did:key lines")
         if isinstance(data, dict):
             did = _checked_did(data.get("did"), f"trusted keys file {path} field 'did'")
             multibase = did[len(DID_KEY_PREFIX):]

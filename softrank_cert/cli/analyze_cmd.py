@@ -15,7 +15,7 @@ from ..plumbing.untrusted_text import safe_text
 from ..studies.analyze_plot import analysis_figure
 from ..studies.analyze_report import (HELDOUT_COLUMNS, SCORE_COLUMNS, heldout_rows, invariance_line, markdown_report,
                                       score_rows)
-from .common import PLOT_HELP, add_command, add_parallel_options, check_distinct_outputs, int_list, stdout_console
+from .common import add_quiet_option, PLOT_HELP, add_command, add_parallel_options, check_distinct_outputs, int_list, stdout_console
 
 EPILOG = """\
 examples:
@@ -77,6 +77,7 @@ def add_analyze(sub: Any) -> None:
                         "every certificate is verified again all the same) and compute the rest "
                         "(REPORT-campaign.json records the campaign)")
     p.add_argument("--json", action="store_true", help="print the report JSON instead of the tables")
+    add_quiet_option(p)
     p.set_defaults(run=run_analyze)
 
 

@@ -16,7 +16,7 @@ from ..plumbing.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
 from ..plumbing.untrusted_text import safe_text
 from ..studies.audit_plot import ratio_figure
-from .common import (PLOT_HELP, add_campaign_options, add_command, add_parallel_options, budget_help, campaign_memory,
+from .common import (add_quiet_option, PLOT_HELP, add_campaign_options, add_command, add_parallel_options, budget_help, campaign_memory,
                      check_distinct_outputs, name_table, stdout_console)
 
 EPILOG = """\
@@ -29,7 +29,8 @@ examples:
   softrank audit table.jsonl --operators panel.npz --out report.json --scheduler tcp://10.0.0.5:8786
 
 Rows look like {"operator": "NAME", "eps": "0.25", "lower": 5, "upper": 26} with an optional
-"certificate": "path/relative/to/the/table.json". Statuses: confirmed, tightened, reproduced,
+"certificate": "path/relative/to/the/table.json" (inside the table's folder: no absolute path,
+no '..', no symlink out). Statuses: confirmed, tightened, reproduced,
 refuted, invalid-certificate, unresolved, error (see softrank_cert/studies/audit.py). Refuting and
 tightening ends are written as certificates to REPORT-evidence/ (signed with --key); check
 them with softrank-verify.
@@ -69,6 +70,7 @@ def add_audit(sub: Any) -> None:
     add_parallel_options(p)
     add_campaign_options(p)
     p.add_argument("--json", action="store_true", help="print the report JSON instead of the table")
+    add_quiet_option(p)
     p.set_defaults(run=run_audit)
 
 

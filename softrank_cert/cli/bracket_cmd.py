@@ -13,7 +13,7 @@ from ..certio.issuing import certificate_for
 from ..certio.signing import load_private_key
 from ..errors import InvalidInputError
 from ..plumbing.campaign import budget_json, check_manifest_clear
-from ..plumbing.certificate_files import certificate_path
+from ..plumbing.certificate_files import certificate_paths
 from ..plumbing.files import check_output_file, check_output_folder, write_json_atomic
 from ..plumbing.operators_npz import NamedOperator, choose_operator_message, load_operators, operator_names
 from ..plumbing.parallel import check_scheduler, pack_operator, resolve_jobs, run_tasks
@@ -21,7 +21,7 @@ from ..plumbing.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
 from ..plumbing.tolerances import parse_eps_list
 from ..plumbing.untrusted_text import plain_text
-from .common import (add_campaign_options, add_command, add_parallel_options, brackets_summary, add_budget_options, check_budget_options,
+from .common import (add_quiet_option, add_campaign_options, add_command, add_parallel_options, brackets_summary, add_budget_options, check_budget_options,
                      campaign_memory, name_table, stdout_console)
 
 EPILOG = """\
@@ -74,6 +74,7 @@ def add_bracket(sub: Any) -> None:
     add_parallel_options(p)
     add_campaign_options(p)
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
+    add_quiet_option(p)
     p.set_defaults(run=run_bracket)
 
 
@@ -90,7 +91,7 @@ def output_targets(text: str, names: list[str], *, several: bool = False) -> tup
         if out.suffix == ".json" and not out.is_dir() and not text.endswith(("/", os.sep)):
             raise InvalidInputError(f"--out {text}: with several operators --out must be a folder, not a .json file")
         check_output_folder(text, "--out", probed=probed)
-        targets = [certificate_path(out, name) for name in names]
+        targets = certificate_paths(out, names)
         for target in targets:
             check_output_file(target, "--out", probed=probed)
         return out, targets
@@ -192,8 +193,8 @@ def run_bracket(args: Any) -> int:
     if args.json:
         print(dumps(envelope("bracket", {
             "operator_file": str(args.operator_file), "eps": eps_list,
-            "budget_seconds": budget_json(args.budget_seconds), "budget_work": args.work, "signed": bool(key),
-            "operators": summary, "failed": failed,
+            "budget_seconds": budget_json(args.budget_seconds), "budget_work": budget_work(args, operators),
+            "signed": bool(key), "operators": summary, "failed": failed,
             "campaign": {"manifest": str(manifest.path), "computed": manifest.run["computed"], "kept": len(kept),
                          "failed": len(failed)}})))
     else:
@@ -226,7 +227,7 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
     if args.json:
         print(dumps(envelope("bracket", {"operator_file": str(args.operator_file), "eps": eps_list,
                                          "budget_seconds": budget_json(args.budget_seconds),
-                                         "budget_work": args.work, "signed": bool(key),
+                                         "budget_work": budget_work(args, [item]), "signed": bool(key),
                                          "operators": summary, "failed": [], "campaign": None})))
     else:
         _render(summary)
@@ -249,10 +250,11 @@ def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], target
     parameters = {"panel": {"path": str(args.operator_file), "sha256": file_sha256(args.operator_file),
                             "operators": len(operators)},
                   "tolerances": eps_list, "budget_seconds": budget_json(args.budget_seconds),
-                  "budget_work": args.work, "max_memory": max_memory,
+                  "budget_work": budget_work(args, operators), "max_memory": max_memory,
                   "jobs": jobs, "scheduler": args.scheduler, "signer": signer}
     entries = [(item.name, {"operator_sha256": operator_sha256(item.operator),
                             "output": target.relative_to(out).as_posix(),
+                            "work": operator_work(args, item),
                             "estimated_bytes": operator_task_bytes(item.operator)})
                for item, target in zip(operators, targets)]
     campaign = Campaign(manifest_path, "bracket", parameters, entries, resume=bool(args.resume),
@@ -274,6 +276,22 @@ def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], target
             kept[i] = _entry(item, target, list(report.certificate.brackets), seconds, bool(key), resumed=True)
     campaign.save()
     return campaign, kept
+
+
+def operator_work(args: Any, item: NamedOperator) -> float | None:
+    """The work bound the search of ``item`` runs with: ``--work``, else (no time cap) the
+    driver's default work of its shape; None for a time cap alone or ``--work inf``."""
+    from ..studies.supports_points import effective_work
+
+    return effective_work(args.work, args.budget_seconds, *item.operator.shape)
+
+
+def budget_work(args: Any, operators: list[NamedOperator]) -> float | None:
+    """``budget_work`` of the report and the manifest: the work every operator's search runs with
+    (:func:`operator_work`), or None when there is none or it differs by shape (then each
+    manifest entry's ``work`` says)."""
+    works = {operator_work(args, item) for item in operators}
+    return works.pop() if len(works) == 1 else None
 
 
 def resume_hint(args: Any) -> str:

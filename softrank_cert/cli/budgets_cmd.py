@@ -8,7 +8,7 @@ from typing import Any
 from ..certio.signing import load_private_key
 from ..errors import InvalidInputError
 from ..plumbing.tolerances import parse_one_eps
-from ..plumbing.certificate_files import certificate_path
+from ..plumbing.certificate_files import certificate_paths
 from ..plumbing.files import OutputFiles, check_output_file, check_output_folder
 from ..plumbing.parallel import resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
@@ -16,7 +16,7 @@ from ..plumbing.reports import dumps
 from ..plumbing.untrusted_text import safe_text
 from .audit_cmd import stage_certificates
 from .bracket_cmd import resume_hint
-from .common import (PLOT_HELP, add_campaign_options, add_command, add_parallel_options, budget_help, campaign_memory,
+from .common import (add_quiet_option, PLOT_HELP, add_campaign_options, add_command, add_parallel_options, budget_help, campaign_memory,
                      check_distinct_outputs, stdout_console)
 
 EPILOG = """\
@@ -74,6 +74,7 @@ def add_budgets(sub: Any) -> None:
     add_parallel_options(p)
     add_campaign_options(p)
     p.add_argument("--json", action="store_true", help="print the report JSON instead of the table")
+    add_quiet_option(p)
     p.add_argument("--out", metavar="RESULTS.json", help="write the report JSON here (with --resume also the campaign "
                                                          "manifest RESULTS-campaign.json beside it)")
     p.add_argument("--plot", metavar="BUDGETS.png", help=f"plot the fractions against block width: {PLOT_HELP}")
@@ -160,10 +161,9 @@ def _check_certificates_folder(args: Any) -> Path:
     probed: set[Path] = set()
     folder = check_output_folder(args.certificates, "--certificates", probed=probed)
     wanted = None if args.operator is None else set(args.operator)
-    for path in args.panels:
-        for name in operator_names(path):
-            if wanted is None or name in wanted:
-                check_output_file(certificate_path(folder, name), "--certificates", probed=probed)
+    names = [name for path in args.panels for name in operator_names(path) if wanted is None or name in wanted]
+    for target in certificate_paths(folder, names, reserve_manifest=False):
+        check_output_file(target, "--certificates", probed=probed)
     return folder
 
 

@@ -204,6 +204,13 @@ def add_command(sub: Any, name: str, *, help: str, description: str, epilog: str
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+def add_quiet_option(p: Any) -> None:
+    """``--quiet`` of a command that computes (its progress: ``softrank_cert.plumbing.progress``)."""
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (no bar on a terminal, no stage lines in a log); errors are still "
+                        "one line on stderr")
+
+
 def add_campaign_options(p: Any, *, resume: bool = True) -> None:
     """``--resume`` and ``--max-memory`` (bracket, budgets)."""
     if resume:

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidInputError
-from ..plumbing.operators_npz import NamedOperator, choose_operator_message, load_operators, operator_names
+from ..plumbing.operators_npz import NamedOperator, choose_operator_message, load_operators, npz_headers, operator_names
 from ..plumbing.reports import dumps, envelope
 from ..plumbing.tolerances import parse_one_eps
-from .common import add_command
+from .common import add_quiet_option, add_command
 
 EPILOG = """\
 examples:
@@ -46,6 +46,7 @@ def add_geometry(sub: Any) -> None:
     p.add_argument("--retained", metavar="T.npz",
                    help="retained part: array T (m x N, refactored at rank r) or factors X, Y (used exactly)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_quiet_option(p)
     p.set_defaults(run=run_geometry)
 
 
@@ -53,6 +54,7 @@ def _load_retained(path: str) -> dict[str, Any]:
     file = Path(path)
     if not file.is_file():
         raise InvalidInputError(f"{file}: no such file")
+    npz_headers(file)  # dtypes, truncation, totals and zip bombs checked before anything is loaded
     try:
         with np.load(file, allow_pickle=False) as data:
             arrays = {k: np.array(data[k]) for k in data.files}
@@ -108,10 +110,15 @@ def run_geometry(args: Any) -> int:
     items, source = select_operators(path, args.operator)
     from ..geometry import compute_geometry
 
+    from ..plumbing.progress import OperatorProgress
+
     entries = []
-    for item in items:
-        report = compute_geometry(item.operator, args.rank, args.eps, **extra)
-        entries.append({"operator": item.name, "kind": item.operator.kind, "p": item.operator.p, **report.to_json()})
+    with OperatorProgress("softrank geometry", len(items), bar=not args.json) as bar:
+        for item in items:
+            report = compute_geometry(item.operator, args.rank, args.eps, **extra)
+            entries.append({"operator": item.name, "kind": item.operator.kind, "p": item.operator.p, **report.to_json()})
+            bar.advance(item.name)
+            bar.finished(item.name, f"certified bounds at rank {args.rank}, eps {args.eps}")
     document = envelope("geometry", {"source": {"path": str(path), "kind": source}, "retained_rank": args.rank,
                                      "eps": args.eps, "operators": entries})
     if args.json:

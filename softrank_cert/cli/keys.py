@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..certio.certificate import FORMAT_NAME, MAX_CERTIFICATE_BYTES, decode_certificate, read_json_file
+from ..certio.certificate import FORMAT_NAME, decode_certificate, parse_json_strict, read_certificate_bytes
 from ..certio.signing import did_key, generate_private_key, load_private_key, sign_certificate, write_key_file
 from ..errors import CertificateFormatError, InvalidInputError
 from ..plumbing.files import check_output_file, write_json_atomic
@@ -75,11 +75,11 @@ def read_certificate_to_sign(path: str | Path) -> dict[str, Any]:
     """The certificate at ``path``, fully decoded (schema, array hashes, operator, ends) before it
     is signed: a signature must never vouch for a file that softrank-verify refuses.  Anything else
     is refused with one line (exit 2) saying what the file is."""
+    raw = read_certificate_bytes(path)
     try:
-        document = read_json_file(path)
+        document = parse_json_strict(raw)
     except CertificateFormatError as exc:
-        with open(path, "rb") as handle:  # read_json_file just read it (at most the size limit)
-            what = _what_document(handle.read(MAX_CERTIFICATE_BYTES))
+        what = _what_document(raw)
         if what is not None:
             raise InvalidInputError(f"{path} is not a softrank certificate ({what}); softrank sign signs certificates only") from None
         raise type(exc)(f"{path}: refusing to sign an invalid certificate: {exc}") from None

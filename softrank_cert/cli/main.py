@@ -36,8 +36,19 @@ def build_parser():
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``softrank`` (``argv``: the arguments after the program name; default ``sys.argv[1:]``)."""
-    args = parse_command_line(build_parser(), argv)
+    """``softrank`` (``argv``: the arguments after the program name; default ``sys.argv[1:]``).
+    With no argument at all it prints its help and exits 0 (a request for the commands, not a
+    usage error)."""
+    import sys
+
+    from ..plumbing.progress import set_quiet
+
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):
+        parser.print_help()
+        sys.exit(0)
+    args = parse_command_line(parser, argv)
+    set_quiet(bool(getattr(args, "quiet", False)))
     run_main(f"softrank {args.command}", lambda: args.run(args), json_errors=bool(getattr(args, "json", False)))
 
 

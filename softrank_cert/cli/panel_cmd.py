@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..plumbing.files import check_output_file
-from ..plumbing.progress import progress_bar
+from ..plumbing.progress import StageProgress
 from ..plumbing.reports import dumps, envelope
-from .common import add_command, int_list
+from .common import add_command, add_quiet_option, int_list
 
 EPILOG = """\
 examples:
@@ -46,6 +46,7 @@ def add_panel(sub: Any) -> None:
     p.add_argument("--round-beta", action="store_true",
                    help="GPT-2 with scale_attn_by_inverse_layer_idx: store the nearest double where beta is not one")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
+    add_quiet_option(p)
     p.set_defaults(run=run_panel)
 
 
@@ -61,19 +62,16 @@ def run_panel(args: Any) -> int:
     source = args.text or args.image
     if args.hf is not None and args.round_beta:
         raise InvalidInputError("--round-beta applies to --model: --hf stores the float the model uses, exactly")
-    with progress_bar(not args.json) as bar:
+    with StageProgress("softrank panel", not args.json) as bar:
         if args.hf is not None:
             from ..models.hf_panel import hf_panel
 
-            task = bar.add_task("load model", total=None)
             arrays = hf_panel(args.hf, source, args.widths, layers=args.layers, heads=args.heads,
-                              image=args.image is not None,
-                              stage=lambda name, done, total: bar.update(task, description=name, completed=done,
-                                                                         total=total or None))
+                              image=args.image is not None, stage=bar.stage)
         else:
-            task = bar.add_task("forward passes", total=None)
+            bar.stage("forward passes")
             arrays = build_panel(args.model, source, args.widths, layers=args.layers, heads=args.heads,
-                                 progress=lambda done, total: bar.update(task, completed=done, total=total),
+                                 progress=lambda done, total: bar.stage("forward passes", done, total),
                                  round_beta=args.round_beta)
     path = write_panel(args.out, arrays)
     names = operator_names(arrays)
@@ -82,5 +80,5 @@ def run_panel(args: Any) -> int:
                                        "widths": args.widths,
                                        "operators": len(names), "names": names})))
     else:
-        print(f"wrote {len(names)} operators to {path} (e.g. {names[0]})")
+        print(f"wrote {len(names)} operator{'' if len(names) == 1 else 's'} to {path} (e.g. {names[0]})")
     return 0

@@ -7,10 +7,11 @@ from typing import Any
 
 from ..errors import InvalidInputError
 from ..plumbing.files import OutputFiles, check_output_file
+from ..plumbing.operators_npz import choose_operator_message, operator_names
 from ..plumbing.plotting import PLOT_SUFFIXES
 from ..plumbing.progress import OperatorProgress
 from ..plumbing.reports import dumps
-from .common import (PLOT_HELP, add_budget_options, add_command, check_budget_options, check_distinct_outputs,
+from .common import (add_quiet_option, PLOT_HELP, add_budget_options, add_command, check_budget_options, check_distinct_outputs,
                      stdout_console)
 
 EPILOG = """\
@@ -46,6 +47,7 @@ def add_profile(sub: Any) -> None:
     p.add_argument("--plot", metavar="PROFILE.png", help=f"draw both curves: {PLOT_HELP}")
     p.add_argument("--linear", action="store_true", help="linear rank axis (default: log base 2)")
     p.add_argument("--json", action="store_true", help="print the profile JSON (every VERIFIED step) instead of the table")
+    add_quiet_option(p)
     p.add_argument("--out", metavar="CERT.json", help="write a certificate at the --eps tolerances, read off the profile")
     p.add_argument("--eps", metavar="E1,E2,...", help="tolerances of the certificate (also searched, marked on the plot)")
     p.add_argument("--key", metavar="KEYFILE", help="sign the certificate with this key (softrank keygen)")
@@ -62,11 +64,7 @@ def _tolerances(text: str | None, option: str) -> list[str] | None:
 
 
 def run_profile(args: Any) -> int:
-    from ..api import load_operator, operator_id, operator_provenance
-    from ..certio.issuing import certificate_for
     from ..certio.signing import load_private_key
-    from ..geometry.supports import stdout_to_stderr
-    from ..studies.rank_profile import DEFAULT_GRID, compute_profile
 
     eps = _tolerances(args.eps, "--eps")
     grid = _tolerances(args.grid, "--grid")
@@ -81,6 +79,15 @@ def run_profile(args: Any) -> int:
     plot = check_output_file(args.plot, "--plot", suffixes=PLOT_SUFFIXES) if args.plot else None
     out = check_output_file(args.out, "--out") if args.out else None
     check_distinct_outputs({"--plot": plot, "--out": out}, {"operator file": source} if source.exists() else None)
+    if args.operator is None:
+        names = operator_names(source) if source.is_file() else []
+        if len(names) > 1:
+            raise InvalidInputError(choose_operator_message(source, names, "--operator NAME"))
+    from ..api import load_operator, operator_id, operator_provenance  # the solvers: after the argument checks
+    from ..certio.issuing import certificate_for
+    from ..geometry.supports import stdout_to_stderr
+    from ..studies.rank_profile import DEFAULT_GRID, compute_profile
+
     op = load_operator(source, args.operator)
     name = operator_id(op)
     search = list(DEFAULT_GRID if grid is None else grid) + list(eps or [])

@@ -16,7 +16,7 @@ from ..plumbing.parallel import check_scheduler, resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
 from ..plumbing.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
-from .common import (PLOT_HELP, add_budget_options, add_campaign_options, add_command, add_parallel_options,
+from .common import (add_quiet_option, PLOT_HELP, add_budget_options, add_campaign_options, add_command, add_parallel_options,
                      campaign_memory, check_budget_options, comma_items, stdout_console)
 
 EPILOG = """\
@@ -91,6 +91,7 @@ def add_supports(sub: Any) -> None:
     add_parallel_options(p)
     add_campaign_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_quiet_option(p)
     p.add_argument("--plot", metavar="OUT.png", help=f"write the two-panel figure: {PLOT_HELP}")
     p.set_defaults(run=run_supports)
 

@@ -18,8 +18,10 @@ DEFAULT_WIDTH = 80
 #: A folded column keeps at least this many characters per line.
 MIN_FOLDED_WIDTH = 8
 GAP = "  "
-#: A word too long for its column is broken after the last of these that fits (else anywhere).
-BREAK_AFTER = "/-_."
+#: A word too long for its column is broken after the last ``/`` that fits, else after the last
+#: ``-`` or ``_``, else after a ``.`` (else anywhere): a path folds between its folders, never
+#: between a file's name and its suffix while a folder boundary fits.
+BREAK_AFTER = ("/", "-_", ".")
 
 
 def output_width() -> int:
@@ -32,9 +34,19 @@ def output_width() -> int:
     return DEFAULT_WIDTH
 
 
+def _break_point(word: str, width: int) -> int:
+    """Where a word longer than ``width`` is broken: after the last mark of the first group of
+    :data:`BREAK_AFTER` that keeps more than a third of the width on the line, else at ``width``."""
+    for marks in BREAK_AFTER:
+        cut = max(word.rfind(mark, 0, width) for mark in marks) + 1
+        if cut > width // 3:
+            return cut
+    return width
+
+
 def _fold(text: str, width: int) -> list[str]:
     """``text`` in lines of at most ``width`` characters: broken at spaces where a word fits,
-    else inside the word, after a ``/ - _ .`` where one is near the end (every character is kept)."""
+    else inside the word (:func:`_break_point`: after a ``/`` first; every character is kept)."""
     lines: list[str] = []
     for paragraph in text.split("\n"):
         line = ""
@@ -46,8 +58,7 @@ def _fold(text: str, width: int) -> list[str]:
             if line:
                 lines.append(line)
             while len(word) > width:
-                cut = max(word.rfind(mark, 0, width) for mark in BREAK_AFTER) + 1
-                cut = cut if cut > width // 2 else width
+                cut = _break_point(word, width)
                 lines.append(word[:cut])
                 word = word[cut:]
             line = word

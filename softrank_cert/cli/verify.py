@@ -352,7 +352,8 @@ def render_report(entries: list[dict[str, Any]], margins: dict[int, list[str]]) 
         elif entry["status"] == "skipped":
             notes.append(f"skipped: {name[entry['path']]} ({plain_text(entry['format'])}: not a certificate)")
         else:
-            notes.append(f"{entry['status']}: {name[entry['path']]} (exit {entry['exit_code']}: see the message above)")
+            reason = plain_text(entry["error"]["message"]).removeprefix(f"{plain_text(entry['path'])}: ")
+            notes.append(f"{entry['status']}: {name[entry['path']]} (exit {entry['exit_code']}): {reason}")
     out = []
     if prefix:
         out.append(fold_text(f"files under {plain_text(prefix)}"))

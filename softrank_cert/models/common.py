@@ -75,11 +75,20 @@ def resolve_model(model: str | Path, files: tuple[str, ...] = CHECKPOINT_FILES) 
     return label, folder
 
 
+#: Checkpoint JSON files (configurations, shard indexes) larger than this are refused unread.
+MAX_JSON_BYTES = 64 << 20
+#: Text and image inputs larger than this are refused unread.
+MAX_INPUT_BYTES = 1 << 30
+
+
 def read_json_object(path: Path) -> dict:
-    """The parsed JSON object in ``path`` (a ``config.json``, ``preprocessor_config.json``, ...)."""
+    """The parsed JSON object in ``path`` (a ``config.json``, ``preprocessor_config.json``, ...):
+    a regular file of at most :data:`MAX_JSON_BYTES`, without duplicate keys."""
+    from ..plumbing.files import loads_unique, read_regular_file
+
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        value = loads_unique(read_regular_file(path, MAX_JSON_BYTES, "checkpoint file"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise InvalidInputError(f"cannot read {path}: {exc}") from None
     if not isinstance(value, dict):
         raise InvalidInputError(f"{path} is not a JSON object")
@@ -143,13 +152,13 @@ def load_tokenizer(folder: Path):
 
 
 def read_input_file(path: Path, what: str) -> bytes:
-    """The bytes of an input file (``what``: ``"text"``, ``"image"``), or a one-line InvalidInputError."""
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise InvalidInputError(f"{what} file not found: {path}") from None
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read {what} file {path}: {exc.strerror or exc}") from None
+    """The bytes of an input file (``what``: ``"text"``, ``"image"``), or a one-line InvalidInputError
+    (a regular file of at most :data:`MAX_INPUT_BYTES`: a FIFO or a device is refused unopened)."""
+    from ..plumbing.files import read_regular_file
+
+    if not path.exists():
+        raise InvalidInputError(f"{what} file not found: {path}")
+    return read_regular_file(path, MAX_INPUT_BYTES, f"{what} file")
 
 
 def read_text(path: str | Path) -> tuple[str, str]:
@@ -222,9 +231,9 @@ def load_weights(folder: Path, skip: Callable[[str], bool] | None = None) -> dic
     if not index.is_file():
         raise InvalidInputError(f"checkpoint folder {folder} lacks model.safetensors")
     try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        weight_map = read_json_object(index)["weight_map"]
         shards = sorted({str(v) for v in weight_map.values()})
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, AttributeError) as exc:
         raise InvalidInputError(f"cannot read {index}: {exc}") from None
     out: dict[str, np.ndarray] = {}
     for shard in shards:

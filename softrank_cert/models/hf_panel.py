@@ -37,14 +37,14 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..kernel import MAX_DIM
-from ..plumbing.operators_npz import PROVENANCE_KEY
+from ..plumbing.operators_npz import MAX_NPZ_BYTES, PROVENANCE_KEY
 from .common import MINILM, minilm_dir, read_input_file, read_text
 from .hf_capture import AttentionRecord, capture_attention, record_notes, require_hf, select_heads
 
 #: ``stage(name, done, total)``: stage names "load model", "tokenize", "capture w<w>".
 Stage = Callable[[str, int, int], None]
 #: Largest panel (bytes of Q, K / S arrays) built in memory.
-MAX_PANEL_BYTES = 1 << 33
+MAX_PANEL_BYTES = MAX_NPZ_BYTES
 PREPROCESSOR = "preprocessor_config.json"
 
 

@@ -87,13 +87,15 @@ from typing import Any, Iterable, Iterator, Mapping
 from ..errors import InvalidInputError, SoftrankError
 from ..meta import __version__
 from .campaign_inputs import file_sha256, operator_mismatch, operator_sha256, read_kept_bytes
-from .files import canonical_dump, write_text_atomic
+from .files import canonical_dump, loads_unique, read_regular_file, write_text_atomic
 
 FORMAT = "softrank-campaign"
 VERSION = 1
 #: The manifest's file name inside a campaign's output folder.
 MANIFEST_NAME = "softrank-campaign.json"
 STATUSES = ("pending", "done", "failed", "refused")
+#: A previous manifest larger than this is not read (it is no manifest of ours).
+MAX_MANIFEST_BYTES = 1 << 30
 
 
 def budget_json(budget_seconds: float | None) -> float | str | None:
@@ -128,10 +130,11 @@ class _Manifest:
 
     @staticmethod
     def read(path: Path) -> dict[str, Any] | None:
-        """A previous manifest at ``path`` (None when there is none, or it is not one of ours)."""
+        """A previous manifest at ``path`` (None when there is none, or it is not one of ours: not
+        a regular file, larger than the certificate size limit, duplicate keys)."""
         try:
-            document = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError):
+            document = loads_unique(read_regular_file(path, MAX_MANIFEST_BYTES, "manifest"))
+        except (InvalidInputError, ValueError, UnicodeDecodeError, RecursionError):
             return None
         if not isinstance(document, dict) or document.get("format") != FORMAT or \
                 not isinstance(document.get("operators"), dict):
@@ -226,13 +229,13 @@ def reusable_certificate(path: Path, name: str, op: Any, eps_list: list[str], si
     return (None, why) if report is None else (report.certificate, "")
 
 
-def check_manifest_clear(names: Iterable[str], manifest_name: str = MANIFEST_NAME) -> None:
-    """Refuse (exit 2) an operator whose certificate file would take the manifest's name."""
-    stem = manifest_name[: -len(".json")]
-    for name in names:
-        if str(name).rsplit("/", 1)[-1] == stem:
-            raise InvalidInputError(f"operator {name!r}: its certificate would be named {manifest_name}, the campaign "
-                                    "manifest's name; rename the operator in the panel")
+def check_manifest_clear(names: Iterable[str]) -> None:
+    """Refuse (exit 2) an operator whose certificate file, once its name is read as a path,
+    would take the manifest's name (or another ``softrank-campaign*`` name), or share a file with
+    another operator (:func:`~softrank_cert.plumbing.certificate_files.certificate_paths`)."""
+    from .certificate_files import certificate_paths
+
+    certificate_paths(Path("."), [str(name) for name in names])
 
 
 def resume_command(prog: str, argv: list[str]) -> str:

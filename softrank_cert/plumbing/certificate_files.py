@@ -1,7 +1,8 @@
 """Where certificates lie on disk (front end; decides nothing).
 
 * :func:`certificate_path`: ``OUT/NAME.json`` for the operator ``NAME`` of a panel (its ``/`` as
-  sub-folders; names that would escape ``OUT`` refused);
+  sub-folders; a name that is not one-to-one with its path refused); :func:`certificate_paths`
+  for all the names of a run, refusing two names with one file and the manifest's name;
 * :func:`expand_json_paths`: the JSON files named on a command line, folders replaced by the
   ``*.json`` files below them;
 * :func:`declared_format`: the ``format`` a JSON file declares, so that reports and campaign
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from ..errors import InvalidInputError
 from .operators_npz import natural_key
@@ -26,12 +27,51 @@ CERTIFICATE_FORMAT = "softrank-certificate"
 NOT_CERTIFICATE_FORMATS = re.compile(r"softrank-[a-z0-9]+(-[a-z0-9]+)*-report|softrank-error|softrank-campaign")
 
 
+#: Operator names whose certificate file would look like a campaign manifest (its file name,
+#: ``softrank-campaign.json``, compared without case): refused in a certificate folder.
+RESERVED_STEM = "softrank-campaign"
+
+
+def _name_parts(name: str) -> list[str]:
+    """The components of an operator name used as a path: split at ``/`` exactly, so that
+    distinct names give distinct files.  A name with an empty, ``.`` or ``..`` component, a
+    leading ``/``, a backslash or a NUL is refused (one line naming its normalised form)."""
+    parts = name.split("/")
+    if any(part in ("", ".", "..") for part in parts) or "\\" in name or "\0" in name:
+        normal = "/".join(part for part in parts if part not in ("", "."))
+        raise InvalidInputError(f"operator name {name!r} cannot be used as a file name: as a path it is "
+                                f"{normal or '(empty)'!r} (no empty, '.' or '..' components, no backslash); "
+                                "rename the operator in the panel")
+    return parts
+
+
 def certificate_path(out: Path, name: str) -> Path:
-    """``out/NAME.json`` with the panel name's '/' as sub-folders; refuses names that escape ``out``."""
-    parts = PurePosixPath(name).parts
-    if not parts or any(part in ("", ".", "..") or part.startswith("/") for part in parts):
-        raise InvalidInputError(f"operator name {name!r} cannot be used as a file name")
+    """``out/NAME.json`` with the panel name's '/' as sub-folders (one file per name: a name that
+    does not map one-to-one onto a path -- ``x//a``, ``x/./a``, ``../a``, ``/a``, ``a/`` -- is
+    refused, :func:`_name_parts`)."""
+    parts = _name_parts(name)
     return out.joinpath(*parts[:-1], parts[-1] + ".json")
+
+
+def certificate_paths(out: Path, names: list[str], *, reserve_manifest: bool = True) -> list[Path]:
+    """:func:`certificate_path` of every name, checked together before any work (exit 2, one line
+    naming both names): no two names may give one file, or files that differ only in case (one
+    file on a case-insensitive file system), and with ``reserve_manifest`` no file may be named
+    like the campaign manifest (``softrank-campaign*``, compared without case)."""
+    seen: dict[str, str] = {}
+    paths = []
+    for name in names:
+        path = certificate_path(out, name)
+        if reserve_manifest and path.name.lower().startswith(RESERVED_STEM):
+            raise InvalidInputError(f"operator {name!r}: its certificate would be named {path.name}, reserved for the "
+                                    f"campaign manifest ({RESERVED_STEM}.json); rename the operator in the panel")
+        key = str(path.relative_to(out)).casefold()
+        if key in seen:
+            raise InvalidInputError(f"operators {seen[key]!r} and {name!r} would share one certificate file "
+                                    f"({path}); rename one of them in the panel")
+        seen[key] = name
+        paths.append(path)
+    return paths
 
 
 def expand_json_paths(paths: list[str]) -> list[str]:

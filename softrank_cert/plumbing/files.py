@@ -1,4 +1,10 @@
-"""Output files (front end; decides nothing): checked before any work, written atomically.
+"""Input and output files (front end; decides nothing): inputs read within a bound, outputs
+checked before any work and written atomically.
+
+* :func:`read_regular_file` / :func:`check_regular_file`: the one way an input file is read --
+  a regular file only (a FIFO, a device, a socket or a folder refused before a byte is read, so
+  nothing ever blocks), its size from ``fstat`` checked against a limit before reading;
+  :func:`loads_unique`, JSON that refuses duplicate keys (every JSON document the tools read).
 
 * :func:`check_output_file` / :func:`check_output_folder`: pre-flight checks of an output named
   on the command line or given to the API (a folder where a file is wanted, a non-regular
@@ -14,6 +20,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -26,6 +33,87 @@ def canonical_dump(document: object) -> str:
     import json
 
     return json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+# --------------------------------------------------------------------------------------
+# Input files: regular files only, sizes checked before reading
+# --------------------------------------------------------------------------------------
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _refuse_special(path: str | os.PathLike[str], mode: int, what: str) -> None:
+    if not stat.S_ISREG(mode):
+        raise InvalidInputError(f"{what} {os.fspath(path)}: is {_kind(mode)}, not a regular file")
+
+
+def check_regular_file(path: str | os.PathLike[str], what: str = "file") -> int:
+    """The size in bytes of the regular file at ``path`` (symlinks followed), from ``os.stat``
+    alone: a missing file, a FIFO, a device, a socket or a folder is refused with one line
+    (InvalidInputError, exit 2) without opening it."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {what} {os.fspath(path)}: {exc.strerror or exc}") from None
+    _refuse_special(path, info.st_mode, what)
+    return info.st_size
+
+
+def read_regular_file(path: str | os.PathLike[str], limit: int, what: str = "file",
+                      too_large: type[InvalidInputError] = InvalidInputError) -> bytes:
+    """The bytes of the regular file at ``path``, at most ``limit`` of them.
+
+    Contract: a path that is not a regular file is refused by :func:`check_regular_file` before
+    it is opened, and again on the opened descriptor (opened with ``O_NONBLOCK``, so a file
+    swapped for a FIFO in between cannot block); a file whose ``fstat`` size exceeds ``limit``
+    is refused (``too_large``) before a byte is read; the read stops after ``limit + 1`` bytes
+    should the file grow meanwhile.  Cost: at most ``limit + 1`` bytes read, in 16 MiB pieces."""
+    check_regular_file(path, what)
+    shown = os.fspath(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {what} {shown}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        _refuse_special(path, info.st_mode, what)
+        if info.st_size > limit:
+            raise too_large(f"{what} {shown}: {info.st_size} bytes, more than the limit of {limit} bytes")
+        chunks, size = [], 0
+        try:
+            while size <= limit:
+                chunk = handle.read(min(limit + 1 - size, 16 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        except OSError as exc:
+            raise InvalidInputError(f"cannot read {what} {shown}: {exc.strerror or exc}") from None
+    if size > limit:
+        raise too_large(f"{what} {shown}: more than the limit of {limit} bytes")
+    return b"".join(chunks)
+
+
+def unique_object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+        raise ValueError(f"duplicate JSON key {duplicate!r}")
+    return result
+
+
+def loads_unique(text: str | bytes) -> Any:
+    """``json.loads`` that refuses an object with a duplicate key (ValueError naming it), so that
+    no reader silently takes the last of two values."""
+    import json
+
+    return json.loads(text, object_pairs_hook=unique_object_pairs)
 
 
 # --------------------------------------------------------------------------------------

@@ -80,9 +80,8 @@ from ..plumbing.tolerances import parse_eps_list
 from .analyze_report import build_report
 from .analyze_stats import operator_features
 from ..plumbing.certificate_files import declared_format, expand_json_paths, is_certificate_format
-from ..plumbing.files import write_text_atomic
-from ..plumbing.progress import progress_bar
-from ..plumbing.untrusted_text import safe_text
+from ..plumbing.files import loads_unique, write_text_atomic
+from ..plumbing.progress import OperatorProgress, stage_line
 
 if TYPE_CHECKING:
     from ..plumbing.operators_npz import NamedOperator
@@ -280,7 +279,7 @@ def usable_cache_entry(raw: bytes | str, key: str, name: str, eps_list: list[str
     if isinstance(raw, str):
         return None
     try:
-        entry = json.loads(raw)
+        entry = loads_unique(raw)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     if not isinstance(entry, dict) or entry.get("key") != key or entry.get("operator") != name:
@@ -417,13 +416,15 @@ def analysis(certificates: list[str], panels: list[str], eps: str | None = None,
              for i, (path, raw, name, _eps) in enumerate(read)]
     start = time.perf_counter()
     results: list[Any] = [None] * len(tasks)
-    with campaign.running() if campaign is not None else nullcontext(), progress_bar(show_progress) as bar:
-        task = bar.add_task("analysing", total=len(tasks))
+    with campaign.running() if campaign is not None else nullcontext(), \
+            OperatorProgress("softrank analyze", len(tasks), bar=show_progress, label="analysing") as bar:
         with closing(run_tasks(operator_result, tasks, jobs=jobs, scheduler=scheduler,
-                               done=lambda j: bar.update(task, advance=1, description=safe_text(read[j][2])))) as out:
+                               done=lambda j: bar.advance(read[j][2]))) as out:
             for outcome in out:
                 i = outcome.index
                 results[i] = outcome.unwrap()  # a refused certificate is the command's error (exit 1, 2 or 3)
+                bar.finished(read[i][2], f"certificate VERIFIED, scores in {results[i]['seconds']['total']:.1f} s"
+                                         + (" (geometry cached)" if cached[i] is not None else ""))
                 if cache is not None and cached[i] is None:
                     entry = {"key": keys[i], "operator": read[i][2], **{k: results[i][k] for k in CACHED_FIELDS}}
                     write_text_atomic(Path(cache) / f"{keys[i]}.json", json.dumps(entry))
@@ -431,6 +432,7 @@ def analysis(certificates: list[str], panels: list[str], eps: str | None = None,
                         campaign.done(read[i][2], outcome, results[i]["seconds"]["total"])
     if campaign is not None:
         campaign.finish()
+    stage_line("softrank analyze", f"statistics: concordance, {resamples} bootstrap resamples, held-out fits")
     report = envelope("analyze", build_report(results, stems, eps_list, resamples=resamples, seed=seed))
     report["inputs"] = {"certificates": len(paths), "panels": [str(p) for p in panels],
                         "operators_without_certificate": len(set(operators) - set(seen))}

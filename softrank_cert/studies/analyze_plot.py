@@ -1,14 +1,19 @@
 """The figure of the analysis report (UNTRUSTED; draws the report of :func:`~softrank_cert.studies.analyze.analysis`).
 
 Every (operator, eps) bracket [lower, upper] -- kernel-verified ends -- as a vertical segment at
-the operator's score, one panel per score.
+the operator's score, one panel per score; a resolved bracket (lower = upper) as a dot of the
+same colour.  The baseline is fitted to the brackets it is drawn against: its panel says so
+(in-sample; the held-out comparison is in the report's tables).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .analyze_report import ci_text, number_text
+from .analyze_report import SCORES, ci_text, number_text
+
+#: The score fitted to the very brackets it is drawn against (its panel is marked in-sample).
+IN_SAMPLE = "baseline"
 
 
 def analysis_figure(report: dict[str, Any]) -> Any:
@@ -18,11 +23,12 @@ def analysis_figure(report: dict[str, Any]) -> Any:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.legend_handler import HandlerTuple
     from matplotlib.lines import Line2D
 
     from ..plumbing.plotting import label_log_axis
 
-    names = list(report["scores"])
+    names = [n for n in SCORES if n in report["scores"]] + [n for n in report["scores"] if n not in SCORES]
     cols = 2 if len(names) > 2 else max(len(names), 1)
     rows = -(-max(len(names), 1) // cols)
     fig, grid = plt.subplots(rows, cols, figsize=(5.6 * cols, 4.3 * rows + 0.6), squeeze=False)
@@ -47,9 +53,10 @@ def analysis_figure(report: dict[str, Any]) -> Any:
             n_inf += value == "inf"
             lo, hi = max(op["lower"], 0.5), max(op["upper"], 0.5)
             if lo == hi:  # resolved: r_eps known exactly
-                ax.plot([x], [lo], marker="o", color=eps_colour[op["eps"]], alpha=0.5, markersize=2.5, linestyle="")
+                ax.plot([x], [lo], marker="o", color=eps_colour[op["eps"]], alpha=0.8, markersize=3.2, linestyle="")
             else:
-                ax.plot([x, x], [lo, hi], color=eps_colour[op["eps"]], alpha=0.35, linewidth=1.0)
+                ax.plot([x, x], [lo, hi], color=eps_colour[op["eps"]], alpha=0.6, linewidth=1.3,
+                        solid_capstyle="butt")
         if n_inf:
             ax.axvline(at_inf, color="gray", linestyle=":", linewidth=0.8)
             ax.text(at_inf, 1.0, f" inf ({n_inf})", fontsize=7, color="gray", va="bottom")
@@ -57,15 +64,24 @@ def analysis_figure(report: dict[str, Any]) -> Any:
         label_log_axis(ax.yaxis, ranks, integers=True)
         entry = report["scores"][name]
         ci = entry["ci"]
-        ax.set_title(f"{name} ({entry['certified']})\nconcordance {number_text(entry['concordance'])} "
-                     f"{ci_text(ci)}, {entry['pairs']} pairs", fontsize=9)
+        in_sample = name == IN_SAMPLE
+        ax.set_title(f"{name} ({entry['certified']}{', IN-SAMPLE fit' if in_sample else ''})\nconcordance "
+                     f"{number_text(entry['concordance'])} {ci_text(ci)}, {entry['pairs']} pairs", fontsize=9)
+        if in_sample:
+            ax.text(0.02, 0.97, "in-sample: fitted to these brackets\n(held-out comparison: the report's tables)",
+                    transform=ax.transAxes, va="top", fontsize=8, color="0.2",
+                    bbox={"boxstyle": "round", "facecolor": "#fff3cd", "edgecolor": "#c9a227", "alpha": 0.95})
         ax.set_xlabel(f"{name} score" + (" (inf: right of the dotted line)" if n_inf else ""))
         ax.grid(True, alpha=0.3, which="both")
     for ax in grid[:, 0]:
         ax.set_ylabel(r"certified bracket of $r_\varepsilon(A)$: lower to upper")
-    handles = [Line2D([], [], color=eps_colour[eps], linewidth=2, label=f"$\\varepsilon = {eps}$") for eps in report["eps"]]
-    handles.append(Line2D([], [], color="gray", marker="o", linestyle="", markersize=3, label="resolved (lower = upper)"))
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
+    handles: list[Any] = [Line2D([], [], color=eps_colour[eps], linewidth=2) for eps in report["eps"]]
+    labels = [f"$\\varepsilon = {eps}$: bracket lower to upper" for eps in report["eps"]]
+    handles.append(tuple(Line2D([], [], color=eps_colour[eps], marker="o", linestyle="", markersize=4)
+                         for eps in report["eps"]))
+    labels.append("resolved (lower = upper), coloured by $\\varepsilon$")
+    fig.legend(handles, labels, loc="lower center", ncol=len(handles), fontsize=8, frameon=False,
+               handler_map={tuple: HandlerTuple(ndivide=None)})
     fig.suptitle("softrank analyze: scores against kernel-verified rank brackets", fontsize=11)
     fig.tight_layout(rect=(0, 0.04, 1, 0.96))
     return fig

@@ -3,7 +3,7 @@
 A published table is JSON Lines, one row per (operator, eps)::
 
     {"operator": "minilm/apache2/w32/L0H3", "eps": "0.25", "lower": 5, "upper": 26,
-     "certificate": "certs/L0H3.json"}          # certificate optional, relative to the table
+     "certificate": "certs/L0H3.json"}          # certificate optional, inside the table's folder
 
 Each row ends with one status:
 
@@ -40,13 +40,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import InvalidInputError
-from ..plumbing.campaign_inputs import read_kept_bytes
 from ..plumbing.operators_npz import load_operators, operator_names
 from ..plumbing.parallel import pack_operator, run_tasks
 from .audit_certificates import check_certificate, check_certificate_bytes
 from .audit_reproduction import OperatorAudit, audit_operator, evidence_name
 from .audit_rows import (STATUSES, AuditResult, PublishedRow, RowError, RowResult, judge, parse_row, read_table,
-                         summary)
+                         row_certificate_bytes, summary)
 
 
 def audit_table(table: str | Path, panel: str | Path, *, evidence_dir: Path, budget_seconds: float | None = None,
@@ -94,7 +93,7 @@ def audit_table(table: str | Path, panel: str | Path, *, evidence_dir: Path, bud
             for row in rows:
                 results[row.line] = RowResult(row.line, name, row.eps, "error", row.lower, row.upper, error=f"operator: {exc}")
             continue
-        raw = {row.certificate: read_kept_bytes(table.parent / row.certificate)
+        raw = {row.certificate: row_certificate_bytes(table.parent, row.certificate)
                for row in rows if row.certificate is not None}
         names.append(name)
         named_ops.append(named)

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..plumbing.campaign import Campaign, budget_json, file_sha256, operator_sha256, recheck_certificate
 from ..plumbing.campaign_inputs import inputs_sha256, read_kept_bytes
-from ..plumbing.certificate_files import certificate_path
+from ..plumbing.certificate_files import certificate_path, certificate_paths
 from ..plumbing.files import canonical_dump, write_text_atomic
 from .audit_reproduction import RESULT_VERSION, Ends, OperatorAudit, audit_rows, reproduction_tolerances
 
@@ -42,6 +42,7 @@ class AuditCampaign(Campaign):
                  trusted_keys: frozenset[str] | None, max_memory: int | None, jobs: int, scheduler: str | None,
                  operators: list[Any], tasks: list[tuple], memory: list[int], resume_command: str | None) -> None:
         self.state = path.with_name(path.name[: -len(".json")] if path.name.endswith(".json") else path.name + ".d")
+        certificate_paths(self.state, [item.name for item in operators], reserve_manifest=False)  # one file each
         parameters = {"panel": {"path": str(panel), "sha256": file_sha256(panel), "operators": len(tasks)},
                       "brackets": {"path": str(table), "sha256": file_sha256(table)}, "tolerances": None,
                       "budget_seconds": budget_json(budget_seconds), "max_memory": max_memory, "jobs": jobs,

@@ -12,7 +12,7 @@ import functools
 import json
 from dataclasses import dataclass, field
 from fractions import Fraction
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..errors import InvalidInputError, SoftrankError
@@ -138,18 +138,44 @@ def parse_row(line: int, text: str) -> PublishedRow | RowError:
     certificate = doc.get("certificate")
     if certificate is not None and (not exact_str(certificate) or not certificate):
         return RowError(line, f"line {line}: 'certificate' must be a path string", *shown)
+    if certificate is not None and not _inside_folder(certificate):
+        return RowError(line, f"line {line}: 'certificate' {certificate[:200]!r} must be a relative path inside the "
+                              "table's folder (no absolute path, no '..')", *shown)
     return PublishedRow(line, name, eps, lower, upper, certificate)
 
 
+def _inside_folder(name: str) -> bool:
+    """Whether a row's certificate path names a place inside the table's folder (lexically:
+    relative, no ``..`` component, no NUL; :func:`row_certificate_bytes` checks symlinks)."""
+    parts = PurePosixPath(name.replace("\\", "/")).parts
+    return bool(parts) and "\0" not in name and not PurePosixPath(name).is_absolute() and \
+        not Path(name).is_absolute() and ".." not in parts
+
+
+def row_certificate_bytes(folder: str | Path, name: str) -> bytes | str:
+    """The bytes of the certificate that a row of the table in ``folder`` names, or the one-line
+    reason why not: it must be a regular file that lies inside ``folder`` once every symlink is
+    resolved (the table is untrusted: it may not make the audit read elsewhere, nor block on a
+    FIFO), of at most the certificate size limit."""
+    from ..plumbing.campaign_inputs import read_kept_bytes
+
+    if not _inside_folder(name):
+        return f"certificate {name[:200]!r} is not a relative path inside the table's folder"
+    base = Path(folder).resolve()
+    target = (base / name).resolve()
+    if target != base and base not in target.parents:
+        return f"certificate {name[:200]!r} leads outside the table's folder (to {target})"
+    return read_kept_bytes(target)
+
+
 def read_table(path: str | Path) -> list[PublishedRow | RowError]:
-    """All rows of a JSON Lines table (blank lines skipped); InvalidInputError if unusable."""
+    """All rows of a JSON Lines table (blank lines skipped); InvalidInputError if unusable (not
+    a regular file, more than :data:`MAX_TABLE_BYTES`: refused before reading)."""
+    from ..plumbing.files import read_regular_file
+
     path = Path(path)
     try:
-        if path.stat().st_size > MAX_TABLE_BYTES:
-            raise InvalidInputError(f"{path}: larger than {MAX_TABLE_BYTES} bytes")
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        text = read_regular_file(path, MAX_TABLE_BYTES, "table").decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidInputError(f"{path}: not UTF-8 text") from None
     rows = [parse_row(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]

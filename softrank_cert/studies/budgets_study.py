@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..certio.signing import sign_certificate
 from ..errors import InvalidInputError
-from ..plumbing.certificate_files import certificate_path
+from ..plumbing.certificate_files import certificate_path, certificate_paths
 from ..plumbing.campaign import Campaign
 from ..plumbing.files import canonical_dump, write_json_atomic, write_text_atomic
 from ..plumbing.progress import OperatorProgress
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 def _load(paths: list[str], names: list[str] | None = None) -> list[tuple[NamedOperator, str]]:
     """Every operator of every panel (panel order, then name order) with its panel's stem; only
     those named in ``names`` when it is given (each must be in some panel)."""
-    from ..plumbing.operators_npz import load_operators, operator_names
+    from ..plumbing.operators_npz import load_operators, operator_names, unknown_operator_message
 
     out: list[tuple[NamedOperator, str]] = []
     seen: dict[str, str] = {}
@@ -43,8 +43,9 @@ def _load(paths: list[str], names: list[str] | None = None) -> list[tuple[NamedO
         found = {name for chosen in selected.values() for name in chosen}
         missing = [name for name in wanted if name not in found]
         if missing:
-            raise InvalidInputError(f"--operator {missing[0]}: no such operator in "
-                                    f"{', '.join(Path(p).name for p in paths)}")
+            held = [n for path in paths for n in operator_names(path)]
+            where = paths[0] if len(paths) == 1 else ", ".join(Path(p).name for p in paths)
+            raise InvalidInputError(unknown_operator_message(where, missing[0], held, "--operator"))
     for path in paths:
         if selected[path] == []:
             continue
@@ -84,7 +85,8 @@ def study(panels: list[str], eps: str, budgets: list[int], budget_seconds: float
     want = certificates is not None
     tasks = [(pack_operator(item.operator), item.name, stem, eps, budgets, budget_seconds, True,
               want or manifest is not None, item.provenance or None) for item, stem in selected]
-    targets = [certificate_path(Path(certificates), item.name) for item, _stem in selected] if want else []
+    targets = certificate_paths(Path(certificates), [item.name for item, _stem in selected],
+                                reserve_manifest=False) if want else []
     start = time.perf_counter()
     results: dict[int, OperatorBudgets] = {}
     campaign = None
@@ -161,7 +163,7 @@ def _run_study(operators: list[tuple[NamedOperator, str]], tasks: list[tuple], t
     from ..plumbing.parallel import run_tasks
 
     with campaign.running() if campaign is not None else nullcontext(), \
-            OperatorProgress("softrank budgets", len(tasks), bar=show_progress, lines=show_progress) as bar:
+            OperatorProgress("softrank budgets", len(tasks), bar=show_progress) as bar:
         for i in sorted(results):
             bar.advance(operators[i][0].name)
             bar.finished(operators[i][0].name, "kept (resumed: re-verified certificate)")
@@ -199,6 +201,7 @@ class _BudgetsCampaign(Campaign):
         from ..plumbing.memory import operator_task_bytes
 
         self.state = path.with_name(path.name[: -len(".json")] if path.name.endswith(".json") else path.name + ".d")
+        certificate_paths(self.state, [item.name for item, _stem in operators], reserve_manifest=False)  # one file each
         parameters = {"panel": [{"path": str(p), "sha256": file_sha256(p)} for p in panels],
                       "tolerances": [eps], "budgets": budgets, "budget_seconds": budget_json(budget_seconds),
                       "max_memory": max_memory, "jobs": jobs, "scheduler": scheduler, "signer": None}

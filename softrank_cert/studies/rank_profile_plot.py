@@ -26,11 +26,34 @@ def _curve_values(profile: "Profile", edges: list[Fraction]) -> tuple[list[int],
     return lows, ups
 
 
+#: Labelled rank ticks on the log axis are at least this many octaves apart (about 11 points at
+#: the figure's size: labels never overlap).
+MIN_TICK_GAP_OCTAVES = 0.3
+
+
+def step_ticks(heights: Sequence[int], gap: float = MIN_TICK_GAP_OCTAVES) -> list[int]:
+    """The step heights to label on the log2 rank axis: from the bottom, each height at least
+    ``gap`` octaves above the last one labelled, and the top one (``p``) always, dropping the
+    one below it if it is too close.  The others keep an unlabelled tick."""
+    chosen: list[int] = []
+    for h in sorted(set(heights)):
+        if not chosen or math.log2(h / chosen[-1]) >= gap:
+            chosen.append(h)
+    top = max(heights)
+    if chosen[-1] != top:
+        if len(chosen) > 1 and math.log2(top / chosen[-1]) < gap:
+            chosen.pop()
+        chosen.append(top)
+    return chosen
+
+
 def profile_figure(profile: "Profile", *, marks: Sequence[str] = (), ax: Any = None, yscale: str = "log") -> Any:
     """Both certified curves against eps (log axis), the band between them shaded, the
     tolerances where they meet (resolved) marked; ``marks``: tolerances to annotate with
     their bracket (e.g. those of a certificate).  Every drawn step is a VERIFIED step.
-    ``yscale``: ``"log"`` (base 2, default: small ranks stay readable) or ``"linear"``."""
+    ``yscale``: ``"log"`` (base 2, default: small ranks stay readable; the rank ticks sit at the
+    step heights, :func:`step_ticks` labels those that fit, grid lines at every labelled one) or
+    ``"linear"`` (a linear grid)."""
     import matplotlib
 
     if ax is None:
@@ -85,14 +108,16 @@ def profile_figure(profile: "Profile", *, marks: Sequence[str] = (), ax: Any = N
     ax.set_xscale("log")
     ax.set_xlim(float(left), 1.0)
     if yscale == "log":
-        from matplotlib.ticker import FixedLocator, NullLocator
+        from matplotlib.ticker import FixedLocator
 
         ax.set_yscale("log", base=2)
         ax.set_ylim(0.8, p * 1.5)
-        ticks = list(range(1, p + 1)) if p <= 12 else [2 ** i for i in range(int(math.log2(p)) + 1)]
-        ax.yaxis.set_major_locator(FixedLocator(ticks + ([p] if p not in ticks else [])))
+        heights = sorted({int(v) for v in lows + ups if v >= 1} | {1, p})
+        labelled = step_ticks(heights)
+        ax.yaxis.set_major_locator(FixedLocator(labelled))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-        ax.yaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_minor_locator(FixedLocator([h for h in heights if h not in labelled]))
+        ax.yaxis.set_minor_formatter(NullFormatter())
     else:
         ax.set_ylim(0, p * 1.06)
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
@@ -107,6 +132,7 @@ def profile_figure(profile: "Profile", *, marks: Sequence[str] = (), ax: Any = N
                  f"{len(profile.lower)} lower and {len(profile.upper)} upper steps, each VERIFIED by the trusted kernel",
                  fontsize=9.5)
     ax.grid(True, which="major", alpha=0.25, linewidth=0.6)
+    ax.grid(True, which="minor", axis="y", alpha=0.1, linewidth=0.5)
     if own:  # below the axes: never over a curve
         fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=2, fontsize=8, frameon=False)
     else:

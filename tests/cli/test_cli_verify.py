@@ -295,19 +295,19 @@ def test_markup_like_method_does_not_change_verdicts(tmp_path):
 # Resource use: a tiny certificate must not take minutes
 # --------------------------------------------------------------------------------------
 
-def test_tiny_certificate_with_extreme_margin_is_fast(tmp_path):
-    """S = [[0, -1e6]]; a 1x1 lower certificate selecting A_01 ~ exp(-1e6): REJECTED, fast."""
-    import subprocess
-
+def test_tiny_certificate_with_extreme_margin_is_rejected_at_the_first_precision(tmp_path):
+    """S = [[0, -1e6]]; a 1x1 lower certificate selecting A_01 ~ exp(-1e6): REJECTED (exit 1),
+    decided at the first precision (the --json report's precision), not by an exact exp(-1e6).
+    The cost itself is not timed here (busy machines): tests/kernel/test_kernel.py bounds the
+    size of the rationals, benchmarks/bench_verify.py measures seconds."""
     op = Operator("scores", {"S": np.array([[0.0, -1e6]])})
     path = write_certificate(tmp_path / "extreme.json", build_document(op, [
         Bracket("0.5", LowerEnd(1, "selection", np.array([[1.0]]), np.array([[0.0], [1.0]])), UpperEnd(1, "identity"))]))
-    try:
-        res = run_verify(path, timeout=6)
-    except subprocess.TimeoutExpired:
-        raise TimeoutError("softrank-verify ran for more than 6 s") from None
-    assert res.returncode == 1
-    assert res.seconds < 5
+    res = run_verify(path, "--json")
+    assert res.returncode == 1, res.stderr
+    claims = json.loads(res.stdout)["files"][0]["claims"]
+    lower = [c for c in claims if c["side"] == "lower"]
+    assert lower and lower[0]["verdict"] == "REJECTED" and lower[0]["precision_bits"] <= 64, lower
 
 
 # --------------------------------------------------------------------------------------

@@ -138,3 +138,37 @@ def test_the_readme_profile_figures_are_those_of_the_committed_run():
     assert f"`r_eps = {six['rank']}` exactly at eps 0.25 (on `[{six['from']}, {six['to']}]`)" in readme
     assert f"in {len(run['lower']) + len(run['upper'])} verified steps" in readme
     assert f"default work ({int(run['budget_work']):,} units" in readme and run["budget_seconds"] is None
+
+
+def _readme_words() -> str:
+    return " ".join((ROOT / "README.md").read_text("utf-8").split())
+
+
+def test_the_readme_adversarial_counts_are_those_of_the_committed_campaign():
+    """False or tampered certificates and true controls are counted apart, as the campaign counts them."""
+    import json
+
+    run = json.loads((ROOT / "benchmarks" / "results" / "adversarial.json").read_text("utf-8"))
+    controls = sum(run["controls_true_accepted"].values())
+    assert run["accepted"] == 0 and run["adversarial_certificates"] + controls == run["certificates_total"]
+    readme = _readme_words()
+    checkers = {3: "three", 4: "four", 5: "five"}[len(run["checkers"])]
+    assert (f"campaign of {run['adversarial_certificates']:,} false or tampered certificates through "
+            f"{checkers} checkers") in readme
+    assert f"while all {controls:,} true controls run beside them were" in readme
+
+
+def test_the_readme_example_seconds_are_the_committed_cpu_seconds():
+    import json
+
+    run = json.loads((ROOT / "benchmarks" / "results" / "readme_example.json").read_text("utf-8"))
+    readme = _readme_words()
+    assert f"a median {run['cpu_median_seconds']} CPU seconds" in readme and "`benchmarks/results/readme_example.json`" in readme
+    assert all(run["profile_equals_committed"]), "the committed timing run did not reproduce the committed profile"
+
+
+def test_no_page_quotes_a_test_count_that_goes_stale():
+    """A count of passed tests is stale after the next test: tests/README.md says how to count instead."""
+    for page in (ROOT / "README.md", ROOT / "tests" / "README.md"):
+        found = re.findall(r"\b[\d,]+ passed\b", page.read_text("utf-8"))
+        assert not found, f"{page.relative_to(ROOT)} quotes {found}: say how to count instead"

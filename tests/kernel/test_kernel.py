@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import sys
-import time
 import tracemalloc
 from fractions import Fraction
 from pathlib import Path
@@ -216,7 +215,6 @@ def test_shapes_refused_before_allocation():
     ]
     for kind, arrays in cases:
         tracemalloc.start()
-        t0 = time.perf_counter()
         try:
             with pytest.raises(SizeLimitError):
                 Operator(kind, arrays)
@@ -224,7 +222,6 @@ def test_shapes_refused_before_allocation():
         finally:
             tracemalloc.stop()
         assert peak < 4 << 20, (kind, peak)
-        assert time.perf_counter() - t0 < 1.0
 
 
 def test_size_limit_constants():
@@ -558,13 +555,14 @@ def test_float_softmax_helper_matches_truth_roughly():
 
 def test_extreme_exponents_do_not_blow_up_the_reported_margin():
     """A_01 = exp(-5e7)/(1 + ...): the 1x1 certificate selecting it is REJECTED at once; the
-    exact margin/value interval must not cost time proportional to the exponent."""
+    exact margin/value interval must not cost work proportional to the exponent: it is decided at
+    the first precision, and the reported interval's rationals stay a few thousand bits (not the
+    ~7e7 bits an exact exp(-5e7) would need)."""
     op = scores_op([[0.0, -5e7]])
-    t0 = time.perf_counter()
     v = verify_lower(op, "0.5", 1, np.array([[1.0]]), np.array([[0.0], [1.0]]))
-    elapsed = time.perf_counter() - t0
-    assert v.status is R
-    assert elapsed < 0.5, elapsed
+    assert v.status is R and v.precision <= 64, (v.status, v.precision)
+    bits = [max(x.numerator.bit_length(), x.denominator.bit_length()) for x in v.value]
+    assert max(bits) <= 1 << 13, bits
 
 
 # --------------------------------------------------------------------------------------

@@ -43,9 +43,14 @@ def softrank(*args: str, script: Path | None = None, env: dict | None = None, **
                           env={**ENV, **(env or {})}, **kwargs)
 
 
-def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "softrank_cert.cli.main", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=ENV)
+def start(*args: str, gate: Path | None = None) -> subprocess.Popen:
+    """``softrank ARGS`` in the background; with ``gate`` (an empty folder) only the first
+    operator's search runs before a signal (``gated_softrank.py``)."""
+    if gate is None:
+        command, env = [sys.executable, "-m", "softrank_cert.cli.main"], ENV
+    else:
+        command, env = [sys.executable, str(Path(__file__).with_name("gated_softrank.py"))], {**ENV, "SOFTRANK_TEST_GATE": str(gate)}
+    return subprocess.Popen([*command, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def contents(folder: Path) -> dict[str, tuple]:
@@ -154,9 +159,10 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("how, jobs", [(signal.SIGINT, "1"), (signal.SIGTERM, "2"), (signal.SIGKILL, "2")],
                          ids=["sigint-serial", "sigterm-jobs2", "sigkill-jobs2"])
 def test_interrupted_campaign_resumes_to_the_same_certificates(panel16, reference16, tmp_path, how, jobs):
-    out = tmp_path / "certs"
+    out, gate = tmp_path / "certs", tmp_path / "gate"
+    gate.mkdir()
     args = ("bracket", str(panel16), "--all", "--eps", EPS, "--out", str(out), "--budget-seconds", "inf", "--jobs", jobs)
-    process = start(*args)
+    process = start(*args, gate=gate)  # one operator finishes, the others wait for the signal
     try:
         _wait_for_done(out, process)
         workers = _children(process.pid)
@@ -172,13 +178,13 @@ def test_interrupted_campaign_resumes_to_the_same_certificates(panel16, referenc
     else:
         assert process.returncode == -signal.SIGKILL
     if how != signal.SIGINT:  # the workers (not in the parent's Ctrl-C) must not outlive it
-        deadline = time.monotonic() + 10  # orphaned workers notice that their client is gone
+        deadline = time.monotonic() + 120  # orphaned workers notice that their client is gone (a hang guard)
         while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not any(_alive(pid) for pid in workers)
     state = manifest(out)  # the manifest is whole (atomic writes) and knows what finished
     done = [name for name, entry in state["operators"].items() if entry["status"] == "done"]
-    assert 1 <= len(done) < 4 and state["state"] == ("running" if how == signal.SIGKILL else "interrupted")
+    assert len(done) == 1 and state["state"] == ("running" if how == signal.SIGKILL else "interrupted")
     assert state["tolerances"] == EPS.split(",") and state["budget_seconds"] == "inf"
     assert not leftovers(out)
     for name in done:  # whatever the manifest calls done is on disk, complete
@@ -385,11 +391,22 @@ def test_task_failing_twice_is_recorded_and_the_campaign_completes(panel8, refer
     assert len((tmp_path / "attempts").read_text().split()) == 2
 
 
-def test_pool_worker_killed_from_outside_mid_task_is_retried():
+def test_pool_worker_killed_from_outside_mid_task_is_retried(tmp_path):
+    """A worker killed while it runs a task: the task is retried, the others are unaffected.
+    Each task leaves a marker file when it starts, so the kill comes when both workers are
+    inside their 3 s tasks however slowly the machine starts them."""
     import threading
 
+    started = tmp_path / "started"
+    started.mkdir()
+
+    def task(seconds: float) -> tuple:
+        return (["sh", "-c", f'touch "{started}/$$"; sleep {seconds}'],)
+
     def kill_one_worker() -> None:
-        time.sleep(1.5)  # both workers are inside their 3 s tasks
+        deadline = time.monotonic() + 120  # a hang guard, not a timing assumption
+        while len(list(started.iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
         for pid in _children(os.getpid()):
             if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text() and \
                     "resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_text():
@@ -398,7 +415,7 @@ def test_pool_worker_killed_from_outside_mid_task_is_retried():
 
     killer = threading.Thread(target=kill_one_worker)
     killer.start()
-    outcomes = sorted(run_tasks(time.sleep, [(3,), (3,), (0.1,)], jobs=2), key=lambda o: o.index)
+    outcomes = sorted(run_tasks(subprocess.check_call, [task(3), task(3), task(0.1)], jobs=2), key=lambda o: o.index)
     killer.join()
     assert all(o.ok for o in outcomes)
     assert sorted(o.attempts for o in outcomes) == [1, 1, 2]
@@ -458,10 +475,14 @@ def test_max_memory_refuses_tasks_that_cannot_fit(panel8, tmp_path):
     assert bad.returncode == EXIT_INVALID_INPUT and one_line(bad.stderr)
 
 
-def test_tasks_that_do_not_fit_together_are_serialised():
-    start_time = time.perf_counter()
-    outcomes = list(run_tasks(time.sleep, [(0.6,)] * 3, jobs=3, memory=[60, 60, 60], max_memory=100))
-    assert all(o.ok for o in outcomes) and time.perf_counter() - start_time >= 1.8  # one at a time
+def test_tasks_that_do_not_fit_together_are_serialised(tmp_path):
+    """Three tasks of 60 that may use 100 together run one at a time: each holds an exclusive
+    lock for its whole run and fails at once if another task holds it (no clock is read, so a
+    busy machine cannot change the outcome; the same tasks without a memory limit do collide)."""
+    lock = ["flock", "--nonblock", "--conflict-exit-code", "3", str(tmp_path / "lock"), "sleep", "0.4"]
+    outcomes = list(run_tasks(subprocess.check_call, [(lock,)] * 3, jobs=3, memory=[60, 60, 60],
+                              max_memory=100, attempts=1))
+    assert [o.ok for o in outcomes] == [True] * 3, [o.failure for o in outcomes]
 
 
 def test_memory_estimates_are_calibrated():

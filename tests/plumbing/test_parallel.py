@@ -12,7 +12,6 @@ import json
 import math
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -89,12 +88,10 @@ def test_dask_local_cluster_matches_local_run(panel, serial, tmp_path):
 
 def test_bad_scheduler_is_one_line_exit_2(panel, tmp_path):
     pytest.importorskip("dask.distributed")
-    start = time.perf_counter()
     run = softrank("bracket", str(panel), "--all", "--eps", "0.25", "--out", str(tmp_path / "c"),
                    "--scheduler", "tcp://127.0.0.1:9")
     assert run.returncode == EXIT_INVALID_INPUT
     assert run.stderr.strip().count("\n") == 0 and "Dask scheduler" in run.stderr and "Traceback" not in run.stderr
-    assert time.perf_counter() - start < 60
     assert not (tmp_path / "c").exists()
 
 

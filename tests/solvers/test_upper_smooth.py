@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
 
 from softrank_cert.kernel import Operator, Status, verify_upper
 from softrank_cert.solvers import Dense, UpperCandidate, bracket_operator, norm
-from softrank_cert.solvers.bracket import default_budget_seconds
+from softrank_cert.solvers.bracket import VerifiedBracket, default_budget_seconds, search_operator
 from softrank_cert.solvers.candidates import tsvd_errors
 from softrank_cert.solvers.upper_search import UpperSearch
 from softrank_cert.solvers.upper_smooth import SmoothState, run_stages, smooth, tsvd_start
-from softrank_cert.solvers.work import Budget, Until
+from softrank_cert.solvers.work import Budget, Until, seconds_units
 
 
 def up_eps(error: float) -> str:
@@ -98,12 +97,16 @@ def test_default_budget_scales_with_size() -> None:
     assert default_budget_seconds(8, 8) == 4.0 and default_budget_seconds(10 ** 5, 10 ** 5) == 600.0
 
 
-def test_tiny_budget_on_a_256_wide_operator_is_respected() -> None:
+def test_tiny_work_on_a_256_wide_operator_is_respected() -> None:
+    """A small work budget (what 2 s buy on the calibration machine) is not overdrawn by more
+    than a few calls' charges, and every end is still VERIFIED.  Whether the charges match CPU
+    seconds is measured by benchmarks/bench_solvers.py (``max_seconds_over_budget``), not here."""
     op = qk(5, 256, d=32)
-    start = time.perf_counter()
-    brackets = bracket_operator(op, ["0.1", "0.25", "0.5"], budget_seconds=2.0)
-    seconds = time.perf_counter() - start
-    assert seconds <= 1.3 * 2.0 + 3.0
+    work = seconds_units(*op.shape, 2.0)
+    pool, ends = search_operator(op, ["0.1", "0.25", "0.5"], work=work)
+    assert pool is not None and pool.until.budget.work == work
+    assert pool.until.budget.used <= 1.02 * work, (pool.until.budget.used, work)
+    brackets = [VerifiedBracket(e.eps, e.lower, e.upper) for e in ends]
     for b in brackets:
         assert b.lower.verdict.status is Status.VERIFIED and b.upper.verdict.status is Status.VERIFIED
         assert 1 <= b.lower.k <= b.upper.r < op.p
