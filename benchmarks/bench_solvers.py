@@ -15,6 +15,15 @@ time, one core each; every run resumable with --resume)::
         --work 6240108 --jobs 2 --name customization_w512_4x                             # 4x work
     python benchmarks/bench_solvers.py --docs pydoc:import --width 128 --heads H1,H6 --jobs 2 \
         --name pyimport_w128_now --before benchmarks/results/solvers_pyimport_w128_after.json
+    python benchmarks/bench_solvers.py --docs pydoc:customization --width 512 --heads H1,H6 --layers 1,4 \
+        --work 390007 --jobs 1 --name quarter_w512 --before benchmarks/results/solvers_pydoc_w512.json  # 1/4 work
+    python benchmarks/bench_solvers.py --docs pydoc:typesseq --width 1024 --offset 13 --every 100 --jobs 1 \
+        --name stack_w1024 --before benchmarks/results/solvers_share_w1024.json
+                                     # L1H1 of two stacked 512-token windows (stacked_panel); ~400 s CPU
+
+Runs of a driver variant that was not kept (a witness share of 0.85 from 512 x 512 on;
+docs/solvers.md, "Wide operators"): ``solvers_share_w512``, ``solvers_share_w512_quarter`` (the
+pydoc_w512 and quarter_w512 commands) and ``solvers_share_w1024`` (the stack_w1024 command).
 
 Earlier committed results (older drivers; ``PYTHONPATH=/path/to/that/tree`` runs another
 tree's solvers)::
@@ -74,13 +83,54 @@ def minilm_panel(width: int, doc: str = "apache2", path: Path | None = None) -> 
     return [(n, Operator("qk", {"Q": arrays[f"{n}/Q"], "K": arrays[f"{n}/K"]})) for n in operator_names(arrays)]
 
 
-def pydoc_text(topic: str, out_dir: Path) -> tuple[Path, str]:
-    """The pydoc topic's first 8,000 characters, cut at the last line break, as a file under
+#: Positions one MiniLM window holds; wider operators stack consecutive windows (:func:`stacked_panel`).
+MINILM_WINDOW = 512
+
+
+def stacked_panel(width: int, path: Path) -> list[tuple[str, Operator]]:
+    """All 72 MiniLM-L6 heads of ``width / 512`` consecutive 512-token windows of a document,
+    stacked: window ``w`` is ``[CLS] + word pieces 510 w .. 510 w + 509 + [SEP]``, run through the
+    encoder on its own, and the operator of a head is ``softmax(beta Q K^T)`` with ``Q``, ``K`` the
+    windows' queries and keys one above the other (``width x width``: every query of every window
+    against every key, as a concatenated key cache would be; the model itself stops at 512)."""
+    from softrank_cert.models import load_model
+    from softrank_cert.models.panel import _head_operators
+
+    model = load_model("minilm")
+    windows = width // MINILM_WINDOW
+    if windows * MINILM_WINDOW != width:
+        raise SystemExit(f"--width {width}: stacked widths are multiples of {MINILM_WINDOW}")
+    pieces = model.word_pieces(path.read_text())
+    inner = MINILM_WINDOW - 2
+    if len(pieces) < windows * inner:
+        raise SystemExit(f"{path.name} has {len(pieces)} word pieces; {windows} windows need {windows * inner}")
+    parts: list[dict[str, np.ndarray]] = []
+    for w in range(windows):
+        ids = model.prefix_ids("", MINILM_WINDOW, pieces[w * inner:(w + 1) * inner])
+        arrays: dict[str, np.ndarray] = {}
+        list(_head_operators(arrays, "h", model.forward(ids), list(range(model.num_layers)), list(range(model.num_heads))))
+        parts.append(arrays)
+    names = sorted({k.rsplit("/", 1)[0] for k in parts[0]}, key=lambda n: [int(x) for x in n[3:].split("H")])
+    base = f"minilm/{path.stem}/w{width}stack"
+    return [(f"{base}/{n[2:]}", Operator("qk", {"Q": np.vstack([a[f"{n}/Q"] for a in parts]),
+                                                "K": np.vstack([a[f"{n}/K"] for a in parts])})) for n in names]
+
+
+def document_text(source: str, out_dir: Path, chars: int = 8000) -> tuple[Path, str | None]:
+    """A document as a file: ``pydoc:TOPIC`` (:func:`pydoc_text`, written under ``out_dir``, with
+    its SHA-256) or ``NAME`` (examples/data/NAME.txt, a committed file: no digest)."""
+    if source.startswith("pydoc:"):
+        return pydoc_text(source.split(":", 1)[1], out_dir, chars)
+    return ROOT / "examples" / "data" / f"{source}.txt", None
+
+
+def pydoc_text(topic: str, out_dir: Path, chars: int = 8000) -> tuple[Path, str]:
+    """The pydoc topic's first ``chars`` characters (8,000), cut at the last line break, as a file under
     ``out_dir`` named like the examples (``py-TOPIC.txt``), and its SHA-256."""
     import hashlib
     from pydoc_data.topics import topics
 
-    text = topics[topic][:8000]
+    text = topics[topic][:chars]
     text = text[:text.rfind("\n") + 1] if "\n" in text else text
     path = out_dir / f"py-{topic}.txt"
     path.write_text(text)
@@ -263,12 +313,13 @@ def main() -> None:
 
         offsets = [int(o) for o in args.offset.split(",")]
         document = {}
+        stacked = args.width > MINILM_WINDOW
         for i, doc in enumerate(args.docs.split(",")):
-            path = None
-            if doc.startswith("pydoc:"):  # a pydoc topic: a text no shipped file holds
-                path, digest = pydoc_text(doc.split(":", 1)[1], Path(tempfile.mkdtemp()))
+            path, digest = document_text(doc, Path(tempfile.mkdtemp()), 8000 * (args.width // MINILM_WINDOW if stacked else 1))
+            if digest is not None:  # a pydoc topic: a text no shipped file holds
                 document[doc] = {"pydoc_topic": doc.split(":", 1)[1], "sha256": digest}
-            ops += minilm_panel(args.width, doc, path)[offsets[min(i, len(offsets) - 1)]:: args.every]
+            panel = stacked_panel(args.width, path) if stacked else minilm_panel(args.width, doc, path)
+            ops += panel[offsets[min(i, len(offsets) - 1)]:: args.every]
     else:
         ops = synthetic_panel(args.count, args.width)[:: args.every]
     if args.heads or args.layers:
