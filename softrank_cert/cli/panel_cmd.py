@@ -19,7 +19,7 @@ examples:
 
 --model runs the numpy loaders (BERT, GPT-2, Llama/Qwen2, ViT; no torch). --hf runs any
 transformers checkpoint folder through transformers' own modeling code (float64, CPU, offline;
-needs the [hf] extra: pip install torch==2.13.0 && pip install 'softrank-cert[hf]') and records
+needs the [hf] extra: pip install torch==2.13.0 && pip install -e '.[hf]' in the checkout) and records
 Q, K as the attention receives them; see docs/hf-models.md for what is refused and why.
 --gguf reads a GGUF file (llama.cpp's format) with transformers' GGUF loader, every quantized
 tensor dequantized to float64: the model as distributed, not its original weights ('smollm2':

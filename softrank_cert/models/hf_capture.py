@@ -55,7 +55,7 @@ CAPTURE_IMPLEMENTATION = "softrank_capture"
 #: its softmax in float32, whose error on probabilities is far below this; a wrong scaling,
 #: mask or bias is far above it).
 EAGER_AGREEMENT = 1e-4
-INSTALL_HINT = ("pip install torch==2.13.0 && pip install 'softrank-cert[hf]' (CPU build of torch elsewhere: "
+INSTALL_HINT = ("pip install torch==2.13.0 && pip install -e '.[hf]' in the softrank-cert checkout (CPU build of torch elsewhere: "
                 "pip install torch --index-url https://download.pytorch.org/whl/cpu)")
 
 
@@ -74,7 +74,7 @@ def require_hf() -> tuple[Any, Any]:
     found = tuple(int(part) for part in re.findall(r"\d+", transformers.__version__)[:2])
     if found < MIN_TRANSFORMERS:
         raise InvalidInputError(f"the Hugging Face path needs transformers >= {'.'.join(map(str, MIN_TRANSFORMERS))} "
-                                f"(found {transformers.__version__}): pip install -U 'softrank-cert[hf]'")
+                                f"(found {transformers.__version__}): pip install -U -e '.[hf]' in the softrank-cert checkout")
     return torch, transformers
 
 

@@ -9,8 +9,8 @@ back ends, one contract:
 * ``jobs = N``: N worker processes started with the ``spawn`` method -- every worker is a fresh
   interpreter with its own python-flint state (Arb precision is process-global, so it must
   never be shared or inherited half-set);
-* ``scheduler = "tcp://HOST:PORT"``: a Dask distributed cluster (``pip install
-  'softrank-cert[dask]'`` here and on every worker).  Tasks carry their data as arrays
+* ``scheduler = "tcp://HOST:PORT"``: a Dask distributed cluster (``pip install -e
+  '.[dask]'`` in the checkout, here and on every worker).  Tasks carry their data as arrays
   (:func:`pack_operator`), never file paths, so workers need no shared file system.
 
 Faults.  A task that raises an error fails at once with its one-line reason (the same inputs
@@ -412,7 +412,7 @@ def connect(address: str, timeout: float = CONNECT_TIMEOUT) -> Any:
     try:
         from dask.distributed import Client
     except ImportError:
-        raise InvalidInputError("--scheduler needs Dask: pip install 'softrank-cert[dask]' "
+        raise InvalidInputError("--scheduler needs Dask: pip install -e '.[dask]' in the softrank-cert checkout "
                                 "(on this machine and on every worker)") from None
     if "://" not in address:
         raise InvalidInputError(f"--scheduler expects an address such as tcp://HOST:8786, got {address!r}")

@@ -266,7 +266,7 @@ def test_model_scaling_other_than_inv_sqrt_d_is_kept_exactly(tmp_path, _float64_
 
 def test_missing_extra_names_the_install_command(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now raises ImportError
-    with pytest.raises(InvalidInputError, match=r"pip install torch==2\.13\.0 && pip install 'softrank-cert\[hf\]'"):
+    with pytest.raises(InvalidInputError, match=r"pip install torch==2\.13\.0 && pip install -e '\.\[hf\]' in the softrank-cert checkout"):
         require_hf()
     from softrank_cert.cli.main import main
 
