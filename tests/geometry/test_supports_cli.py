@@ -104,7 +104,8 @@ def test_resume_after_an_interruption_gives_the_same_report(tmp_path):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     # a slower first point: the sweep is interrupted (SIGINT) once one certificate is on disk
     proc = subprocess.Popen([sys.executable, "-m", "softrank_cert.cli.main", *SLOWER_SWEEP, "--out", str(folder)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # Ctrl-C as at a terminal
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         manifest = folder / MANIFEST_NAME

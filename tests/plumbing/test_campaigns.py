@@ -50,7 +50,14 @@ def start(*args: str, gate: Path | None = None) -> subprocess.Popen:
         command, env = [sys.executable, "-m", "softrank_cert.cli.main"], ENV
     else:
         command, env = [sys.executable, str(Path(__file__).with_name("gated_softrank.py"))], {**ENV, "SOFTRANK_TEST_GATE": str(gate)}
-    return subprocess.Popen([*command, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen([*command, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    """Ctrl-C as at a terminal: a suite started in the background of a non-interactive shell
+    inherits SIGINT ignored, and Python then leaves it ignored in every child."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def contents(folder: Path) -> dict[str, tuple]:
