@@ -7,8 +7,11 @@ heads, head dimension 64, causal).  Settings (fixed before the blind document wa
 * documents ``apache2`` (a licence) and ``py-execmodel`` (a Python documentation topic) of
   ``examples/data``; widths 64 / 128 / 256 / 512 (common-prefix blocks: the first w tokens);
 * **panel** at width 128, eps 0.1 / 0.25 / 0.5, the default work per operator (all tolerances
-  together), on a deterministic sample of :data:`PANEL_SAMPLE` heads per document (evenly spread
-  over the 270 (layer, head) pairs in order; all 540 operators are more CPU than one session);
+  together), on all 270 heads of both documents (540 operators, about 3 CPU hours: more than one
+  session, so the step resumes). Operators run in rounds, one head index of every layer of both
+  documents a round (:func:`panel_order`), so a partial panel covers every layer evenly; the
+  :data:`PANEL_SAMPLE` heads first (evenly spread over the (layer, head) pairs; the blind panel
+  brackets only those);
 * **budgets**: the block-width budget study (``softrank_cert.studies.budgets_study``: feasible /
   impossible / unresolved per width at rank budgets 8 / 16 / 32, eps 0.25, every class from
   kernel-VERIFIED ends) on :data:`BUDGET_SAMPLE` heads per document, the same heads at every
@@ -72,6 +75,22 @@ def spread(count: int) -> list[tuple[int, int]]:
     return [pairs[i] for i in sorted(set(picks.tolist()))]
 
 
+def panel_order(names: list[str]) -> list[str]:
+    """The panel's operators, the :data:`PANEL_SAMPLE` sample first, then round by round.
+
+    Round ``h`` is head ``h`` of every layer (``L<l>H<h>``), so after any number of finished
+    rounds each layer has the same number of bracketed heads.
+    """
+    sample = {f"L{l}H{h}" for l, h in spread(PANEL_SAMPLE)}
+
+    def key(name: str) -> tuple[int, int, int, str]:
+        tag = name.rsplit("/", 1)[1]
+        layer, head = (int(x) for x in tag[1:].split("H"))
+        return (tag not in sample, head, layer, name)
+
+    return sorted(names, key=key)
+
+
 def _subset(arrays: dict, names: set[str]) -> dict:
     from softrank_cert.plumbing.operators_npz import PROVENANCE_KEY
 
@@ -112,12 +131,13 @@ def capture(work: Path, blind: str) -> None:
                                     "wall_s": round(time.perf_counter() - t0, 1),
                                     "cpu_s": round(time.process_time() - c0, 1)}
         record["sinks"][doc] = sink_mass(arrays, f"smollm2/{doc}/w{PANEL_WIDTH}")
-        panel = {f"smollm2/{doc}/w{PANEL_WIDTH}/L{l}H{h}" for l, h in spread(PANEL_SAMPLE)}
+        panel = {f"smollm2/{doc}/w{PANEL_WIDTH}/L{l}H{h}" for l in range(LAYERS) for h in range(HEADS)}
         budget = {f"smollm2/{doc}/w{w}/L{l}H{h}" for w in WIDTHS for l, h in spread(BUDGET_SAMPLE)}
         (work / "panel").mkdir(parents=True, exist_ok=True)
         (work / "budgets").mkdir(parents=True, exist_ok=True)
         write_panel(work / "panel" / f"{doc}.npz", _subset(arrays, panel))
-        write_panel(work / "budgets" / f"{doc}.npz", _subset(arrays, budget))
+        if not (work / "budgets" / f"{doc}.npz").is_file():  # a budget manifest may already name it
+            write_panel(work / "budgets" / f"{doc}.npz", _subset(arrays, budget))
         del arrays
     record["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     record["machine"] = {"python": platform.python_version(), "processor": platform.processor() or platform.machine(),
@@ -132,25 +152,33 @@ def _done(path: Path) -> set[str]:
     return {json.loads(line)["operator"] for line in path.read_text().splitlines() if line.strip()}
 
 
-def panel(work: Path, documents: list[str], out_name: str = "panel.jsonl") -> None:
-    """Bracket every sampled width-128 operator at PANEL_EPS with the default work (resumable)."""
+def panel(work: Path, documents: list[str], out_name: str = "panel.jsonl", sample_only: bool = False) -> None:
+    """Bracket the width-128 operators at PANEL_EPS with the default work, in panel_order (resumable).
+
+    ``sample_only``: the :data:`PANEL_SAMPLE` heads only (the blind panel).
+    """
     import softrank_cert as sc
 
     out = OUT / out_name
     done = _done(out)
-    for doc in documents:
-        for name, op in sc.load_panel(work / "panel" / f"{doc}.npz").items():
-            if name in done:
-                continue
-            t0, c0 = time.perf_counter(), time.process_time()
-            result = sc.bracket(op, list(PANEL_EPS))
-            row = {"operator": name, "document": doc, "layer": sc.operator_provenance(op)["layer"],
-                   "head": sc.operator_provenance(op)["head"],
-                   "lower": {e: result.lower[e] for e in PANEL_EPS}, "upper": {e: result.upper[e] for e in PANEL_EPS},
-                   "wall_s": round(time.perf_counter() - t0, 2), "cpu_s": round(time.process_time() - c0, 2)}
-            with out.open("a") as handle:
-                handle.write(json.dumps(row, sort_keys=True) + "\n")
-            print(json.dumps(row), flush=True)
+    operators = {name: op for doc in documents for name, op in sc.load_panel(work / "panel" / f"{doc}.npz").items()}
+    sample = {f"L{l}H{h}" for l, h in spread(PANEL_SAMPLE)}
+    todo = [n for n in panel_order(list(operators)) if n not in done
+            and (not sample_only or n.rsplit("/", 1)[1] in sample)]
+    print(f"panel: {len(done)} operators done, {len(todo)} to go", file=sys.stderr, flush=True)
+    for name in todo:
+        op, doc = operators[name], name.split("/")[1]
+        t0, c0 = time.perf_counter(), time.process_time()
+        result = sc.bracket(op, list(PANEL_EPS))
+        row = {"operator": name, "document": doc, "layer": sc.operator_provenance(op)["layer"],
+               "head": sc.operator_provenance(op)["head"],
+               "lower": {e: result.lower[e] for e in PANEL_EPS}, "upper": {e: result.upper[e] for e in PANEL_EPS},
+               "wall_s": round(time.perf_counter() - t0, 2), "cpu_s": round(time.process_time() - c0, 2)}
+        with out.open("a") as handle:
+            handle.write(json.dumps(row, sort_keys=True) + "\n")
+        print(json.dumps(row), flush=True)
+
+
 
 
 def budgets(work: Path, documents: list[str], name: str) -> None:
@@ -262,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         budgets(args.work, list(DOCUMENTS), "budgets")
     elif args.step == "blind":
         budgets(args.work, [blind], "blind-budgets")
-        panel(args.work, [blind], "blind-panel.jsonl")
+        panel(args.work, [blind], "blind-panel.jsonl", sample_only=True)
     else:
         report()
     return 0
