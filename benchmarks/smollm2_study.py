@@ -237,6 +237,44 @@ def _panel_rows(rows: list[dict], sinks: dict) -> list[str]:
     return lines
 
 
+MINILM_W128 = ROOT / "benchmarks" / "results" / "solvers_three_docs_w128.jsonl"
+
+
+def _ratio(lower: int, upper: int) -> float:
+    return upper / max(lower, 1)
+
+
+def _layer_rows(rows: list[dict], sinks: dict) -> list[str]:
+    """Per layer: heads bracketed, median upper/lower and resolved share per eps, median sink mass."""
+    head = ("| layer | heads | " + " | ".join(f"eps {e}: ratio / resolved" for e in PANEL_EPS)
+            + " | median sink mass |")
+    lines = [head, "|---:|---:|" + "---:|" * len(PANEL_EPS) + "---:|"]
+    for layer in sorted({r["layer"] for r in rows}):
+        mine = [r for r in rows if r["layer"] == layer]
+        cells = [f"{statistics.median(_ratio(r['lower'][e], r['upper'][e]) for r in mine):.2f} / "
+                 f"{sum(r['lower'][e] == r['upper'][e] for r in mine) / len(mine):.0%}" for e in PANEL_EPS]
+        sink = statistics.median(sinks[r["document"]][f"L{r['layer']}H{r['head']}"] for r in mine)
+        lines.append(f"| {layer} | {len(mine)} | " + " | ".join(cells) + f" | {sink:.2f} |")
+    return lines
+
+
+def _minilm_rows() -> list[str]:
+    """The committed MiniLM width-128 panel (three documents) in the panel table's terms."""
+    if not MINILM_W128.is_file():
+        return []
+    rows = [json.loads(line) for line in MINILM_W128.read_text().splitlines() if line.strip()]
+    lines = [f"Beside all-MiniLM-L6-v2 at width 128 (`{MINILM_W128.relative_to(ROOT)}`: {len(rows)} operators "
+             "of three documents, 16 s budget = the default work's nominal seconds at 128):", "",
+             "| eps | MiniLM median upper/lower | MiniLM resolved | MiniLM median lower | MiniLM median upper |",
+             "|---|---:|---:|---:|---:|"]
+    for e in PANEL_EPS:
+        ends = [next(b for b in r["brackets"] if b["eps"] == e) for r in rows]
+        lines.append(f"| {e} | {statistics.median(_ratio(b['lower'], b['upper']) for b in ends):.2f} | "
+                     f"{sum(b['lower'] == b['upper'] for b in ends) / len(ends):.0%} | "
+                     f"{statistics.median(b['lower'] for b in ends):g} | {statistics.median(b['upper'] for b in ends):g} |")
+    return lines
+
+
 def report() -> None:
     """benchmarks/results/smollm2/README.md from the pieces that exist."""
     from benchmarks.budget_study import comparison
@@ -256,6 +294,8 @@ def report() -> None:
             rows = [json.loads(line) for line in (OUT / name).read_text().splitlines() if line.strip()]
             if rows:
                 text += [f"## {title}", ""] + _panel_rows(rows, cap["sinks"]) + [""]
+                if name == "panel.jsonl":
+                    text += ["### Per layer", ""] + _layer_rows(rows, cap["sinks"]) + [""] + _minilm_rows() + [""]
     for name, title in (("budgets.json", "Block-width budget study"), ("blind-budgets.json", "Blind run: budgets")):
         if (OUT / name).is_file():
             text += [f"## {title} (F/I/U = feasible / impossible / unresolved heads)", ""]
