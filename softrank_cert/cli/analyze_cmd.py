@@ -12,9 +12,6 @@ from ..plumbing.parallel import resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
 from ..plumbing.reports import dumps
 from ..plumbing.untrusted_text import safe_text
-from ..studies.analyze_plot import analysis_figure
-from ..studies.analyze_report import (HELDOUT_COLUMNS, SCORE_COLUMNS, heldout_rows, invariance_line, markdown_report,
-                                      score_rows)
 from .common import add_quiet_option, PLOT_HELP, add_command, add_parallel_options, check_distinct_outputs, int_list, stdout_console
 
 EPILOG = """\
@@ -49,8 +46,7 @@ certificate is re-verified and its brackets re-derived, docs/campaigns.md).
 
 
 def add_analyze(sub: Any) -> None:
-    p = add_command(sub, "analyze", help="does interaction geometry predict certified rank? (concordance, held-out, "
-                                         "invariance)",
+    p = add_command(sub, "analyze",
                     description="Read kernel-verified brackets from certificates, compute the intrinsic, native "
                                 "and baseline scores of every operator, and report how well each orders the "
                                 "certified ranks, whether it adds held-out information beyond a calibrated "
@@ -94,6 +90,8 @@ def resume_cache(out: Path) -> Path:
 def run_analyze(args: Any) -> int:
     from ..certio.signing import load_trusted_keys
     from ..studies.analyze import analysis
+    from ..studies.analyze_plot import analysis_figure
+    from ..studies.analyze_report import markdown_report
     from .bracket_cmd import resume_hint
 
     probed: set[Path] = set()
@@ -136,6 +134,8 @@ def run_analyze(args: Any) -> int:
 
 def render(report: dict[str, Any]) -> None:
     from rich.table import Table
+
+    from ..studies.analyze_report import HELDOUT_COLUMNS, SCORE_COLUMNS, heldout_rows, invariance_line, score_rows
 
     console = stdout_console()
     c = report["counts"]

@@ -15,7 +15,6 @@ from ..plumbing.plotting import PLOT_SUFFIXES
 from ..plumbing.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
 from ..plumbing.untrusted_text import safe_text
-from ..studies.audit_plot import ratio_figure
 from .common import (add_quiet_option, PLOT_HELP, add_campaign_options, add_command, add_parallel_options, budget_help, campaign_memory,
                      check_distinct_outputs, name_table, stdout_console)
 
@@ -55,7 +54,7 @@ that is not .png/.pdf/.svg: checked before any work; a failed run writes nothing
 
 
 def add_audit(sub: Any) -> None:
-    p = add_command(sub, "audit", help="audit a published bracket table (confirm, tighten or refute each row)",
+    p = add_command(sub, "audit",
                     description="Verify supplied certificates, or reproduce and try to refute each published "
                                 "bracket end with the solvers; every audited end is VERIFIED by the trusted kernel.",
                     epilog=EPILOG)
@@ -76,6 +75,7 @@ def add_audit(sub: Any) -> None:
 
 def run_audit(args: Any) -> int:
     from ..studies.audit import audit_table, summary
+    from ..studies.audit_plot import ratio_figure
     from ..plumbing.campaign import budget_json
     from ..certio.signing import load_private_key, load_trusted_keys
     from .bracket_cmd import resume_hint

@@ -60,7 +60,7 @@ manifest); 130 interrupted by Ctrl-C or SIGTERM (the message names the --resume 
 
 
 def add_bracket(sub: Any) -> None:
-    p = add_command(sub, "bracket", help="bracket r_eps(A) with verified ends and write certificates",
+    p = add_command(sub, "bracket",
                     description="Run the float64 solvers on an operator, keep the tightest ends the trusted kernel "
                                 "verifies at each tolerance, and write a (signed) certificate.", epilog=EPILOG)
     p.add_argument("operator_file", metavar="OPERATOR.npz")

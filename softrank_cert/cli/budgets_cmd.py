@@ -62,7 +62,7 @@ SIGTERM (the message names the --resume command).
 
 
 def add_budgets(sub: Any) -> None:
-    p = add_command(sub, "budgets", help="fraction of heads for which rank budgets are feasible / impossible",
+    p = add_command(sub, "budgets",
                     description="For every operator of the panels, bracket r_eps with kernel-verified ends and "
                                 "classify each rank budget as feasible, impossible or unresolved; report the "
                                 "fractions per document and block width.", epilog=EPILOG)

@@ -197,10 +197,12 @@ def int_list(text: str) -> list[int]:
 # Sub-commands and the options several of them share
 # --------------------------------------------------------------------------------------
 
-def add_command(sub: Any, name: str, *, help: str, description: str, epilog: str) -> argparse.ArgumentParser:
-    """The parser of ``softrank NAME`` (``help`` in the command list; ``epilog``, the examples and
-    exit codes, shown as written)."""
-    return sub.add_parser(name, help=help, description=description, epilog=epilog,
+def add_command(sub: Any, name: str, *, description: str, epilog: str) -> argparse.ArgumentParser:
+    """The parser of ``softrank NAME`` (its line in the command list: ``cli.commands``; ``epilog``,
+    the examples and exit codes, shown as written)."""
+    from .commands import COMMANDS
+
+    return sub.add_parser(name, help=COMMANDS[name][1], description=description, epilog=epilog,
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 
 

@@ -35,7 +35,7 @@ refused: the theorem assumes one common positive support.
 
 
 def add_geometry(sub: Any) -> None:
-    p = add_command(sub, "geometry", help="interaction geometry: tau, kappa, Phi, native Gamma (certified sides)",
+    p = add_command(sub, "geometry",
                     description="Certified bounds on the theorem's quantities for a rank-r retained part T "
                                 "of the interaction C = P_m S P_N (default: truncated SVD of C).", epilog=EPILOG)
     p.add_argument("operator_file", metavar="OPERATOR.npz|CERT.json",

@@ -15,7 +15,7 @@ from .common import add_command
 
 
 def add_keygen(sub: Any) -> None:
-    p = add_command(sub, "keygen", help="create an Ed25519 signing key (did:key)",
+    p = add_command(sub, "keygen",
                     description="Create an Ed25519 key. The private key file is written with mode 0600; "
                                 "the public key goes to FILE.pub (give that to people who verify).",
                     epilog="example:\n  softrank keygen --out ~/.softrank/issuer.key")
@@ -41,7 +41,7 @@ def run_keygen(args: Any) -> int:
 
 
 def add_sign(sub: Any) -> None:
-    p = add_command(sub, "sign", help="sign (or re-sign) a certificate with eddsa-jcs-2022",
+    p = add_command(sub, "sign",
                     description="Add an eddsa-jcs-2022 Data Integrity proof to a certificate "
                                 "(any existing proof is replaced). The certificate is decoded first (schema, "
                                 "array hashes, operator): anything else is refused. The file is rewritten atomically.",

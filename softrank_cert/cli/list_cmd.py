@@ -20,7 +20,7 @@ no operator in it)
 
 
 def add_list(sub: Any) -> None:
-    p = add_command(sub, "list", help="list the operators of a panel .npz (names for --operator)",
+    p = add_command(sub, "list",
                     description="Print the names of the operators an .npz file holds (natural order: L0H2 before "
                                 "L0H10), one per line: the names that --operator takes.", epilog=EPILOG)
     p.add_argument("operator_file", metavar="FILE.npz", help="a panel (softrank panel --out) or a single-operator .npz")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+import importlib
+from collections.abc import Collection
+
 from .. import __version__
-from . import (analyze_cmd, audit_cmd, bracket_cmd, budgets_cmd, geometry_cmd, keys, list_cmd, panel_cmd, profile_cmd,
-               supports_cmd)
+from .commands import COMMANDS
 from .common import make_parser, parse_command_line, run_main
 
 EPILOG = """\
@@ -24,15 +27,28 @@ Check any certificate with: softrank-verify cert.json
 """
 
 
-def build_parser():
+def build_parser(full: Collection[str] = tuple(COMMANDS)) -> argparse.ArgumentParser:
+    """The parser of ``softrank``: the commands in ``full`` (default: all) with their own parsers,
+    the others only as their line in the command list (see :func:`named_command`)."""
     parser = make_parser("softrank", "Certified approximation ranks of softmax attention.", EPILOG)
     parser.add_argument("--version", action="version", version=f"softrank-cert {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for register in (keys.add_keygen, keys.add_sign, bracket_cmd.add_bracket, panel_cmd.add_panel, list_cmd.add_list,
-                     geometry_cmd.add_geometry, supports_cmd.add_supports, audit_cmd.add_audit,
-                     budgets_cmd.add_budgets, profile_cmd.add_profile, analyze_cmd.add_analyze):
-        register(sub)
+    for name, (module, help_line) in COMMANDS.items():
+        if name in full:
+            getattr(importlib.import_module(f".{module}", __package__), f"add_{name}")(sub)
+        else:
+            sub.add_parser(name, help=help_line)
     return parser
+
+
+def named_command(argv: list[str]) -> list[str]:
+    """The command a command line names (none or one): its first word that is not an option,
+    since ``softrank`` itself takes no option with a value. Only that command's module is
+    imported; the others never parse anything."""
+    for word in argv:
+        if not word.startswith("-"):
+            return [word] if word in COMMANDS else []
+    return []
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -43,8 +59,9 @@ def main(argv: list[str] | None = None) -> None:
 
     from ..plumbing.progress import set_quiet
 
-    parser = build_parser()
-    if not (sys.argv[1:] if argv is None else argv):
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(named_command(words))
+    if not words:
         parser.print_help()
         sys.exit(0)
     args = parse_command_line(parser, argv)

@@ -32,7 +32,7 @@ block). Names look like minilm/apache2/w128/L3H7; w128/tokens holds the exact to
 
 
 def add_panel(sub: Any) -> None:
-    p = add_command(sub, "panel", help="build a panel of real attention operators from a checkpoint",
+    p = add_command(sub, "panel",
                     description="Run a checkpoint (numpy + safetensors, no torch; with --hf: transformers itself) on "
                                 "the first w tokens of a document (or on an image) and store every selected head's "
                                 "operator as a panel .npz.", epilog=EPILOG)

@@ -37,7 +37,7 @@ writes nothing); 4 a checker bug (a verified lower step above a verified upper s
 
 
 def add_profile(sub: Any) -> None:
-    p = add_command(sub, "profile", help="plot the certified lower and upper rank curves of one operator",
+    p = add_command(sub, "profile",
                     description="Certified profiles of r_eps(A) against eps: the lower curve (largest verified "
                                 "tolerance t_k of each lower certificate) and the upper curve (smallest verified "
                                 "tolerance e_r of each witness); every step is VERIFIED by the trusted kernel.",

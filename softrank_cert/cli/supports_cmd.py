@@ -64,11 +64,14 @@ def _kappas(text: str) -> tuple[float, ...]:
     return tuple(sorted(set(values)))
 
 
-def add_supports(sub: Any) -> None:
-    from ..geometry.supports import SUPPORTS
-    from ..studies.supports import DEFAULT_POINTS, DEFAULT_X_MAX, DEFAULT_X_MIN, MAX_SWEEP_POINTS
+#: Default tolerance-scale range of a sweep: x = 4, 16, 64, 256 at eps = 0.25.
+DEFAULT_X_MIN, DEFAULT_X_MAX, DEFAULT_POINTS = 4.0, 256.0, 4
 
-    p = add_command(sub, "supports", help="exponent experiment on grid/sphere/ball supports",
+
+def add_supports(sub: Any) -> None:
+    from ..geometry.supports import MAX_SWEEP_POINTS, SUPPORTS
+
+    p = add_command(sub, "supports",
                     description="Sweep kappa at fixed eps on a support, bracket each operator with verified "
                                 "certificates, and bound the growth exponent between consecutive points.",
                     epilog=EPILOG)
@@ -97,7 +100,8 @@ def add_supports(sub: Any) -> None:
 
 
 def _sweep_kappas(args: Any) -> tuple[float, ...]:
-    from ..studies.supports import MAX_SWEEP_POINTS, kappas_for_x_range
+    from ..geometry.supports import MAX_SWEEP_POINTS
+    from ..studies.supports import kappas_for_x_range
 
     if args.kappas is None:
         return kappas_for_x_range(args.eps, args.x_min, args.x_max, args.points)

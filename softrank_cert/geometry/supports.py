@@ -28,6 +28,8 @@ _GOLDEN = math.pi * (3.0 - math.sqrt(5.0))
 #: Largest point count of a support operator in a sweep: 512, or 1024 in one dimension (where
 #: the ranks stay small); checked before any array is allocated.
 MAX_POINTS, MAX_POINTS_1D = 512, 1024
+#: Bounds on a sweep: at most this many points, x = 1 + kappa/eps^2 at most this large.
+MAX_SWEEP_POINTS, MAX_X = 32, 1e6
 #: A row whose largest probability exceeds this is reported as collapsed (nearly one-hot).
 COLLAPSED_ROW = 0.9
 

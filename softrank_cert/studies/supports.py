@@ -29,13 +29,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidInputError
+from ..geometry.supports import MAX_SWEEP_POINTS, MAX_X
 from ..kernel import parse_tolerance
 from .supports_points import SweepPoint
-
-#: Default tolerance-scale range of a sweep: x = 4, 16, 64, 256 at eps = 0.25.
-DEFAULT_X_MIN, DEFAULT_X_MAX, DEFAULT_POINTS = 4.0, 256.0, 4
-#: Bounds on a sweep: at most this many points, x at most this large.
-MAX_SWEEP_POINTS, MAX_X = 32, 1e6
 
 
 def kappas_for_x_range(eps: str, x_min: float, x_max: float, points: int) -> tuple[float, ...]:

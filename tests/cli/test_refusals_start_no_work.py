@@ -2,7 +2,9 @@
 
 Checked by what ran, not by how long it took (CI's machine may be busy): the refused run
 imported none of the modules that do the work (the solvers, the verification steps, HiGHS,
-torch, transformers), printed one line, exited 2, and wrote nothing.
+torch, transformers), printed one line, exited 2, and wrote nothing. ``softrank --help``, each
+``softrank CMD --help`` and every refusal by the argument parser import less still: no study,
+no solver, no scipy, no matplotlib (the command modules load lazily, ``cli/commands.py``).
 """
 
 from __future__ import annotations
@@ -11,11 +13,18 @@ from pathlib import Path
 
 import pytest
 
+from softrank_cert.cli.commands import COMMANDS
+
 from conftest import BAD_DIR, WORK_MODULES, assert_one_line_error, run_softrank_traced
 
 ROOT = Path(__file__).resolve().parents[2]
 PANEL = ROOT / "examples" / "panels" / "minilm-apache2-w32.npz"
 OPERATOR = "minilm/apache2/w32/L5H2"
+
+
+#: What printing help or refusing an argument never needs.
+STARTUP_HEAVY = ("softrank_cert.studies", "softrank_cert.solvers", "scipy", "matplotlib", "highspy", "torch",
+                 "transformers")
 
 
 def _files_below(folder: Path) -> list[str]:
@@ -34,6 +43,33 @@ REFUSALS = {
     "budgets, bad budget": ["budgets", PANEL, "--budgets", "zero", "--eps", "0.25"],
     "geometry, unknown operator": ["geometry", PANEL, "--operator", "nope"],
 }
+
+
+HELP_LINES = [["--help"], [], *([name, "--help"] for name in COMMANDS)]
+
+#: Refusals by the parser itself: a missing argument, an unknown option or command, a value its
+#: type rejects.
+PARSER_REFUSALS = [*([name] for name in COMMANDS), *([name, "--nosuch"] for name in COMMANDS), ["nosuch"],
+                   ["--epss"], ["supports", "sphere", "--dim", "two"], ["supports", "cube", "--dim", "2"],
+                   ["supports", "sphere", "--dim", "2", "--kappas", "1"],
+                   ["bracket", PANEL, "--eps", "0.25", "--out", "c.json", "--jobs", "many"],
+                   ["panel", "--out", "p.npz", "--widths", "8,x"]]
+
+
+@pytest.mark.parametrize("argv", HELP_LINES, ids=lambda argv: " ".join(map(str, argv)) or "no arguments")
+def test_help_imports_no_study_solver_scipy_or_matplotlib(argv):
+    res = run_softrank_traced(*argv)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("usage: softrank"), res.stdout[:200]
+    assert res.imported_any(*STARTUP_HEAVY) == [], (argv, res.imported_any(*STARTUP_HEAVY))
+
+
+@pytest.mark.parametrize("argv", PARSER_REFUSALS, ids=lambda argv: " ".join(str(a) for a in argv[:1] + argv[-2:]))
+def test_parser_refusals_import_no_study_solver_scipy_or_matplotlib(argv, tmp_path):
+    res = run_softrank_traced(*argv)
+    assert_one_line_error(res, 2)
+    assert "error:" in res.stderr
+    assert res.imported_any(*STARTUP_HEAVY) == [], (argv, res.imported_any(*STARTUP_HEAVY))
 
 
 @pytest.mark.parametrize("case", list(REFUSALS))
@@ -60,3 +96,4 @@ def test_the_trace_sees_the_work_of_a_run_that_computes(tmp_path):
                               "--out", tmp_path / "c.json")
     assert res.returncode == 0, res.stderr
     assert res.imported_any("softrank_cert.solvers")
+    assert res.imported_any("scipy")
