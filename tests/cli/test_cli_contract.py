@@ -209,14 +209,13 @@ def test_sign_keygen_and_panel_check_their_outputs(tmp_path):
 def test_a_failed_run_leaves_no_partial_report(tmp_path, table_rows, capsys, monkeypatch):
     """The audit's plot fails *after* the pre-flight checks: neither the report nor its evidence
     nor a temporary file may remain (before: the report was written first, then the plot failed)."""
-    from softrank_cert.cli import audit_cmd
     from softrank_cert.cli.common import run_main
     from softrank_cert.cli.main import build_parser
 
     def broken_figure(rows):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(audit_cmd, "ratio_figure", broken_figure)
+    monkeypatch.setattr("softrank_cert.studies.audit_plot.ratio_figure", broken_figure)  # audit_cmd imports it late
     out = tmp_path / "reports" / "r.json"
     parsed = build_parser().parse_args(["audit", str(table_rows), "--operators", str(PUBLISHED / "minilm-apache2-w32.npz"),
                                         "--out", str(out), "--plot", str(tmp_path / "reports" / "r.png")])
