@@ -38,7 +38,7 @@ from .blas_kernels import pin_kernels
 
 pin_kernels()  # before anything imports numpy: the same float64 searches on every x86-64 machine with AVX2
 
-from .meta import __version__
+from .meta import __version__  # noqa: E402 (after pin_kernels, above)
 
 #: Public names and the module that defines each (imported on first use, so that
 #: ``import softrank_cert`` stays as cheap as before for the command-line tools).

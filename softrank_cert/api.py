@@ -29,7 +29,8 @@ import os
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -52,7 +53,7 @@ __all__ = [
 
 #: Names and provenance of operators loaded from panels (front-end metadata, keyed by the
 #: operator object; the kernel's Operator itself is never touched).
-_NAMES: "weakref.WeakKeyDictionary[Operator, tuple[str, dict[str, Any]]]" = weakref.WeakKeyDictionary()
+_NAMES: weakref.WeakKeyDictionary[Operator, tuple[str, dict[str, Any]]] = weakref.WeakKeyDictionary()
 
 
 def load_operator(path: str | os.PathLike[str], name: str | None = None) -> Operator:

@@ -89,7 +89,7 @@ class Dense:
     memo: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def of(cls, op: Operator) -> "Dense":
+    def of(cls, op: Operator) -> Dense:
         Qs = Ks = None
         if op.kind == "qk":
             root = np.sqrt(beta_float(op))
@@ -111,6 +111,6 @@ class Dense:
         return np.linalg.svd(self.A, full_matrices=False)
 
 
-def as_dense(a: "Dense | np.ndarray") -> Dense:
+def as_dense(a: Dense | np.ndarray) -> Dense:
     """Accept either a :class:`Dense` or a bare float64 matrix."""
     return a if isinstance(a, Dense) else Dense(np.asarray(a, dtype=np.float64))

@@ -6,7 +6,7 @@ their ``generator`` from here, so no lower layer imports the package top level.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 #: The distribution's name, as written in every ``generator`` record.
 NAME = "softrank-cert"
@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 
 def utc_now_rfc3339() -> str:
     """The current UTC time as RFC 3339 with seconds precision, e.g. ``2026-11-30T22:00:00Z``."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def generator(created: str | None = None) -> dict[str, str]:

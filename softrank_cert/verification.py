@@ -43,7 +43,8 @@ import json
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
 
 from .certio.certificate import (Bracket, Certificate, check_size, decode_certificate, parse_json_strict,
                                  read_certificate_bytes)

@@ -16,7 +16,8 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, NoReturn
+from collections.abc import Callable
 
 from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, InvalidInputError, SoftrankError
 from ..plumbing.untrusted_text import safe_text

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 #: Width of a table when stdout is not a terminal and ``$COLUMNS`` is not set.
 DEFAULT_WIDTH = 80

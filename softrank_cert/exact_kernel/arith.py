@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from functools import lru_cache
-from typing import Sequence
+from collections.abc import Sequence
 
 #: A float only *chooses* the range-reduction integer n (any integer is sound: X1 below).
 _LN2_GUESS = 0.6931471805599453

@@ -17,7 +17,7 @@ import numpy as np
 from .arith import ceil_div, exp_interval, floor_div, inv_sqrt_bounds, scaled_ints
 
 #: Enclosures per operator, kept apart from the Arb kernel's own cache.
-_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 #: Guard bits of the exp argument beyond the output's fixed point (>= 32, see arith).
 GUARD_BITS = 48
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from flint import arb, arb_mat
@@ -54,7 +54,7 @@ class Bound:
     hi: Fraction | None
 
     @staticmethod
-    def of(ball: arb) -> "Bound":
+    def of(ball: arb) -> Bound:
         return Bound(arb_lower_fraction(ball), arb_upper_fraction(ball))
 
 

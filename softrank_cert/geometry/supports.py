@@ -16,7 +16,7 @@ import contextlib
 import math
 import os
 import sys
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 

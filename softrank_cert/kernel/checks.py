@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from fractions import Fraction
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from flint import arb

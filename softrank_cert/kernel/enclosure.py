@@ -31,7 +31,7 @@ from .operator import Operator
 
 #: operator -> {precision: Enclosure}; kernel-private, dropped with the operator.  Its values
 #: never refer to the operator (a strong reference would keep the weak key alive).
-_ENCLOSURES: "weakref.WeakKeyDictionary[Operator, dict[int, Enclosure]]" = weakref.WeakKeyDictionary()
+_ENCLOSURES: weakref.WeakKeyDictionary[Operator, dict[int, Enclosure]] = weakref.WeakKeyDictionary()
 
 
 def _rough_row_shifts(op: Operator, allowed: np.ndarray) -> list[float]:

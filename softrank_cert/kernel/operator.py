@@ -16,7 +16,7 @@ import hashlib
 from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -134,19 +134,19 @@ class Operator:
             raise InvalidOperatorError(f"a causal operator needs m <= N (queries are the last m of N positions), got {m}x{n}")
 
     @classmethod
-    def from_qk(cls, Q: object, K: object, beta: object = None, causal: bool = False) -> "Operator":
+    def from_qk(cls, Q: object, K: object, beta: object = None, causal: bool = False) -> Operator:
         """``A = softmax_rows(beta Q K^T)`` (Q m x d, K N x d); ``beta`` as in :func:`beta_text`;
         arrays converted by :func:`exact_float64`; ``causal`` zeroes ``A_ij`` for ``j > i + N - m``."""
         return cls("qk", {"Q": exact_float64("Q", Q), "K": exact_float64("K", K)}, beta=beta_text(beta),
                    mask="causal" if causal else "none")
 
     @classmethod
-    def from_scores(cls, S: object, causal: bool = False) -> "Operator":
+    def from_scores(cls, S: object, causal: bool = False) -> Operator:
         """``A = softmax_rows(S)`` (S m x N, converted by :func:`exact_float64`)."""
         return cls("scores", {"S": exact_float64("S", S)}, mask="causal" if causal else "none")
 
     @classmethod
-    def from_probabilities(cls, A: object) -> "Operator":
+    def from_probabilities(cls, A: object) -> Operator:
         """``A`` itself (m x N), exactly as given; every entry must be >= 0."""
         return cls("probabilities", {"A": exact_float64("A", A)})
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from contextlib import contextmanager
 from fractions import Fraction
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from flint import ctx
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -84,7 +84,7 @@ class BertModel(TextTokensMixin):
         raise InvalidInputError(f"checkpoint lacks the tensor {name}")
 
     @classmethod
-    def load(cls, model: str | Path) -> "BertModel":
+    def load(cls, model: str | Path) -> BertModel:
         """Load ``"minilm"`` or a checkpoint folder (config.json, model.safetensors, tokenizer.json)."""
         label, folder = resolve_model(model)
         config = read_config(folder)

@@ -31,7 +31,8 @@ import math
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, NamedTuple, Sequence
+from typing import NamedTuple
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 from scipy.special import erf

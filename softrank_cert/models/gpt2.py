@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from decimal import Decimal, localcontext
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -96,7 +96,7 @@ class GPT2Model(CausalTextMixin):
         return name.endswith((".attn.bias", ".attn.masked_bias")) or name.startswith("lm_head.")
 
     @classmethod
-    def load(cls, model: str | Path) -> "GPT2Model":
+    def load(cls, model: str | Path) -> GPT2Model:
         """Load a checkpoint folder (config.json, tokenizer.json, model.safetensors or shards)."""
         label, folder = resolve_model(model, ("config.json", "tokenizer.json"))
         config = read_config(folder)

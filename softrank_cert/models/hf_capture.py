@@ -43,7 +43,8 @@ import re
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 

@@ -41,7 +41,8 @@ import hashlib
 import inspect
 import json
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 

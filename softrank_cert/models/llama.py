@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 from scipy.special import expit
@@ -155,7 +155,7 @@ class LlamaModel(CausalTextMixin):
             })
 
     @classmethod
-    def load(cls, model: str | Path) -> "LlamaModel":
+    def load(cls, model: str | Path) -> LlamaModel:
         """Load a checkpoint folder (config.json, tokenizer.json, model.safetensors or shards)."""
         label, folder = resolve_model(model, ("config.json", "tokenizer.json"))
         config = read_config(folder)

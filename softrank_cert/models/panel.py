@@ -38,7 +38,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 

@@ -36,7 +36,7 @@ import hashlib
 import io
 import math
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -141,7 +141,7 @@ class ViTModel:
             raise InvalidInputError(f"{PREPROCESSOR} image_mean / image_std must be finite with std > 0")
 
     @classmethod
-    def load(cls, model: str | Path) -> "ViTModel":
+    def load(cls, model: str | Path) -> ViTModel:
         """Load a checkpoint folder (config.json, model.safetensors or shards, optional preprocessor_config.json)."""
         label, folder = resolve_model(model, ("config.json",))
         config = read_config(folder)

@@ -82,7 +82,8 @@ import json
 import shlex
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
 
 from ..errors import InvalidInputError, SoftrankError
 from ..meta import __version__
@@ -143,7 +144,7 @@ class _Manifest:
 
     @classmethod
     def start(cls, path: Path, command: str, parameters: dict[str, Any], entries: Iterable[tuple[str, dict[str, Any]]],
-              resume: bool) -> "_Manifest":
+              resume: bool) -> _Manifest:
         """A manifest for a new run: every operator ``pending`` (its ``entries`` fields set).  With
         ``resume``, a previous manifest's run history and creation time are kept."""
         previous = cls.read(path) if resume else None
@@ -330,7 +331,7 @@ class Campaign:
         self.manifest.save()
 
     @contextmanager
-    def running(self) -> Iterator["Campaign"]:
+    def running(self) -> Iterator[Campaign]:
         """Ctrl-C or SIGTERM inside: the manifest says 'interrupted' and
         :class:`CampaignInterrupted` (exit 130) names the command that continues."""
         try:

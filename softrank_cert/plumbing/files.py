@@ -23,7 +23,8 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ..errors import InvalidInputError
 
@@ -313,7 +314,7 @@ class OutputFiles:
                 pass
         self._made.clear()
 
-    def __enter__(self) -> "OutputFiles":
+    def __enter__(self) -> OutputFiles:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:

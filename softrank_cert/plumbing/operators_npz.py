@@ -202,7 +202,7 @@ def load_operators(path: str | Path, names: list[str] | None = None) -> list[Nam
         if name not in groups:
             raise InvalidInputError(unknown_operator_message(path, name, list(groups)))
     for name in wanted:
-        for leaf, key in groups[name].items():
+        for key in groups[name].values():
             shape, dtype = headers[key]
             if int(np.prod(shape, dtype=object)) > MAX_ENTRIES:
                 raise SizeLimitError(f"{path}: {key} has shape {list(shape)}, beyond the size limit")

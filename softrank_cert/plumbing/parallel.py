@@ -49,7 +49,8 @@ import time
 from collections import deque
 from contextlib import closing
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 

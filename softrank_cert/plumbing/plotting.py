@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from .figure_files import DPI, PLOT_SUFFIXES, figure_format, save_figure
 from .files import OutputFiles

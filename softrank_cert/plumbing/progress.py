@@ -17,7 +17,8 @@ bar (transient); when stderr is not a terminal (a log file, CI, a pipe) plain st
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from .untrusted_text import plain_text, safe_text
 
@@ -70,7 +71,7 @@ class StageProgress:
         self._task: Any = None
         self._last: tuple[str, int] | None = None
 
-    def __enter__(self) -> "StageProgress":
+    def __enter__(self) -> StageProgress:
         self._bar.__enter__()
         return self
 
@@ -117,7 +118,7 @@ class OperatorProgress:
                                  console=Console(stderr=True), transient=True)
             self._task = self._bar.add_task(label, total=total, stage="")
 
-    def __enter__(self) -> "OperatorProgress":
+    def __enter__(self) -> OperatorProgress:
         if self._bar is not None:
             self._bar.__enter__()
         return self

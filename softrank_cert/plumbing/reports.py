@@ -111,7 +111,7 @@ def schema_name(fmt: str) -> str:
     return f"{fmt}-v{REPORT_VERSION}.schema.json"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _registry() -> Any:
     from referencing import Registry, Resource
 
@@ -124,7 +124,7 @@ def _registry() -> Any:
     return Registry().with_resources(resources_)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def report_schema(fmt: str) -> dict[str, Any]:
     """The JSON Schema of report format ``fmt`` (e.g. ``"softrank-verify-report"``)."""
     text = resources.files("softrank_cert.schema").joinpath(schema_name(fmt)).read_text("utf-8")

@@ -6,7 +6,8 @@ rational with :func:`softrank_cert.kernel.parse_tolerance`); lists are sorted by
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 import numpy as np
 

@@ -15,7 +15,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -18,7 +18,7 @@ sides; the certificate format calls it ``construction`` (upper) and ``method`` (
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -150,7 +150,10 @@ class CandidatePool:
         ``lo`` is a k already known to work.  Galloping up from ``lo`` (steps 1, 2, 4, ...)
         then bisection, assuming decreasing thresholds; then ``scan`` k above the answer.
         """
-        ok: Callable[[int], bool] = lambda k: (c := self.lower_pair(origin, k)) is not None and c.threshold > eps
+        def ok(k: int) -> bool:
+            c = self.lower_pair(origin, k)
+            return c is not None and c.threshold > eps
+
         spent = self.spent
         best = lo
         step = 1

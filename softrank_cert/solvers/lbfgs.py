@@ -21,7 +21,7 @@ of what it returns is measured by the caller, and the kernel verifies every witn
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -20,7 +20,7 @@ import numpy as np
 from .work import Until, simplex_units
 
 
-def quiet_highs() -> "highspy.Highs":
+def quiet_highs() -> highspy.Highs:
     """A Highs instance, created with C-level stdout muted (HiGHS prints a banner on creation)."""
     sys.stdout.flush()
     saved = os.dup(1)
@@ -34,7 +34,7 @@ def quiet_highs() -> "highspy.Highs":
     h.setOptionValue("output_flag", False)
     return h
 
-def fresh(h: "highspy.Highs") -> None:
+def fresh(h: highspy.Highs) -> None:
     """Reset ``h`` to a new instance's state (model, basis, options, the random draws of its
     perturbations), single-threaded and silent: the solves are then independent of one another,
     so that the work a search does does not depend on how it is sliced."""

@@ -116,7 +116,7 @@ class MoveCharges:
     listed: float = 0.0
 
     @classmethod
-    def for_shape(cls, m: int, n: int) -> "MoveCharges":
+    def for_shape(cls, m: int, n: int) -> MoveCharges:
         return cls(seconds_units(m, n, CHECK_SECONDS), seconds_units(m, n, LISTED_SECONDS))
 
 

@@ -95,7 +95,7 @@ def selection(I: np.ndarray, J: np.ndarray, shape: tuple[int, int]) -> tuple[np.
     return X, Y
 
 
-def pivot(A: "Dense | np.ndarray", k: int, *, rounds: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def pivot(A: Dense | np.ndarray, k: int, *, rounds: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Selections of a k x k submatrix: complete pivoting refined by ``rounds`` of swaps."""
     d = as_dense(A)
     if "pivot_order" not in d.memo:

@@ -132,7 +132,7 @@ def local_moves(A: np.ndarray, qlab: np.ndarray, klab: np.ndarray, k: int, passe
     return qlab, klab, 1.0 / best
 
 
-def pooled(A: "Dense | np.ndarray", k: int, *, kinds: tuple[str, ...] = ("plain", "sqrt", "standard"),
+def pooled(A: Dense | np.ndarray, k: int, *, kinds: tuple[str, ...] = ("plain", "sqrt", "standard"),
            seeds: int = 1, passes: int = 3) -> tuple[np.ndarray, np.ndarray]:
     """Best pooled ``(X, Y)`` over the clusterings tried (threshold ``1/||(XAY)^{-1}||``)."""
     a = as_dense(A).A

@@ -31,7 +31,7 @@ trusted, the kernel checks every certificate before it is used.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

@@ -11,7 +11,8 @@ cost tightness, never soundness.  A candidate is anything with the fields of a l
 
 from __future__ import annotations
 
-from typing import Any, Iterable, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Iterable
 
 from ..kernel import Operator, Status, Verdict, verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper
 

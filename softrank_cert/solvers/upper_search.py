@@ -20,7 +20,7 @@ largest eps down, in the units of :mod:`.work`); what one leaves unused passes t
 
 from __future__ import annotations
 
-from typing import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 
 import numpy as np
 

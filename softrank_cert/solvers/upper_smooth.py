@@ -57,7 +57,7 @@ class SmoothState:
     history: list[float] = field(default_factory=list)
 
     @classmethod
-    def start(cls, A: np.ndarray, U: np.ndarray, W: np.ndarray) -> "SmoothState":
+    def start(cls, A: np.ndarray, U: np.ndarray, W: np.ndarray) -> SmoothState:
         U, W = np.array(U, dtype=np.float64), np.array(W, dtype=np.float64)
         error = float(row_errors(A, U, W).max())
         return cls(U, W, U.copy(), W.copy(), error)
@@ -173,7 +173,7 @@ def run_stages(d: Dense, state: SmoothState, *, stages: int, iterations: int, ta
         return target is not None and state.best_error <= target * (1 - 1e-9)
 
 
-def smooth(A: "Dense | np.ndarray", rank: int, *, start: tuple[np.ndarray, np.ndarray] | None = None,
+def smooth(A: Dense | np.ndarray, rank: int, *, start: tuple[np.ndarray, np.ndarray] | None = None,
            iterations: int = 200, stages: int = len(STAGES), until: Until | None = None,
            target: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Best ``(U, W)`` of the smoothed-minimax continuation at ``rank`` (from ``start`` or the

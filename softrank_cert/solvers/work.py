@@ -36,7 +36,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from threadpoolctl import threadpool_limits
 
@@ -179,7 +179,7 @@ class Budget:
         """Planned work units left (:attr:`plan` less what was used)."""
         return max(self.plan - self.used, 0.0)
 
-    def until(self, fraction: float = 1.0) -> "Until":
+    def until(self, fraction: float = 1.0) -> Until:
         """A stop point after ``fraction`` of what is left: of the work, and of the time to the
         deadline (both capped by the budget)."""
         at = self.work if fraction >= 1 else min(self.used + fraction * self.left(), self.work)

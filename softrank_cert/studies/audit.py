@@ -37,7 +37,8 @@ from __future__ import annotations
 import time
 from contextlib import closing, nullcontext
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from ..errors import InvalidInputError
 from ..plumbing.operators_npz import load_operators, operator_names

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 from ..certio.issuing import certificate_for
 from ..kernel import Operator, Status, parse_tolerance

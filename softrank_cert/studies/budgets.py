@@ -26,7 +26,8 @@ import re
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from ..errors import InternalInvariantError, InvalidInputError
 from ..kernel import Operator, Status, parse_tolerance
@@ -106,7 +107,7 @@ class OperatorBudgets:
 
     @classmethod
     def from_verified(cls, name: str, fallback_document: str, op: Operator, bracket: Any, pair: tuple[Any, Any],
-                      budgets: list[int], sharpened: Any = (), seconds: Any = 0.0) -> "OperatorBudgets":
+                      budgets: list[int], sharpened: Any = (), seconds: Any = 0.0) -> OperatorBudgets:
         """The result re-derived from a re-checked certificate bracket (a resumed study): ends and
         methods from the bracket whose two claims the kernel VERIFIED (``pair``), every class from
         those ends.  ``sharpened`` (notes of a manifest: bookkeeping) is kept only when each note

@@ -16,7 +16,8 @@ from __future__ import annotations
 import time
 from contextlib import closing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 from ..certio.signing import sign_certificate
 from ..errors import InvalidInputError

@@ -33,7 +33,8 @@ import math
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
+from collections.abc import Callable, Iterable, Sequence
 
 from ..certio.issuing import BracketResult
 from ..errors import InternalInvariantError, InvalidInputError

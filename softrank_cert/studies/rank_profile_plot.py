@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from .rank_profile import Profile
 
 
-def _curve_values(profile: "Profile", edges: list[Fraction]) -> tuple[list[int], list[int]]:
+def _curve_values(profile: Profile, edges: list[Fraction]) -> tuple[list[int], list[int]]:
     """L and U on each open interval between consecutive ``edges`` (constant there)."""
     lows, ups = [], []
     for a, b in zip(edges, edges[1:]):
@@ -47,7 +48,7 @@ def step_ticks(heights: Sequence[int], gap: float = MIN_TICK_GAP_OCTAVES) -> lis
     return chosen
 
 
-def profile_figure(profile: "Profile", *, marks: Sequence[str] = (), ax: Any = None, yscale: str = "log") -> Any:
+def profile_figure(profile: Profile, *, marks: Sequence[str] = (), ax: Any = None, yscale: str = "log") -> Any:
     """Both certified curves against eps (log axis), the band between them shaded, the
     tolerances where they meet (resolved) marked; ``marks``: tolerances to annotate with
     their bracket (e.g. those of a certificate).  Every drawn step is a VERIFIED step.

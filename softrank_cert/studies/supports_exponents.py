@@ -23,7 +23,8 @@ rows is flagged: there the finite-N rank no longer follows the asymptotic law.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from flint import arb
 

@@ -26,7 +26,8 @@ import math
 import time
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 

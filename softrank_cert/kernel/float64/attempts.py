@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import weakref
 from fractions import Fraction
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from flint import arb, arb_mat
@@ -38,7 +38,7 @@ FastAttempt = tuple[bool | None, Interval | None, Interval | None, str]
 #: Verdict.precision of a float64-path verdict (the significand bits of a double).
 FLOAT64_BITS = 53
 #: operator -> its softmax bounds (or None: declined); kernel-private, dropped with the operator.
-_BOUNDS: "weakref.WeakKeyDictionary[Operator, tuple[np.ndarray, np.ndarray] | None]" = weakref.WeakKeyDictionary()
+_BOUNDS: weakref.WeakKeyDictionary[Operator, tuple[np.ndarray, np.ndarray] | None] = weakref.WeakKeyDictionary()
 
 
 def _outcome(attempt: Callable[[], FastAttempt]) -> FastAttempt:

@@ -18,7 +18,7 @@ The rules, in the style of mpmath's ``libmpi`` (every endpoint names its roundin
 from __future__ import annotations
 
 from fractions import Fraction
-from functools import lru_cache
+from functools import lru_cache, cache
 from math import factorial
 
 import numpy as np
@@ -90,7 +90,7 @@ def gamma(n: int) -> Fraction:
     return n * UNIT / (1 - n * UNIT)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _sum_constants(n: int) -> tuple[float, float, float, float]:
     """Doubles (gamma_n up, 1/(1-gamma_n) up, 1+gamma_n up, n*ETA up) for n-term sums."""
     g = gamma(n)
