@@ -89,7 +89,8 @@ class Certificate:
 def schema() -> dict[str, Any]:
     """The JSON Schema of format version 1 (``certificates/schema/``)."""
     text = resources.files("softrank_cert.schema").joinpath("softrank-certificate-v1.schema.json").read_text("utf-8")
-    return json.loads(text)
+    document: dict[str, Any] = json.loads(text)
+    return document
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -198,17 +199,19 @@ def decode_certificate(document: Any) -> Certificate:
         eps_value = parse_tolerance(item["eps"])
         lower_doc, upper_doc = item["lower"], item["upper"]
         if "X" in lower_doc:
-            lower = LowerEnd(lower_doc["k"], lower_doc["method"], decode_array(lower_doc["X"], f"{where}.lower.X"), decode_array(lower_doc["Y"], f"{where}.lower.Y"))
-            _expect_shape(lower.X, (lower.k, m), f"{where}.lower.X")
-            _expect_shape(lower.Y, (n, lower.k), f"{where}.lower.Y")
+            X, Y = decode_array(lower_doc["X"], f"{where}.lower.X"), decode_array(lower_doc["Y"], f"{where}.lower.Y")
+            lower = LowerEnd(lower_doc["k"], lower_doc["method"], X, Y)
+            _expect_shape(X, (lower.k, m), f"{where}.lower.X")
+            _expect_shape(Y, (n, lower.k), f"{where}.lower.Y")
             if lower.k > operator.p:
                 raise CertificateFormatError(f"{where}.lower: k = {lower.k} exceeds p = {operator.p}")
         else:
             lower = LowerEnd(lower_doc["k"], lower_doc["method"])
         if "U" in upper_doc:
-            upper = UpperEnd(upper_doc["r"], upper_doc["construction"], decode_array(upper_doc["U"], f"{where}.upper.U"), decode_array(upper_doc["W"], f"{where}.upper.W"))
-            _expect_shape(upper.U, (m, upper.r), f"{where}.upper.U")
-            _expect_shape(upper.W, (n, upper.r), f"{where}.upper.W")
+            U, W = decode_array(upper_doc["U"], f"{where}.upper.U"), decode_array(upper_doc["W"], f"{where}.upper.W")
+            upper = UpperEnd(upper_doc["r"], upper_doc["construction"], U, W)
+            _expect_shape(U, (m, upper.r), f"{where}.upper.U")
+            _expect_shape(W, (n, upper.r), f"{where}.upper.W")
         else:
             upper = UpperEnd(upper_doc["r"], upper_doc["construction"])
             expected = operator.p if upper.construction == "identity" else 0
@@ -239,13 +242,17 @@ def operator_document(operator_id: str, operator: Operator, provenance: dict[str
 
 
 def lower_document(end: LowerEnd) -> dict[str, Any]:
-    if end.X is None:
+    if end.X is None or end.Y is None:
+        if end.X is not None or end.Y is not None:
+            raise ValueError(f"lower end k = {end.k}: X and Y go together")
         return {"k": end.k, "method": "trivial"}
     return {"k": end.k, "X": encode_array(end.X), "Y": encode_array(end.Y), "method": end.method}
 
 
 def upper_document(end: UpperEnd) -> dict[str, Any]:
-    if end.U is None:
+    if end.U is None or end.W is None:
+        if end.U is not None or end.W is not None:
+            raise ValueError(f"upper end r = {end.r}: U and W go together")
         return {"r": end.r, "construction": end.construction}
     return {"r": end.r, "U": encode_array(end.U), "W": encode_array(end.W), "construction": end.construction}
 

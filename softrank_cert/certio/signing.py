@@ -103,7 +103,7 @@ def private_key_multibase(private_key: Ed25519PrivateKey) -> str:
     return _multibase_encode(_PRIVATE_CODEC + private_key.private_bytes_raw())
 
 
-def private_key_from_multibase(text: str) -> Ed25519PrivateKey:
+def private_key_from_multibase(text: object) -> Ed25519PrivateKey:
     """Parse a private key written by :func:`private_key_multibase`; KeyFileError if malformed."""
     seed = _key_bytes(text, _PRIVATE_CODEC, "privateKeyMultibase", KeyFileError)
     return Ed25519PrivateKey.from_private_bytes(seed)
