@@ -6,6 +6,9 @@ assigns to it, and its message is a single line that says what is wrong.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 #: Exit codes of the command-line contract.
 EXIT_VERIFIED = 0
 EXIT_REJECTED = 1
@@ -85,3 +88,51 @@ class InternalInvariantError(SoftrankError):
     """
 
     exit_code = EXIT_INTERNAL
+
+
+class OutputWriteError(InvalidInputError):
+    """An output file could not be written (a full disk, an unwritable folder): one line, exit 2;
+    nothing partial is left (the temporary file is removed, the target keeps its old content)."""
+
+    def __init__(self, path: Path, exc: OSError) -> None:
+        super().__init__(f"cannot write {path}: {exc.strerror or exc}")
+        self.errno = exc.errno
+
+
+class WorkerError(SoftrankError):
+    """A task failed in a worker; the message is one line and the exit code is the task's."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_INTERNAL) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class CertificateRefusedError(SoftrankError):
+    """A certificate whose claims do not all verify (exit code of ``softrank-verify``: 1 / 3)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+#: The most characters of an unexpected exception's own message that :func:`describe` keeps.
+DESCRIBE_CHARS = 300
+
+
+def describe(exc: BaseException, where: str = "") -> str:
+    """The one line that stands for ``exc``: a :class:`SoftrankError` its own message, a
+    ``MemoryError`` "out of memory for this input", anything else -- a bug -- ``internal
+    error{where}: TYPE: message`` (the message on one line, at most :data:`DESCRIBE_CHARS`
+    characters; ``where`` e.g. " in a worker")."""
+    if isinstance(exc, SoftrankError):
+        return str(exc)
+    if isinstance(exc, MemoryError):
+        return "out of memory for this input"
+    text = " ".join(str(exc).split())[:DESCRIBE_CHARS]
+    return f"internal error{where}: {type(exc).__name__}: {text}"
+
+
+def debugging() -> bool:
+    """Whether ``SOFTRANK_DEBUG`` is set: then an unexpected exception in this process is
+    re-raised with its traceback instead of being turned into one line."""
+    return bool(os.environ.get("SOFTRANK_DEBUG"))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 from collections.abc import Callable
 
-from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, InvalidInputError, SoftrankError
+from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, InvalidInputError, SoftrankError, debugging, describe
 from ..plumbing.untrusted_text import safe_text
 
 
@@ -128,6 +128,10 @@ def _interrupt_on_sigterm() -> Any:
     return signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
+#: What the one line of an unexpected exception adds.
+DEBUG_HINT = "(set SOFTRANK_DEBUG=1 for a traceback)"
+
+
 def run_main(prog: str, body: Callable[[], int], *, json_errors: bool = False) -> NoReturn:
     """Run ``body`` and exit with its code; errors become one line on stderr.
 
@@ -142,29 +146,25 @@ def run_main(prog: str, body: Callable[[], int], *, json_errors: bool = False) -
         code = body()
     except SoftrankError as exc:
         message, code = f"error: {exc}", exc.exit_code
-    except MemoryError:
-        message, code = "error: out of memory for this input", EXIT_INVALID_INPUT
+    except MemoryError as exc:
+        message, code = f"error: {describe(exc)}", EXIT_INVALID_INPUT
     except BrokenPipeError:  # the reader went away (e.g. `| head`): nothing left to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 141
     except OSError as exc:
         if exc.errno not in _ENVIRONMENT_ERRNOS:
-            if os.environ.get("SOFTRANK_DEBUG"):
+            if debugging():
                 raise
-            message = (f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
-                       "(set SOFTRANK_DEBUG=1 for a traceback)")
-            code = EXIT_INTERNAL
+            message, code = f"{describe(exc)} {DEBUG_HINT}", EXIT_INTERNAL
         else:  # a full disk, a read-only or forbidden place: the environment, not a bug
             where = f" ({exc.filename})" if exc.filename else ""
             message, code = f"error: {exc.strerror or exc}{where}", EXIT_INVALID_INPUT
     except KeyboardInterrupt as exc:  # a campaign's CampaignInterrupted names its --resume command
         message, code = str(exc) or "interrupted", 130
     except Exception as exc:  # a bug: still one line, unless debugging
-        if os.environ.get("SOFTRANK_DEBUG"):
+        if debugging():
             raise
-        message = (f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
-                   "(set SOFTRANK_DEBUG=1 for a traceback)")
-        code = EXIT_INTERNAL
+        message, code = f"{describe(exc)} {DEBUG_HINT}", EXIT_INTERNAL
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

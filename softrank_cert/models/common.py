@@ -118,7 +118,7 @@ def load_safetensors(path: Path, skip: Callable[[str], bool] | None = None) -> d
     Integer tensors (e.g. BERT's ``position_ids`` buffer) are skipped, and so is every tensor
     whose name ``skip(name)`` is true (when ``skip`` is given).
     """
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
 
     out: dict[str, np.ndarray] = {}
     try:
@@ -134,7 +134,7 @@ def load_safetensors(path: Path, skip: Callable[[str], bool] | None = None) -> d
                 else:
                     continue
                 out[name] = np.ascontiguousarray(tensor, dtype=np.float64)
-    except Exception as exc:  # OSError, ValueError, or safetensors' own SafetensorError
+    except (OSError, ValueError, SafetensorError) as exc:
         raise InvalidInputError(f"cannot read safetensors file {path}: {exc}") from None
     return out
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, OutputWriteError
 
 
 def canonical_dump(document: object) -> str:
@@ -186,15 +186,6 @@ def _published_mode() -> int:
     umask = os.umask(0)
     os.umask(umask)
     return 0o666 & ~umask
-
-
-class OutputWriteError(InvalidInputError):
-    """An output file could not be written (a full disk, an unwritable folder): one line, exit 2;
-    nothing partial is left (the temporary file is removed, the target keeps its old content)."""
-
-    def __init__(self, path: Path, exc: OSError) -> None:
-        super().__init__(f"cannot write {path}: {exc.strerror or exc}")
-        self.errno = exc.errno
 
 
 def _fsync_file(path: Path) -> None:

@@ -31,7 +31,8 @@ tasks running together fit in ``max_memory`` (otherwise it waits: the tasks are 
 
 In a worker, :func:`_call` sets the Arb working precision, runs one task at a time per process
 (a lock: a Dask worker started with several threads must not interleave two kernels on the one
-global precision) and turns any exception into a :class:`_Failure` value.  Workers ignore
+global precision) and turns any exception into a :class:`_Failure` value (in this process, with ``SOFTRANK_DEBUG=1``,
+an unexpected exception is re-raised with its traceback instead).  Workers ignore
 SIGINT (the client stops them) and exit when the client process is gone.
 
 Soundness does not depend on this module: every end is VERIFIED by the kernel inside the task,
@@ -54,7 +55,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, InvalidInputError, SoftrankError
+from ..errors import (EXIT_INTERNAL, EXIT_INVALID_INPUT, InvalidInputError, SoftrankError, WorkerError, debugging,
+                      describe)
 from ..kernel import Operator
 from .memory import format_bytes
 
@@ -71,14 +73,6 @@ FATAL_KINDS = frozenset({"InternalInvariantError", "FloatingPointEnvironmentErro
 RETRIED_KINDS = frozenset({"WorkerDied", "WorkerLost", "MemoryError"})
 
 _TASK_LOCK = threading.Lock()
-
-
-class WorkerError(SoftrankError):
-    """A task failed in a worker; the message is one line and the exit code is the task's."""
-
-    def __init__(self, message: str, exit_code: int = EXIT_INTERNAL) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 @dataclass(frozen=True)
@@ -108,6 +102,14 @@ def resolve_jobs(jobs: int) -> int:
     return jobs or (os.cpu_count() or 1)
 
 
+def _failure(exc: Exception, where: str = "") -> _Failure:
+    """``exc`` as a value: its kind, its one line (:func:`~softrank_cert.errors.describe`) and exit code
+    (a SoftrankError's own; 2 for MemoryError; 4 for anything else, a bug)."""
+    code = exc.exit_code if isinstance(exc, SoftrankError) else EXIT_INVALID_INPUT if isinstance(exc, MemoryError) \
+        else EXIT_INTERNAL
+    return _Failure(type(exc).__name__, describe(exc, where), code)
+
+
 def _init_worker() -> None:
     from flint import ctx
 
@@ -122,13 +124,8 @@ def _call(fn: Callable[..., Any], args: tuple) -> Any:
         ctx.prec = WORKER_PREC
         try:
             return fn(*args)
-        except SoftrankError as exc:
-            return _Failure(type(exc).__name__, str(exc), exc.exit_code)
-        except MemoryError:
-            return _Failure("MemoryError", "out of memory for this input", EXIT_INVALID_INPUT)
-        except Exception as exc:  # a bug in a task: one line, exit 4
-            return _Failure(type(exc).__name__, f"internal error in a worker: {type(exc).__name__}: "
-                            + " ".join(str(exc).split())[:300], EXIT_INTERNAL)
+        except Exception as exc:  # a SoftrankError, MemoryError or a bug in a task: one line
+            return _failure(exc, " in a worker")
 
 
 def _timed_call(fn: Callable[..., Any], args: tuple) -> tuple[Any, float]:
@@ -249,12 +246,13 @@ def _run_serial(fn: Callable[..., Any], tasks: Sequence[tuple], memory: Sequence
             except SoftrankError as exc:
                 if type(exc).__name__ in FATAL_KINDS:
                     raise
-                result = _Failure(type(exc).__name__, str(exc), exc.exit_code)
-            except MemoryError:
-                result = _Failure("MemoryError", "out of memory for this input", EXIT_INVALID_INPUT)
-            except Exception as exc:  # a bug in a task: one line, exit 4
-                result = _Failure(type(exc).__name__, f"internal error: {type(exc).__name__}: "
-                                  + " ".join(str(exc).split())[:300], EXIT_INTERNAL)
+                result = _failure(exc)
+            except MemoryError as exc:
+                result = _failure(exc)
+            except Exception as exc:  # a bug in a task: one line, exit 4 (SOFTRANK_DEBUG=1: its traceback)
+                if debugging():
+                    raise
+                result = _failure(exc)
             if not _retry(result, tries, attempts):
                 break
         yield _outcome(i, result, time.perf_counter() - start, tries)
@@ -289,9 +287,7 @@ def _worker_main(conn: Any, parent: int) -> None:
         except (BrokenPipeError, EOFError, OSError):
             return
         except Exception as exc:  # the result does not pickle: a bug in the task, reported as such
-            conn.send((index, _Failure(type(exc).__name__, f"internal error in a worker: result not transferable: "
-                                       f"{type(exc).__name__}: " + " ".join(str(exc).split())[:200], EXIT_INTERNAL),
-                       seconds))
+            conn.send((index, _failure(exc, " in a worker: result not transferable"), seconds))
 
 
 class _Worker:
@@ -443,7 +439,7 @@ def _dask_memory_limit(client: Any) -> int | None:
     """The smallest ``memory_limit`` of the cluster's workers (None when none is set)."""
     try:
         limits = [int(w.get("memory_limit") or 0) for w in client.scheduler_info().get("workers", {}).values()]
-    except Exception:
+    except (OSError, ValueError, TypeError, AttributeError):  # no answer, or a worker record without a number
         return None
     limits = [n for n in limits if n > 0]
     return min(limits) if limits else None

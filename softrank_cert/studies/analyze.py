@@ -73,7 +73,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidInputError, SoftrankError
+from ..errors import CertificateRefusedError, InvalidInputError
 from ..geometry.intrinsic import double_above, operator_geometry, rank_grid, refactored_operator
 from ..kernel import Status, parse_tolerance
 from ..plumbing.tolerances import parse_eps_list
@@ -89,14 +89,6 @@ if TYPE_CHECKING:
 #: Version of the per-operator results (:func:`analyze_task`): bump it whenever what they
 #: contain or how it is computed changes (study caches are keyed by it).
 RESULT_VERSION = "2"  # 2: certified strings with the report contract's 17 digits (were 9 and 6)
-
-
-class CertificateRefusedError(SoftrankError):
-    """A certificate whose claims do not all verify (exit code of ``softrank-verify``: 1 / 3)."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 

@@ -81,7 +81,7 @@ def sweep(support: str, dim: int, *, eps: str = "0.25", n: int = 64, kappas: tup
     ``budget_seconds`` bound each point's search as in ``softrank bracket`` (default: the
     driver's deterministic work budget for the operator's size)."""
     from ..geometry.supports import check_sweep_size
-    from ..plumbing.parallel import WorkerError
+    from ..errors import WorkerError
     from .supports_campaign import run_campaign
 
     parse_tolerance(eps)

@@ -630,7 +630,8 @@ def test_tiny_tmpfs(panel8, reference8, tmp_path):
 
 
 def test_output_files_leave_nothing_when_a_write_fails(tmp_path, monkeypatch):
-    from softrank_cert.plumbing.files import OutputWriteError, write_text_atomic
+    from softrank_cert.errors import OutputWriteError
+    from softrank_cert.plumbing.files import write_text_atomic
 
     target = tmp_path / "report.json"
     target.write_text("old")

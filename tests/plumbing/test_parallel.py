@@ -19,7 +19,8 @@ import pytest
 
 from softrank_cert.studies.audit import audit_table
 from softrank_cert.errors import EXIT_INVALID_INPUT
-from softrank_cert.plumbing.parallel import WorkerError, pack_operator, run_ordered, unpack_operator
+from softrank_cert.errors import WorkerError
+from softrank_cert.plumbing.parallel import pack_operator, run_ordered, unpack_operator
 
 EPS = "0.1,0.25,0.5"
 TIMEOUT = 120
