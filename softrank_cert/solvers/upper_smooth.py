@@ -91,12 +91,6 @@ class _Objective:
         self.stop_at = None if target is None else target * (1 - 1e-9)
         self.until = until
         self.calls = 0
-        dt = A_eval.dtype
-        # Reused buffers: the residual, its smoothed magnitude, the factors in the evaluation
-        # dtype and the two gradient blocks (float64 evaluations use views of x instead).
-        self.R, self.S = np.empty((self.m, self.n), dt), np.empty((self.m, self.n), dt)
-        self.gU, self.gW = np.empty((self.m, self.r), dt), np.empty((self.n, self.r), dt)
-        self.factors = None if dt == np.float64 else (np.empty((self.m, self.r), dt), np.empty((self.n, self.r), dt))
 
     def split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         k = self.m * self.r
@@ -124,17 +118,9 @@ class _Objective:
                 raise _Stop
             self.until.charge(evaluation_units(self.m, self.n, self.r))
         dt = self.A_eval.dtype
-        U, W = self.split(x)
-        if self.factors is not None:
-            np.copyto(self.factors[0], U, casting="same_kind")
-            np.copyto(self.factors[1], W, casting="same_kind")
-            U, W = self.factors
-        R, S = self.R, self.S
-        np.matmul(U, W.T, out=R)
-        np.subtract(self.A_eval, R, out=R)  # R = A - U W^T
-        np.multiply(R, R, out=S)
-        S += dt.type(self.delta2)
-        np.sqrt(S, out=S)
+        U, W = (f.astype(dt, copy=False) for f in self.split(x))
+        R = self.A_eval - U @ W.T
+        S = np.sqrt(R * R + dt.type(self.delta2))
         f = (S.sum(axis=1, dtype=np.float64) - self.n * self.delta)
         top = f.max()
         z = np.exp(self.tau * (f - top))
@@ -143,13 +129,8 @@ class _Objective:
         p = (z / total).astype(dt)
         np.divide(R, S, out=R)
         R *= p[:, None]
-        np.matmul(R, W, out=self.gU)
-        np.matmul(R.T, U, out=self.gW)
-        g = np.empty(x.size)
-        k = self.m * self.r
-        g[:k], g[k:] = self.gU.ravel(), self.gW.ravel()
-        np.negative(g, out=g)  # dF/dU = -G W, dF/dW = -G^T U
-        return float(value), g
+        gU, gW = -(R @ W), -(R.T @ U)
+        return float(value), np.concatenate([gU.ravel(), gW.ravel()]).astype(np.float64)
 
 
 def run_stages(d: Dense, state: SmoothState, *, stages: int, iterations: int, target: float | None = None,
