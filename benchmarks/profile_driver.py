@@ -6,9 +6,9 @@ Usage (what produced the committed results)::
     nice -n 10 python benchmarks/profile_driver.py --pydoc-topic import --width 512 --heads L1H1,L4H6 \
         --name w512_import
     nice -n 10 python benchmarks/profile_driver.py --pydoc-topic typesseq --width 1024 --chars 16000 \
-        --heads L1H1 --work 1455000 --name w1024_typesseq_quarter
+        --heads L1H1,L4H1,L4H6 --work 1455000 --no-cprofile --prefix solvers_fast --name w1024_charges
 
-Writes ``benchmarks/results/solvers_profile_<name>.{json,md}``: per head the CPU seconds of each
+Writes ``benchmarks/results/<prefix>_<name>.{json,md}`` (prefix ``solvers_profile``): per head the CPU seconds of each
 part (cumulative time of the functions named in :data:`PARTS`; they do not nest in one
 another) and the rest, the work units the driver counted, and the units charged inside each
 part (:data:`CHARGED`: the work model's view of the same part, so that ``CPU s / (units /
@@ -144,13 +144,15 @@ def profile_head(name: str, op, eps: list[str], work: float | None = None, profi
 def markdown(report: dict) -> str:
     heads = report["heads"]
     lines = [f"# Where the driver's seconds go: {report['name']}", "",
-             "CPU seconds per part (cProfile cumulative CPU times; single-threaded BLAS).", "",
+             "CPU seconds per part (cProfile cumulative CPU times; single-threaded BLAS)." if heads[0]["cprofile"]
+             else "cProfile off: the whole run's CPU seconds and those of the charged parts (single-threaded BLAS).", "",
              "| part | " + " | ".join(h["operator"].rsplit("/", 1)[-1] for h in heads) + " |",
              "|---|" + "---|" * len(heads)]
-    for part in list(PARTS) + ["rest"]:
+    for part in (list(PARTS) + ["rest"]) if heads[0]["cprofile"] else []:
         lines.append(f"| {part} | " + " | ".join(f"{h['parts'][part]:.1f} ({100 * h['parts'][part] / max(h['profiled_seconds'], 1e-9):.0f}%)"
                                                 for h in heads) + " |")
-    lines.append("| total (profiled) | " + " | ".join(f"{h['profiled_seconds']:.1f}" for h in heads) + " |")
+    if heads[0]["cprofile"]:
+        lines.append("| total (profiled) | " + " | ".join(f"{h['profiled_seconds']:.1f}" for h in heads) + " |")
     lines.append("| CPU s (wall s) | " + " | ".join(f"{h['cpu_seconds']:.1f} ({h['wall_seconds']:.1f})" for h in heads) + " |")
     lines += ["", "CPU seconds (timed around each call" + (", under cProfile" if heads[0]["cprofile"] else ", cProfile off")
               + ") per charged second (units / units_per_second) of the parts whose charges are recorded:", "",
@@ -178,6 +180,7 @@ def main() -> None:
     parser.add_argument("--no-cprofile", action="store_true",
                         help="time only the charged parts (no profiler overhead; the parts table is then empty)")
     parser.add_argument("--name", default=None)
+    parser.add_argument("--prefix", default="solvers_profile", help="file names: PREFIX_NAME.{json,md}")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
     from bench_solvers import MINILM_WINDOW, minilm_panel, pydoc_text, stacked_panel
@@ -198,8 +201,8 @@ def main() -> None:
     report = {"name": name, "document": {"pydoc_topic": args.pydoc_topic, "chars": chars, "sha256": digest},
               "work": args.work, "clock": "cpu", "heads": heads}
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / f"solvers_profile_{name}.json").write_text(json.dumps(report, indent=1))
-    (args.out_dir / f"solvers_profile_{name}.md").write_text(markdown(report))
+    (args.out_dir / f"{args.prefix}_{name}.json").write_text(json.dumps(report, indent=1))
+    (args.out_dir / f"{args.prefix}_{name}.md").write_text(markdown(report))
     print(markdown(report))
 
 

@@ -8,9 +8,21 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from softrank_cert.solvers.lower_moves import CHECK_SECONDS, LISTED_SECONDS, TOP_ROWS, MoveCharges, key_moves
-from softrank_cert.solvers.work import (CALL_UNITS, KEY_MOVE_EXPONENT, Budget, entries_units, key_move_scale,
-                                        seconds_units)
+from softrank_cert.solvers.lower_moves import (
+    CHECK_SECONDS,
+    LISTED_SECONDS,
+    TOP_ROWS,
+    MoveCharges,
+    key_moves,
+)
+from softrank_cert.solvers.work import (
+    CALL_UNITS,
+    KEY_MOVE_EXPONENT,
+    Budget,
+    entries_units,
+    key_move_scale,
+    seconds_units,
+)
 
 
 @pytest.mark.parametrize(("m", "n", "scale"), [(128, 128, 1.0), (512, 512, 1.0), (256, 1024, 1.0),
