@@ -33,22 +33,31 @@ MAX_LINE_SEARCH = 20
 Objective = Callable[[np.ndarray], "tuple[float, np.ndarray]"]
 
 
+#: One curvature pair: ``s``, ``y``, ``1 / s.y``, ``s.y`` and ``y.y`` (the products the
+#: recursion reuses, computed once).
+Pair = tuple[np.ndarray, np.ndarray, float, float, float]
+
+
 def minimise(fun: Objective, x0: np.ndarray, *, iterations: int, evaluations: int, memory: int = 5) -> np.ndarray:
     """Approximately minimise ``fun`` (value and gradient) from ``x0``; the last accepted point.
 
     Stops after ``iterations`` accepted steps, ``evaluations`` calls of ``fun``, a line search
     of :data:`MAX_LINE_SEARCH` evaluations that found no step, or a zero gradient.  Exceptions
-    raised by ``fun`` propagate (the caller's way of stopping early)."""
+    raised by ``fun`` propagate (the caller's way of stopping early).  ``fun`` must not keep
+    its argument: the trial points share two buffers, and the pairs dropped from the memory
+    are reused; every product is the one of the plain formulas, so the iterates are too."""
     x = np.array(x0, dtype=np.float64)
     f, g = fun(x)
     calls = 1
-    pairs: list[tuple[np.ndarray, np.ndarray, float]] = []
+    pairs: list[Pair] = []
+    x_new, scratch = np.empty_like(x), np.empty_like(x)
+    spare: tuple[np.ndarray, np.ndarray] | None = None
     for _ in range(iterations):
-        d = _direction(g, pairs)
+        d = _direction(g, pairs, scratch)
         slope = float(np.dot(g, d))
         if not slope < 0.0:  # not a descent direction: forget the curvature pairs
             pairs.clear()
-            d = _direction(g, pairs)
+            d = _direction(g, pairs, scratch)
             slope = float(np.dot(g, d))
             if not slope < 0.0:
                 break
@@ -56,7 +65,8 @@ def minimise(fun: Objective, x0: np.ndarray, *, iterations: int, evaluations: in
         for _ in range(MAX_LINE_SEARCH):
             if calls >= evaluations:
                 return x
-            x_new = x + t * d
+            np.multiply(d, t, out=x_new)
+            np.add(x, x_new, out=x_new)  # x + t d
             f_new, g_new = fun(x_new)
             calls += 1
             if not np.isfinite(f_new) or f_new > f + C1 * t * slope:
@@ -68,30 +78,37 @@ def minimise(fun: Objective, x0: np.ndarray, *, iterations: int, evaluations: in
             t = 2.0 * t if high == np.inf else 0.5 * (low + high)
         else:
             return x
-        s, y = x_new - x, g_new - g
-        sy = float(np.dot(s, y))
-        x, f, g = x_new, f_new, g_new
-        if sy > 1e-12 * float(np.dot(y, y)):
-            pairs.append((s, y, 1.0 / sy))
+        s, y = spare if spare is not None else (np.empty_like(x), np.empty_like(x))
+        spare = None
+        np.subtract(x_new, x, out=s)
+        np.subtract(g_new, g, out=y)
+        sy, yy = float(np.dot(s, y)), float(np.dot(y, y))
+        x, x_new, f, g = x_new, x, f_new, g_new
+        if sy > 1e-12 * yy:
+            pairs.append((s, y, 1.0 / sy, sy, yy))
             if len(pairs) > memory:
-                pairs.pop(0)
+                spare = pairs.pop(0)[:2]
+        else:
+            spare = (s, y)
     return x
 
 
-def _direction(g: np.ndarray, pairs: list[tuple[np.ndarray, np.ndarray, float]]) -> np.ndarray:
+def _direction(g: np.ndarray, pairs: list[Pair], scratch: np.ndarray) -> np.ndarray:
     """``-H g`` for the L-BFGS inverse-Hessian estimate ``H`` of ``pairs`` (two-loop
-    recursion); ``-g / ||g||`` without pairs."""
+    recursion); ``-g / ||g||`` without pairs.  ``scratch`` (like ``g``) holds temporaries."""
     if not pairs:
         norm = float(np.linalg.norm(g))
         return -g / norm if norm > 0 else -g
     q = -g
     alphas = []
-    for s, y, rho in reversed(pairs):
+    for s, y, rho, _sy, _yy in reversed(pairs):
         a = rho * float(np.dot(s, q))
         alphas.append(a)
-        q = q - a * y
-    s, y, _ = pairs[-1]
-    q = q * (float(np.dot(s, y)) / float(np.dot(y, y)))
-    for (s, y, rho), a in zip(pairs, reversed(alphas)):
-        q = q + (a - rho * float(np.dot(y, q))) * s
+        np.multiply(a, y, out=scratch)
+        q -= scratch
+    _s, _y, _rho, sy, yy = pairs[-1]
+    q *= sy / yy
+    for (s, y, rho, _sy, _yy), a in zip(pairs, reversed(alphas)):
+        np.multiply(a - rho * float(np.dot(y, q)), s, out=scratch)
+        q += scratch
     return q

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..dense import norm
 from .lower_lp import signed_y
-from .work import CALL_UNITS, Until, entries_units, seconds_units
+from .work import CALL_UNITS, Until, entries_units, key_move_scale, seconds_units
 
 #: Keys whose best candidate group is scored are limited to this many groups (largest |w_h|).
 MOVE_WIDTH = 12
@@ -110,14 +110,26 @@ def _moved(Z: np.ndarray, c: np.ndarray, g: int, s: float, h: int, sigma: float)
 class MoveCharges:
     """Fixed work units of the key moves beyond their flop counts: per checked move (a rank-two
     inverse update and its norm in numpy, 16-18 us measured at 128 x 128 and 512 x 512) and per
-    move listed by a screen (sorting and indexing the candidates, ~40 ns each)."""
+    move listed by a screen (sorting and indexing the candidates, ~40 ns each); ``scale``
+    multiplies every key-move charge (:func:`.work.key_move_scale`)."""
 
     check: float = 0.0
     listed: float = 0.0
+    scale: float = 1.0
 
     @classmethod
     def for_shape(cls, m: int, n: int) -> MoveCharges:
-        return cls(seconds_units(m, n, CHECK_SECONDS), seconds_units(m, n, LISTED_SECONDS))
+        scale = key_move_scale(m, n)
+        return cls(scale * seconds_units(m, n, CHECK_SECONDS), scale * seconds_units(m, n, LISTED_SECONDS), scale)
+
+    def screen_units(self, k: int, n: int, signs: int, width: int) -> float:
+        """Work units of one screen of all single-key moves (k groups, n keys)."""
+        entries = 2.0 * k * k * (k + n) + 4.0 * n * signs * min(width, k) * TOP_ROWS * k
+        return CALL_UNITS + self.scale * entries_units(entries) + self.listed * n * signs * min(width, k)
+
+    def check_units(self, k: int) -> float:
+        """Work units of one checked move (a rank-two update of a k x k inverse and its norm)."""
+        return self.check + self.scale * entries_units(8.0 * k * k)
 
 
 #: CPU seconds of one checked move and of one listed move, beyond their flops (:class:`MoveCharges`).
@@ -146,8 +158,7 @@ def key_moves(C: np.ndarray, lab: np.ndarray, sign: np.ndarray, until: Until, si
             break
         best = norm(Z)
         moves = screen(Z, C, lab, sign, signs, width)
-        until.charge(CALL_UNITS + entries_units(2.0 * k * k * (k + n) + 4.0 * n * len(signs) * min(width, k) * TOP_ROWS * k)
-                     + charges.listed * n * len(signs) * min(width, k))
+        until.charge(charges.screen_units(k, n, len(signs), width))
         touched: set[int] = set()
         fails = 0
         for j, h, s_i in moves:
@@ -156,7 +167,7 @@ def key_moves(C: np.ndarray, lab: np.ndarray, sign: np.ndarray, until: Until, si
             if j in touched:
                 continue
             Zn = moved_inverse(Z, C, lab[j], sign[j], j, h, signs[s_i])
-            until.charge(charges.check + entries_units(8.0 * k * k))
+            until.charge(charges.check_units(k))
             value = norm(Zn)
             if np.isfinite(value) and value < best * (1 - 1e-9):
                 lab[j], sign[j] = h, (signs[s_i] if h >= 0 else 1.0)

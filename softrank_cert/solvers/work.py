@@ -113,6 +113,18 @@ def row_lp_scale(m: int, n: int) -> float:
     return units_per_second(m, n) / (1100.0 * _size(m, n) ** -0.03)
 
 
+#: Exponent of :func:`key_move_scale` (provisional: fitted on KEY_MOVE_FIT_HEADS heads, see there).
+KEY_MOVE_EXPONENT = 0.68
+
+
+def key_move_scale(m: int, n: int) -> float:
+    """Factor on every key-move charge (:class:`.lower_moves.MoveCharges`):
+    ``max(1, mN/512^2) ** KEY_MOVE_EXPONENT``.  The charges were fitted at 128 x 128 and 512 x 512;
+    past 512 x 512 the moves' CPU per charged unit grows (their k x k inverses and the screen's
+    temporaries leave the cache at the larger k of wide operators)."""
+    return max(1.0, m * n / 512.0 ** 2) ** KEY_MOVE_EXPONENT
+
+
 def key_lp_scale(m: int, n: int) -> float:
     """Factor on the sparse Y-step LPs' per-nonzero charge (fitted at 4,300 units per second)."""
     return units_per_second(m, n) / 4300.0
