@@ -23,7 +23,7 @@ them is untrusted or only orchestrates (docs/design.md section 2).
 1. ``kernel`` -- TRUSTED: exact input parsing, Arb enclosures, the checks, the one verdict
    constructor (``kernel.float64``: the float64 path with proved rounding bounds)
 2. ``exact_kernel`` -- TRUSTED, independent: the same checks in exact rational arithmetic
-3. ``dense``, ``plumbing.files``, ``plumbing.figure_files``, ``plumbing.numfmt``, ``plumbing.memory``, ``plumbing.tolerances``, ``plumbing.untrusted_text``, ``plumbing.progress``, ``plumbing.operators_npz`` -- utilities every layer above may use: float64 attention arrays, atomic writes, outward rounding, memory sizes, tolerance lists, escaping, progress, operator files
+3. ``dense``, ``util.files``, ``util.figure_formats``, ``util.numbers``, ``util.memory``, ``util.tolerances``, ``util.escaping``, ``util.progress``, ``util.operator_files`` -- utilities every layer above may use: float64 attention arrays, atomic writes, outward rounding, memory sizes, tolerance lists, escaping, progress, operator files
 4. ``certio`` -- the certificate format: JSON Schema, arrays, eddsa-jcs-2022, issuing
 5. ``verification`` -- certificate bytes -> kernel claims -> verdicts (decides nothing itself)
 6. ``solvers``, ``geometry``, ``models`` -- float64 proposers of bracket ends; the theorem's
@@ -46,7 +46,7 @@ _API = {
     "Operator": "kernel", "Status": "kernel", "Verdict": "kernel",
     "load_operator": "api", "load_panel": "api", "operator_id": "api", "bracket": "api", "verify": "api",
     "profile": "api", "operator_provenance": "api", "capture": "api", "load_gguf": "api", "BracketResult": "certio.issuing", "VerifyReport": "api",
-    "Profile": "studies.rank_profile", "LowerStep": "studies.rank_profile", "UpperStep": "studies.rank_profile",
+    "Profile": "studies.profile.curves", "LowerStep": "studies.profile.curves", "UpperStep": "studies.profile.curves",
     "SoftrankError": "errors", "InvalidInputError": "errors",
 }
 

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ..kernel import Operator, parse_tolerance
-from ..plumbing.files import canonical_dump, check_output_file, write_text_atomic
+from ..util.files import canonical_dump, check_output_file, write_text_atomic
 from .certificate import Bracket, certificate_document
 from .signing import load_private_key, sign_now, utc_now_rfc3339
 

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     usage error)."""
     import sys
 
-    from ..plumbing.progress import set_quiet
+    from ..util.progress import set_quiet
 
     parser = build_parser()
     if not (sys.argv[1:] if argv is None else argv):

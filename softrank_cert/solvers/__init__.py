@@ -21,7 +21,7 @@ operator (:func:`.bracket.bracket_operator`, bounded by the work budget of :mod:
 
 from .bracket import Ends, VerifiedBracket, VerifiedLower, VerifiedUpper, bracket_operator
 from .candidates import CandidatePool, LowerCandidate, UpperCandidate
-from ..dense import Dense, attention_matrix, norm, threshold, witness_error
+from ..util.dense import Dense, attention_matrix, norm, threshold, witness_error
 
 __all__ = [
     "CandidatePool", "Dense", "Ends", "LowerCandidate", "UpperCandidate", "VerifiedBracket", "VerifiedLower",

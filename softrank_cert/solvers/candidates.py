@@ -22,10 +22,10 @@ from typing import Callable
 
 import numpy as np
 
-from ..dense import Dense, threshold, witness_error
-from .lower_pivot import pivot
-from .lower_pooled import pooled
-from .upper_smooth import smooth, tsvd_start
+from ..util.dense import Dense, threshold, witness_error
+from .lower.pivot import pivot
+from .lower.pooled import pooled
+from .upper.smooth import smooth, tsvd_start
 from .work import Until, entries_units
 
 

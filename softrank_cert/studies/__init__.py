@@ -13,18 +13,18 @@ here.  Progress bars, atomic writes and certificate paths come from
 
 * :mod:`softrank_cert.studies.audit` -- audits of published bracket tables: confirm, tighten or
   refute each row (``softrank audit``); its rows and judging in
-  :mod:`~softrank_cert.studies.audit_rows`, supplied certificates in
-  :mod:`~softrank_cert.studies.audit_certificates`, the resumable audit in
-  :mod:`~softrank_cert.studies.audit_campaign`, its figure in :mod:`~softrank_cert.studies.audit_plot`.
+  :mod:`~softrank_cert.studies.audit.rows`, supplied certificates in
+  :mod:`~softrank_cert.studies.audit.certificates`, the resumable audit in
+  :mod:`~softrank_cert.studies.audit.campaign`, its figure in :mod:`~softrank_cert.studies.audit.plot`.
 * :mod:`softrank_cert.studies.budgets` -- which rank budgets are feasible / impossible per block
   width (``softrank budgets``); the study over panels as a resumable campaign in
-  :mod:`~softrank_cert.studies.budgets_study`, its figure in :mod:`~softrank_cert.studies.budgets_plot`.
-* :mod:`softrank_cert.studies.rank_profile` -- the certified lower and upper rank curves of one
+  :mod:`~softrank_cert.studies.budgets.campaign`, its figure in :mod:`~softrank_cert.studies.budgets.plot`.
+* :mod:`softrank_cert.studies.profile.curves` -- the certified lower and upper rank curves of one
   operator, every step a kernel verdict (``softrank profile``).
 * :mod:`softrank_cert.studies.analyze` -- does interaction geometry predict certified rank?
-  (``softrank analyze``); its statistics in :mod:`~softrank_cert.studies.analyze_stats`, the
-  report and its tables in :mod:`~softrank_cert.studies.analyze_report`, its figure in
-  :mod:`~softrank_cert.studies.analyze_plot`, the operator geometry in
+  (``softrank analyze``); its statistics in :mod:`~softrank_cert.studies.analyze.stats`, the
+  report and its tables in :mod:`~softrank_cert.studies.analyze.report`, its figure in
+  :mod:`~softrank_cert.studies.analyze.plot`, the operator geometry in
   :mod:`softrank_cert.geometry.intrinsic`.
 * :mod:`softrank_cert.studies.supports` -- the supports sweeps: certified ranks against kappa on
   grid / sphere / ball supports (``softrank supports``), with ``supports_points`` (one point:

@@ -14,7 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .kernel import Operator
+from ..kernel import Operator
 
 
 def softmax_rows(S: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:

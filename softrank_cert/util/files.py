@@ -267,10 +267,10 @@ class OutputFiles:
 
     def stage_figure(self, fig: Any, path: Path, *, dpi: int | None = None) -> None:
         """A matplotlib figure in the format its suffix names (.png, .pdf or .svg; PNG when it
-        has none: :func:`softrank_cert.plumbing.figure_files.save_figure`, ``dpi`` for PNG); closes it."""
+        has none: :func:`softrank_cert.util.figure_formats.save_figure`, ``dpi`` for PNG); closes it."""
         import matplotlib.pyplot as plt
 
-        from .figure_files import DPI, save_figure
+        from .figure_formats import DPI, save_figure
 
         path = Path(path)
         try:

@@ -217,7 +217,7 @@ def load_operators(path: str | Path, names: list[str] | None = None) -> list[Nam
 
 def _admit(path: Path, headers: list[tuple[tuple[int, ...], np.dtype]]) -> None:
     """Memory admission before anything is loaded: the operators' arrays as stored plus their
-    float64 copies must fit in :func:`~softrank_cert.plumbing.memory.default_max_memory`."""
+    float64 copies must fit in :func:`~softrank_cert.util.memory.default_max_memory`."""
     from .memory import default_max_memory, format_bytes
 
     need = sum(int(np.prod(shape, dtype=object)) * (dtype.itemsize + 8) for shape, dtype in headers)

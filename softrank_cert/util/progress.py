@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
-from .untrusted_text import plain_text, safe_text
+from .escaping import plain_text, safe_text
 
 
 #: Set by ``--quiet`` (:func:`set_quiet`): no bar and no stage line.

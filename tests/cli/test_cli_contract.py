@@ -139,7 +139,7 @@ def test_unwritable_out_folder_is_refused(tmp_path, tiny_panel):
 
 
 def test_negative_probabilities_are_invalid_input(tmp_path, negative_a):
-    from softrank_cert.plumbing.operators_npz import load_operators
+    from softrank_cert.util.operator_files import load_operators
 
     with pytest.raises(InvalidOperatorError, match=r"A >= 0"):
         load_operators(negative_a)
@@ -227,7 +227,7 @@ def test_a_failed_run_leaves_no_partial_report(tmp_path, table_rows, capsys, mon
 
 
 def test_output_files_commit_together_or_not_at_all(tmp_path):
-    from softrank_cert.plumbing.files import OutputFiles
+    from softrank_cert.util.files import OutputFiles
 
     with pytest.raises(RuntimeError):
         with OutputFiles() as outputs:
@@ -243,7 +243,7 @@ def test_output_files_commit_together_or_not_at_all(tmp_path):
 
 
 def test_check_output_file_rules(tmp_path):
-    from softrank_cert.plumbing.files import check_output_file, check_output_folder
+    from softrank_cert.util.files import check_output_file, check_output_folder
     from softrank_cert.plumbing.plotting import PLOT_SUFFIXES
 
     (tmp_path / "plain.txt").write_text("x")
@@ -364,7 +364,7 @@ def test_end_of_run_hint_is_pasteable(tmp_path, tiny_panel):
 
 def test_operator_names_in_natural_order(tmp_path, tiny_panel):
     from softrank_cert.plumbing.certificate_files import declared_format, expand_json_paths, is_certificate_format
-    from softrank_cert.plumbing.operators_npz import load_operators, natural_key, operator_names
+    from softrank_cert.util.operator_files import load_operators, natural_key, operator_names
 
     natural = ["tiny/doc/w4/L0H1", "tiny/doc/w4/L0H2", "tiny/doc/w4/L0H10"]
     assert operator_names(tiny_panel) == natural

@@ -106,8 +106,8 @@ def test_special_files_are_refused_by_every_reader_before_opening(tmp_path, read
     from softrank_cert.certio.signing import load_trusted_keys
     from softrank_cert.models.common import read_input_file, read_json_object
     from softrank_cert.plumbing.campaign import _Manifest
-    from softrank_cert.plumbing.operators_npz import load_operators
-    from softrank_cert.studies.audit_rows import read_table
+    from softrank_cert.util.operator_files import load_operators
+    from softrank_cert.studies.audit.rows import read_table
 
     fifo = _fifo(tmp_path / "f.json")  # opening it for reading would block without a writer
     if reader == "manifest":
@@ -137,7 +137,7 @@ def test_size_limit_is_checked_before_reading(tmp_path, monkeypatch):
 
 
 def test_table_rows_name_certificates_only_inside_the_tables_folder(tmp_path):
-    from softrank_cert.studies.audit_rows import RowError, parse_row, row_certificate_bytes
+    from softrank_cert.studies.audit.rows import RowError, parse_row, row_certificate_bytes
 
     for name in ("/etc/passwd", "../x.json", "a/../../x.json"):
         row = parse_row(1, json.dumps({"operator": "a", "eps": "0.5", "lower": 1, "upper": 2, "certificate": name}))

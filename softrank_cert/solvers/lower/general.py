@@ -28,9 +28,9 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
-from ..dense import threshold
-from .lower_lp import RowLP, fresh, quiet_highs
-from .work import CALL_UNITS, Until, entries_units
+from ...util.dense import threshold
+from .lp import RowLP, fresh, quiet_highs
+from ..work import CALL_UNITS, Until, entries_units
 
 #: Largest number of LP columns (``2 |S| k + 1``): the key subset is cut to fit, down to
 #: :data:`MIN_KEYS_PER_QUERY` keys per query (a Y-step at k = 28 on all 128 keys, 7,169

@@ -17,7 +17,7 @@ import time
 import highspy
 import numpy as np
 
-from .work import Until, simplex_units
+from ..work import Until, simplex_units
 
 
 def quiet_highs() -> "highspy.Highs":

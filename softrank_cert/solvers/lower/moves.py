@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..dense import norm
-from .lower_lp import signed_y
-from .work import CALL_UNITS, Until, entries_units, seconds_units
+from ...util.dense import norm
+from .lp import signed_y
+from ..work import CALL_UNITS, Until, entries_units, seconds_units
 
 #: Keys whose best candidate group is scored are limited to this many groups (largest |w_h|).
 MOVE_WIDTH = 12

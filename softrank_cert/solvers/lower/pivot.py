@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dense import Dense, as_dense
+from ...util.dense import Dense, as_dense
 
 
 def pivot_order(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.cluster.vq import kmeans2
 
-from ..dense import Dense, as_dense
+from ...util.dense import Dense, as_dense
 
 
 def inv_norms(Ms: np.ndarray) -> np.ndarray:

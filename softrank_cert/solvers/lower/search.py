@@ -35,14 +35,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .candidates import LowerCandidate
-from ..dense import Dense, threshold
-from .lower_general import KeyLP, alternate
-from .lower_lp import RowLP, feasible, normalised, signed_y
-from .lower_moves import MoveCharges, key_moves
-from .lower_pivot import pivot_order
-from .lower_starts import dev_labels, growth_pivot, pinv_labels, pivot_labels, qr_queries, selection
-from .work import Until, entries_units, key_lp_scale, row_lp_scale
+from ..candidates import LowerCandidate
+from ...util.dense import Dense, threshold
+from .general import KeyLP, alternate
+from .lp import RowLP, feasible, normalised, signed_y
+from .moves import MoveCharges, key_moves
+from .pivot import pivot_order
+from .starts import dev_labels, growth_pivot, pinv_labels, pivot_labels, qr_queries, selection
+from ..work import Until, entries_units, key_lp_scale, row_lp_scale
 
 #: A certificate counts for eps when its float64 threshold exceeds eps by this relative margin.
 MARGIN = 1e-9

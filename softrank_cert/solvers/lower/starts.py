@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from ..dense import norm
+from ...util.dense import norm
 
 
 def centred_profiles(A: np.ndarray) -> np.ndarray:

@@ -24,10 +24,10 @@ from typing import Callable, Generator, Sequence
 
 import numpy as np
 
-from ..dense import Dense
-from .candidates import UpperCandidate
-from .upper_smooth import ABORT, CHECK_EVERY, STAGES, SmoothState, run_stages, tsvd_start
-from .work import Until, check_units, evaluation_units
+from ...util.dense import Dense
+from ..candidates import UpperCandidate
+from .smooth import ABORT, CHECK_EVERY, STAGES, SmoothState, run_stages, tsvd_start
+from ..work import Until, check_units, evaluation_units
 
 #: L-BFGS iterations per continuation stage in a probe: as many as the tolerance's share of
 #: work allows for the probes its bisection will need, within these bounds (more iterations

@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from ..dense import Dense, as_dense, row_errors
+from ...util.dense import Dense, as_dense, row_errors
 from .lbfgs import minimise
-from .work import Until, check_units, evaluation_units
+from ..work import Until, check_units, evaluation_units
 
 #: Continuation stages ``(tau * e, delta * N / e)`` for the current error ``e``.
 STAGES: tuple[tuple[float, float], ...] = ((30.0, 3e-2), (100.0, 1e-2), (300.0, 3e-3), (1000.0, 1e-3), (3000.0, 3e-4))

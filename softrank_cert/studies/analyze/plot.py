@@ -1,4 +1,4 @@
-"""The figure of the analysis report (UNTRUSTED; draws the report of :func:`~softrank_cert.studies.analyze.analysis`).
+"""The figure of the analysis report (UNTRUSTED; draws the report of :func:`~softrank_cert.studies.analyze.study.analysis`).
 
 Every (operator, eps) bracket [lower, upper] -- kernel-verified ends -- as a vertical segment at
 the operator's score, one panel per score; a resolved bracket (lower = upper) as a dot of the
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .analyze_report import SCORES, ci_text, number_text
+from .report import SCORES, ci_text, number_text
 
 #: The score fitted to the very brackets it is drawn against (its panel is marked in-sample).
 IN_SAMPLE = "baseline"
@@ -26,7 +26,7 @@ def analysis_figure(report: dict[str, Any]) -> Any:
     from matplotlib.legend_handler import HandlerTuple
     from matplotlib.lines import Line2D
 
-    from ..plumbing.plotting import label_log_axis
+    from ...plumbing.plotting import label_log_axis
 
     names = [n for n in SCORES if n in report["scores"]] + [n for n in report["scores"] if n not in SCORES]
     cols = 2 if len(names) > 2 else max(len(names), 1)

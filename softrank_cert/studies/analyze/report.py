@@ -1,10 +1,10 @@
 """The analysis report (UNTRUSTED): built from the per-operator results, and its tables.
 
-:func:`build_report` assembles the report of :func:`~softrank_cert.studies.analyze.analysis` from
+:func:`build_report` assembles the report of :func:`~softrank_cert.studies.analyze.study.analysis` from
 the per-operator results (every bracket end in them a kernel verdict re-checked in this run); the
 rows of the score, group and held-out tables (the terminal tables of ``softrank analyze`` and
 :func:`markdown_report` share them) and the Markdown report show what it holds.  The figure is
-:func:`~softrank_cert.studies.analyze_plot.analysis_figure`.
+:func:`~softrank_cert.studies.analyze.plot.analysis_figure`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from .analyze_stats import (BASELINE_FEATURES, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CI_LEVEL, L1_PENALTY,
+from .stats import (BASELINE_FEATURES, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, CI_LEVEL, L1_PENALTY,
                             baseline_matrix, bootstrap_weights, fit_interval_model, heldout, interval_loss, log_rank,
                             score_concordance)
-from ..errors import InvalidInputError
-from ..geometry.intrinsic import D_PERIOD
+from ...errors import InvalidInputError
+from ...geometry.intrinsic import D_PERIOD
 
 
 def ci_text(ci: list[float] | None) -> str:
@@ -155,7 +155,7 @@ DEFINITIONS = {
 
 def name_groups(name: str, fallback_document: str) -> dict[str, Any]:
     """family / document / width / layer / head of a panel name (``minilm/apache2/w128/L3H7``)."""
-    from .budgets import name_fields
+    from ..panel_names import name_fields
 
     document, width, layer, head = name_fields(name, fallback_document)
     return {"family": name.split("/", 1)[0] if "/" in name else fallback_document, "document": document,

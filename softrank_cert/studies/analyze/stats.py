@@ -15,8 +15,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import InvalidInputError
-from ..kernel import Operator, parse_tolerance
+from ...errors import InvalidInputError
+from ...kernel import Operator, parse_tolerance
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20260
@@ -28,7 +28,7 @@ BASELINE_FEATURES = ("log_width", "log_eps", "mean_row_entropy", "log_effective_
 
 def operator_features(op: Operator) -> dict[str, float]:
     """Cheap float64 statistics of A that know nothing of the theorem (the baseline's inputs)."""
-    from ..dense import attention_matrix
+    from ...util.dense import attention_matrix
 
     A = attention_matrix(op)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -73,18 +73,18 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidInputError, SoftrankError
-from ..geometry.intrinsic import double_above, operator_geometry, rank_grid, refactored_operator
-from ..kernel import Status, parse_tolerance
-from ..plumbing.tolerances import parse_eps_list
-from .analyze_report import build_report
-from .analyze_stats import operator_features
-from ..plumbing.certificate_files import declared_format, expand_json_paths, is_certificate_format
-from ..plumbing.files import loads_unique, write_text_atomic
-from ..plumbing.progress import OperatorProgress, stage_line
+from ...errors import InvalidInputError, SoftrankError
+from ...geometry.intrinsic import double_above, operator_geometry, rank_grid, refactored_operator
+from ...kernel import Status, parse_tolerance
+from ...util.tolerances import parse_eps_list
+from .report import build_report
+from .stats import operator_features
+from ...plumbing.certificate_files import declared_format, expand_json_paths, is_certificate_format
+from ...util.files import loads_unique, write_text_atomic
+from ...util.progress import OperatorProgress, stage_line
 
 if TYPE_CHECKING:
-    from ..plumbing.operators_npz import NamedOperator
+    from ...util.operator_files import NamedOperator
 
 #: Version of the per-operator results (:func:`analyze_task`): bump it whenever what they
 #: contain or how it is computed changes (study caches are keyed by it).
@@ -120,8 +120,8 @@ def verified_brackets(op: Any, name: str, raw: bytes, source: str, eps_list: lis
     ``(certificate, report, brackets, dropped)``: the VERIFIED ends per eps, refusing the
     certificate unless every claim is VERIFIED (or dropping the tolerances that are not with
     ``options["drop_unverified"]``); it must be about the panel operator ``op`` bit for bit."""
-    from ..plumbing.campaign_inputs import operator_mismatch
-    from ..verification import verify_certificate_bytes
+    from ...plumbing.campaign_inputs import operator_mismatch
+    from ...verification import verify_certificate_bytes
 
     report = verify_certificate_bytes(raw, source=source, trusted_keys=options.get("trusted_keys"),
                                       require_signature=bool(options.get("require_signature")),
@@ -175,9 +175,9 @@ def analyze_task(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_l
     Re-verifies the certificate (:func:`verified_brackets`), computes features, geometry, scores
     and the invariance check.  Returns plain data (floats, ints, strings).
     """
-    from ..plumbing.reports import bound_up
-    from ..plumbing.parallel import unpack_operator
-    from ..verification import check_claims
+    from ...plumbing.reports import bound_up
+    from ...plumbing.parallel import unpack_operator
+    from ...verification import check_claims
 
     start = time.perf_counter()
     op = unpack_operator(spec)
@@ -246,7 +246,7 @@ def recheck_task(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_l
     brackets, dropped tolerances and any refusal exactly as in a fresh run), the geometry
     (:data:`CACHED_FIELDS`) from the cache entry, which is keyed by the software version, the
     result format, the exact operator, the certificate's bytes and the options."""
-    from ..plumbing.parallel import unpack_operator
+    from ...plumbing.parallel import unpack_operator
 
     start = time.perf_counter()
     op = unpack_operator(spec)
@@ -270,7 +270,7 @@ def cache_key(op: Any, name: str, raw: bytes, eps_list: list[str], ranks: list[i
     """The key of one operator's cache entry: :func:`~softrank_cert.plumbing.campaign_inputs.inputs_sha256`
     of the software version, :data:`RESULT_VERSION`, the exact operator (kind, beta, mask, shapes,
     bytes), the name, the certificate's bytes, the tolerances, the rank grid and the options."""
-    from ..plumbing.campaign_inputs import inputs_sha256
+    from ...plumbing.campaign_inputs import inputs_sha256
 
     inputs = {"name": name, "eps": eps_list, "ranks": ranks, "drop_unverified": bool(options.get("drop_unverified")),
               "require_signature": bool(options.get("require_signature")),
@@ -296,7 +296,7 @@ def usable_cache_entry(raw: bytes | str, key: str, name: str, eps_list: list[str
 
 
 def _load_panels(paths: list[str]) -> tuple[dict[str, NamedOperator], dict[str, str]]:
-    from ..plumbing.operators_npz import load_operators
+    from ...util.operator_files import load_operators
 
     operators: dict[str, NamedOperator] = {}
     stems: dict[str, str] = {}
@@ -311,7 +311,7 @@ def _load_panels(paths: list[str]) -> tuple[dict[str, NamedOperator], dict[str, 
 
 def _read_certificates(paths: list[str]) -> list[tuple[str, bytes, str, list[str]]]:
     """``(path, bytes, operator id, eps strings)`` of each certificate, schema-checked (exit 2)."""
-    from ..certio.certificate import check_schema, parse_json_strict, read_certificate_bytes
+    from ...certio.certificate import check_schema, parse_json_strict, read_certificate_bytes
 
     out = []
     for path in paths:
@@ -369,12 +369,12 @@ def analysis(certificates: list[str], panels: list[str], eps: str | None = None,
     """
     from contextlib import closing, nullcontext
 
-    from ..kernel import DEFAULT_MAX_PREC
-    from ..plumbing.campaign import Campaign
-    from ..plumbing.campaign_inputs import read_kept_bytes
-    from ..plumbing.operators_npz import natural_key
-    from ..plumbing.parallel import pack_operator, run_tasks
-    from ..plumbing.reports import envelope
+    from ...kernel import DEFAULT_MAX_PREC
+    from ...plumbing.campaign import Campaign
+    from ...plumbing.campaign_inputs import read_kept_bytes
+    from ...util.operator_files import natural_key
+    from ...plumbing.parallel import pack_operator, run_tasks
+    from ...plumbing.reports import envelope
 
     for path in panels:
         if not Path(path).is_file():

@@ -8,7 +8,7 @@ A resumed audit keeps an operator only when its inputs key
 the supplied certificates' bytes, the evidence path, the budget, the trusted keys and the
 provenance) is unchanged and that certificate re-verifies (every claim VERIFIED by the kernel,
 the panel operator bit for bit, exactly those tolerances, the panel's provenance).  Its rows are
-then judged again (:func:`~softrank_cert.studies.audit.audit_rows`) from the kernel's verdicts --
+then judged again (:func:`~softrank_cert.studies.audit.table.audit_rows`) from the kernel's verdicts --
 rows with a supplied certificate by re-checking that certificate -- and its evidence certificate
 is issued again from the verified brackets.  The manifest's copy of the rows is never read.
 """
@@ -18,11 +18,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..plumbing.campaign import Campaign, budget_json, file_sha256, operator_sha256, recheck_certificate
-from ..plumbing.campaign_inputs import inputs_sha256, read_kept_bytes
-from ..plumbing.certificate_files import certificate_path, certificate_paths
-from ..plumbing.files import canonical_dump, write_text_atomic
-from .audit_reproduction import RESULT_VERSION, Ends, OperatorAudit, audit_rows, reproduction_tolerances
+from ...plumbing.campaign import Campaign, budget_json, file_sha256, operator_sha256, recheck_certificate
+from ...plumbing.campaign_inputs import inputs_sha256, read_kept_bytes
+from ...plumbing.certificate_files import certificate_path, certificate_paths
+from ...util.files import canonical_dump, write_text_atomic
+from .reproduction import RESULT_VERSION, Ends, OperatorAudit, audit_rows, reproduction_tolerances
 
 
 def task_inputs_sha256(op: Any, task: tuple) -> str:

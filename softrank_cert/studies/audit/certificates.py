@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..certio.certificate import Certificate
-from ..errors import InvalidInputError
-from ..kernel import Operator, Status, Verdict
-from ..plumbing.campaign_inputs import operator_mismatch, read_kept_bytes
-from ..verification import Pairs, verify_certificate_bytes
-from .audit_rows import PublishedRow, RowResult, result_of
+from ...certio.certificate import Certificate
+from ...errors import InvalidInputError
+from ...kernel import Operator, Status, Verdict
+from ...plumbing.campaign_inputs import operator_mismatch, read_kept_bytes
+from ...verification import Pairs, verify_certificate_bytes
+from .rows import PublishedRow, RowResult, result_of
 
 @dataclass
 class CheckedCertificate:

@@ -1,4 +1,4 @@
-"""The figure of an audit (UNTRUSTED; draws the rows of :func:`~softrank_cert.studies.audit.audit_table`).
+"""The figure of an audit (UNTRUSTED; draws the rows of :func:`~softrank_cert.studies.audit.table.audit_table`).
 
 Published against audited bracket ratios; every audited end in it is a kernel verdict (see
 :mod:`softrank_cert.studies.audit`).
@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..plumbing.plotting import save_figure_atomic
+from ...plumbing.plotting import save_figure_atomic
 
 
 def plot_ratios(rows: list[Any], path: Path) -> None:
@@ -25,8 +25,8 @@ def ratio_figure(rows: list[Any]) -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..plumbing.plotting import label_log_axis
-    from .audit_rows import ratio
+    from ...plumbing.plotting import label_log_axis
+    from .rows import ratio
 
     fig, ax = plt.subplots(figsize=(6.4, 5.4))
     values: list[float] = [1.0]

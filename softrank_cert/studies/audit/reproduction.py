@@ -4,7 +4,7 @@
 (:func:`~softrank_cert.solvers.bracket.bracket_operator`: every end VERIFIED by the kernel),
 judges each row with :func:`judge_reproduction` and stages the evidence certificate of refuting or
 tightening ends; rows with a supplied certificate are judged by that certificate alone
-(:mod:`~softrank_cert.studies.audit_certificates`).  docs/design.md section 5.
+(:mod:`~softrank_cert.studies.audit.certificates`).  docs/design.md section 5.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..certio.issuing import certificate_for
-from ..kernel import Operator, Status, parse_tolerance
-from ..plumbing.parallel import unpack_operator
-from .audit_certificates import CheckedCertificate, audit_with_certificate, check_certificate_bytes
-from .audit_rows import (PublishedRow, RowResult, result_of)
+from ...certio.issuing import certificate_for
+from ...kernel import Operator, Status, parse_tolerance
+from ...plumbing.parallel import unpack_operator
+from .certificates import CheckedCertificate, audit_with_certificate, check_certificate_bytes
+from .rows import (PublishedRow, RowResult, result_of)
 
 #: Version of the per-operator results a resumable audit records: part of their inputs key, so
 #: a manifest from before a change of their shape is recomputed, never mixed in.  3: the
@@ -121,7 +121,7 @@ def audit_operator(name: str, spec: dict[str, Any], rows: list[PublishedRow], ce
     Rows without a certificate are reproduced by one solver run for all their tolerances; with
     ``keep_reproduction`` the result carries that run's certificate (a campaign's state).
     """
-    from ..solvers.bracket import bracket_operator
+    from ...solvers.bracket import bracket_operator
 
     op = unpack_operator(spec)
 

@@ -15,9 +15,9 @@ from fractions import Fraction
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..errors import InvalidInputError, SoftrankError
-from ..kernel import Status, Verdict, parse_tolerance
-from ..plumbing.reports import verdict_fields
+from ...errors import InvalidInputError, SoftrankError
+from ...kernel import Status, Verdict, parse_tolerance
+from ...plumbing.reports import verdict_fields
 
 STATUSES = ("confirmed", "tightened", "reproduced", "refuted", "invalid-certificate", "unresolved", "error")
 #: Refuse bracket tables larger than this (bytes) before reading them.
@@ -157,7 +157,7 @@ def row_certificate_bytes(folder: str | Path, name: str) -> bytes | str:
     reason why not: it must be a regular file that lies inside ``folder`` once every symlink is
     resolved (the table is untrusted: it may not make the audit read elsewhere, nor block on a
     FIFO), of at most the certificate size limit."""
-    from ..plumbing.campaign_inputs import read_kept_bytes
+    from ...plumbing.campaign_inputs import read_kept_bytes
 
     if not _inside_folder(name):
         return f"certificate {name[:200]!r} is not a relative path inside the table's folder"
@@ -171,7 +171,7 @@ def row_certificate_bytes(folder: str | Path, name: str) -> bytes | str:
 def read_table(path: str | Path) -> list[PublishedRow | RowError]:
     """All rows of a JSON Lines table (blank lines skipped); InvalidInputError if unusable (not
     a regular file, more than :data:`MAX_TABLE_BYTES`: refused before reading)."""
-    from ..plumbing.files import read_regular_file
+    from ...util.files import read_regular_file
 
     path = Path(path)
     try:

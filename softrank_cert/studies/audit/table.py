@@ -25,10 +25,10 @@ refutes a published lower end (proofs/lower-certificate.md): only a verified wit
 Rows with a certificate are judged by that certificate alone (never replaced by a
 reproduction); the others are reproduced, one solver run per operator for all its tolerances.
 
-The modules: :mod:`~softrank_cert.studies.audit_rows` (the table's rows, judging),
-:mod:`~softrank_cert.studies.audit_certificates` (supplied certificates, re-checked), this one
-(the audit of a table), :mod:`~softrank_cert.studies.audit_reproduction`
-(reproducing one operator's ends) and :mod:`~softrank_cert.studies.audit_campaign` (the
+The modules: :mod:`~softrank_cert.studies.audit.rows` (the table's rows, judging),
+:mod:`~softrank_cert.studies.audit.certificates` (supplied certificates, re-checked), this one
+(the audit of a table), :mod:`~softrank_cert.studies.audit.reproduction`
+(reproducing one operator's ends) and :mod:`~softrank_cert.studies.audit.campaign` (the
 resumable audit: what it keeps is re-checked by the kernel and re-judged, never read back).
 """
 
@@ -39,12 +39,12 @@ from contextlib import closing, nullcontext
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import InvalidInputError
-from ..plumbing.operators_npz import load_operators, operator_names
-from ..plumbing.parallel import pack_operator, run_tasks
-from .audit_certificates import check_certificate, check_certificate_bytes
-from .audit_reproduction import OperatorAudit, audit_operator, evidence_name
-from .audit_rows import (STATUSES, AuditResult, PublishedRow, RowError, RowResult, judge, parse_row, read_table,
+from ...errors import InvalidInputError
+from ...util.operator_files import load_operators, operator_names
+from ...plumbing.parallel import pack_operator, run_tasks
+from .certificates import check_certificate, check_certificate_bytes
+from .reproduction import OperatorAudit, audit_operator, evidence_name
+from .rows import (STATUSES, AuditResult, PublishedRow, RowError, RowResult, judge, parse_row, read_table,
                          row_certificate_bytes, summary)
 
 
@@ -83,7 +83,7 @@ def audit_table(table: str | Path, panel: str | Path, *, evidence_dir: Path, bud
             results[item.line] = RowResult(item.line, item.operator, item.eps, "error", item.lower, item.upper, error=message)
         else:
             groups.setdefault(item.operator, []).append(item)
-    from ..plumbing.memory import operator_task_bytes
+    from ...util.memory import operator_task_bytes
 
     names, tasks, memory, named_ops = [], [], [], []
     for name, rows in sorted(groups.items()):
@@ -112,7 +112,7 @@ def audit_table(table: str | Path, panel: str | Path, *, evidence_dir: Path, bud
     campaign = None
     kept: dict[int, OperatorAudit] = {}
     if manifest is not None:
-        from .audit_campaign import AuditCampaign
+        from .campaign import AuditCampaign
 
         campaign = AuditCampaign(Path(manifest), resume, table, panel, budget_seconds, trusted_keys, max_memory, jobs,
                                  scheduler, named_ops, tasks, memory, resume_command)

@@ -1,13 +1,13 @@
 """The budget study over panels, as a resumable campaign (UNTRUSTED study logic; ``softrank budgets``).
 
-:func:`study` runs :func:`~softrank_cert.studies.budgets.study_operator` on every operator of some
+:func:`study` runs :func:`~softrank_cert.studies.budgets.operators.study_operator` on every operator of some
 panels -- in worker processes or on a Dask cluster -- and returns the report.  With a manifest it
 is a campaign (:mod:`softrank_cert.plumbing.campaign`): every finished operator's certificate of
 its final ends is stored in the state folder beside the manifest (``R-campaign/NAME.json``), and a
 resumed study keeps an operator only when that certificate re-verifies (every claim VERIFIED by
 the kernel, the panel operator bit for bit, the tolerance, the provenance) under exactly the same
 inputs key; its ends, methods and every class are then re-derived from the kernel's verdicts
-(:meth:`~softrank_cert.studies.budgets.OperatorBudgets.from_verified`), never read from the
+(:meth:`~softrank_cert.studies.budgets.operators.OperatorBudgets.from_verified`), never read from the
 manifest.  Resuming with another ``--eps`` or ``--budgets`` is refused (exit 2).
 """
 
@@ -18,22 +18,22 @@ from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..certio.signing import sign_certificate
-from ..errors import InvalidInputError
-from ..plumbing.certificate_files import certificate_path, certificate_paths
-from ..plumbing.campaign import Campaign
-from ..plumbing.files import canonical_dump, write_json_atomic, write_text_atomic
-from ..plumbing.progress import OperatorProgress
-from .budgets import RESULT_VERSION, OperatorBudgets, study_operator, summarize
+from ...certio.signing import sign_certificate
+from ...errors import InvalidInputError
+from ...plumbing.certificate_files import certificate_path, certificate_paths
+from ...plumbing.campaign import Campaign
+from ...util.files import canonical_dump, write_json_atomic, write_text_atomic
+from ...util.progress import OperatorProgress
+from .operators import RESULT_VERSION, OperatorBudgets, study_operator, summarize
 
 if TYPE_CHECKING:
-    from ..plumbing.operators_npz import NamedOperator
+    from ...util.operator_files import NamedOperator
 
 
 def _load(paths: list[str], names: list[str] | None = None) -> list[tuple[NamedOperator, str]]:
     """Every operator of every panel (panel order, then name order) with its panel's stem; only
     those named in ``names`` when it is given (each must be in some panel)."""
-    from ..plumbing.operators_npz import load_operators, operator_names, unknown_operator_message
+    from ...util.operator_files import load_operators, operator_names, unknown_operator_message
 
     out: list[tuple[NamedOperator, str]] = []
     seen: dict[str, str] = {}
@@ -77,9 +77,9 @@ def study(panels: list[str], eps: str, budgets: list[int], budget_seconds: float
     report); in a campaign each is written as soon as its operator is done (a kept operator's is
     issued again from its re-checked certificate when the file there does not check).
     """
-    from ..plumbing.campaign import budget_json
-    from ..plumbing.parallel import pack_operator
-    from ..plumbing.reports import envelope
+    from ...plumbing.campaign import budget_json
+    from ...plumbing.parallel import pack_operator
+    from ...plumbing.reports import envelope
 
     selected = _load(panels, operators)
     want = certificates is not None
@@ -138,9 +138,9 @@ def _reissue(target: Path, item: NamedOperator, verified: Any, key: str | None) 
     """Write a kept operator's --certificates file again from its re-checked certificate
     ``verified`` unless the file there already checks (same ends, signed by ``key``'s signer
     when given)."""
-    from ..certio.issuing import certificate_for
-    from ..certio.signing import did_key, load_private_key
-    from ..plumbing.campaign import reusable_certificate
+    from ...certio.issuing import certificate_for
+    from ...certio.signing import did_key, load_private_key
+    from ...plumbing.campaign import reusable_certificate
 
     signer = did_key(load_private_key(key).public_key()) if key else None
     (bracket,) = verified.brackets
@@ -158,9 +158,9 @@ def _run_study(operators: list[tuple[NamedOperator, str]], tasks: list[tuple], t
                finished: Callable[[int, Any], None] | None = None) -> None:
     from contextlib import nullcontext
 
-    from ..plumbing.campaign import failure_record
-    from ..plumbing.memory import operator_task_bytes
-    from ..plumbing.parallel import run_tasks
+    from ...plumbing.campaign import failure_record
+    from ...util.memory import operator_task_bytes
+    from ...plumbing.parallel import run_tasks
 
     with campaign.running() if campaign is not None else nullcontext(), \
             OperatorProgress("softrank budgets", len(tasks), bar=show_progress) as bar:
@@ -196,9 +196,9 @@ class _BudgetsCampaign(Campaign):
     def __init__(self, path: Path, resume: bool, operators: list[tuple[NamedOperator, str]], panels: list[str],
                  eps: str, budgets: list[int], budget_seconds: float | None, jobs: int, scheduler: str | None,
                  max_memory: int | None, resume_command: str | None) -> None:
-        from ..plumbing.campaign import budget_json, file_sha256, operator_sha256, recheck_certificate
-        from ..plumbing.campaign_inputs import inputs_sha256, read_kept_bytes
-        from ..plumbing.memory import operator_task_bytes
+        from ...plumbing.campaign import budget_json, file_sha256, operator_sha256, recheck_certificate
+        from ...plumbing.campaign_inputs import inputs_sha256, read_kept_bytes
+        from ...util.memory import operator_task_bytes
 
         self.state = path.with_name(path.name[: -len(".json")] if path.name.endswith(".json") else path.name + ".d")
         certificate_paths(self.state, [item.name for item, _stem in operators], reserve_manifest=False)  # one file each

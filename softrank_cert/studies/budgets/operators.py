@@ -15,7 +15,7 @@ certificate at ``k = b + 1``, each counted only when :func:`~softrank_cert.kerne
 budget as unresolved or mislabel a group; it cannot turn an unproved claim into a counted one,
 because this module never builds a verdict and counts nothing the kernel did not verify.
 
-:func:`~softrank_cert.studies.budgets_study.study` runs it over every operator of some panels
+:func:`~softrank_cert.studies.budgets.campaign.study` runs it over every operator of some panels
 (``softrank budgets``): in worker processes or on a Dask cluster, as a resumable campaign,
 writing the certificate behind every feasible / impossible class on request.
 """
@@ -28,8 +28,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..errors import InternalInvariantError, InvalidInputError
-from ..kernel import Operator, Status, parse_tolerance
+from ...errors import InternalInvariantError, InvalidInputError
+from ...kernel import Operator, Status, parse_tolerance
 
 CLASSES = ("feasible", "impossible", "unresolved")
 #: Version of the per-operator results a resumable study records (:meth:`OperatorBudgets.to_json`):
@@ -149,10 +149,10 @@ def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], 
     Returns the new ends and one note per end that moved; ``evidence`` (a dict), when given,
     receives the arrays of each moved end: ``"upper": (U, W)``, ``"lower": (X, Y)``.
     """
-    from ..solvers.candidates import POOLED_MAX_K, CandidatePool
-    from ..dense import Dense
-    from ..solvers.settle import first_verified
-    from ..solvers.work import Budget, default_work
+    from ...solvers.candidates import POOLED_MAX_K, CandidatePool
+    from ...util.dense import Dense
+    from ...solvers.settle import first_verified
+    from ...solvers.work import Budget, default_work
 
     (k, k_method), (r, r_method) = lower, upper
     if not any(k <= b < r for b in budgets):
@@ -197,11 +197,11 @@ def study_operator(spec: dict[str, Any], name: str, document: str, eps: str, bud
     ``certificate``, the operator also gets the unsigned certificate of its final ends
     (``.certificate``, issued by :func:`~softrank_cert.certio.issuing.certificate_for`;
     ``provenance`` goes into it): it proves every feasible / impossible class, and a resumed
-    campaign re-derives the result from it (:mod:`softrank_cert.studies.budgets_study`).
+    campaign re-derives the result from it (:mod:`softrank_cert.studies.budgets.campaign`).
     """
-    from ..geometry.supports import stdout_to_stderr
-    from ..plumbing.parallel import unpack_operator
-    from ..solvers.bracket import bracket_operator
+    from ...geometry.supports import stdout_to_stderr
+    from ...plumbing.parallel import unpack_operator
+    from ...solvers.bracket import bracket_operator
 
     op = unpack_operator(spec)
     start = time.perf_counter()
@@ -216,8 +216,8 @@ def study_operator(spec: dict[str, Any], name: str, document: str, eps: str, bud
     result = OperatorBudgets(name, doc, width, layer, head, op.p, eps, lower[0], upper[0], lower[1], upper[1],
                              classify(lower[0], upper[0], budgets), notes, time.perf_counter() - start)
     if certificate:
-        from ..certio.certificate import Bracket, LowerEnd, UpperEnd
-        from ..certio.issuing import certificate_for
+        from ...certio.certificate import Bracket, LowerEnd, UpperEnd
+        from ...certio.issuing import certificate_for
 
         X, Y = moved.get("lower", (b.lower.X, b.lower.Y))
         U, W = moved.get("upper", (b.upper.U, b.upper.W))

@@ -1,4 +1,4 @@
-"""The figure of the budget study (UNTRUSTED; draws the report of :func:`~softrank_cert.studies.budgets.study`).
+"""The figure of the budget study (UNTRUSTED; draws the report of :func:`~softrank_cert.studies.budgets.operators.study`).
 
 It draws fractions of heads that the report counts; every class in it rests on kernel-verified
 ends (see :mod:`softrank_cert.studies.budgets`).
@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..plumbing.plotting import save_figure_atomic
+from ...plumbing.plotting import save_figure_atomic
 
 
 #: The legend's text of each class.
@@ -36,7 +36,7 @@ def budgets_figure(report: dict[str, Any]) -> Any:
     from matplotlib.lines import Line2D
     from matplotlib.ticker import FixedLocator, NullLocator
 
-    from .budgets import NO_WIDTH
+    from ..panel_names import NO_WIDTH
 
     eps_text = f"$\\varepsilon = {report['eps']}$"
     documents = sorted({g["document"] for g in report["groups"]})
@@ -107,7 +107,7 @@ def _bars_figure(report: dict[str, Any], documents: list[str], eps_text: str) ->
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    from .budgets import NO_WIDTH
+    from ..panel_names import NO_WIDTH
 
     budgets = report["budgets"]
     fig, axes = plt.subplots(1, len(documents), figsize=(1.1 * len(budgets) * len(documents) + 2.6 * len(documents) + 2.2,

@@ -35,14 +35,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable, Iterable, Sequence
 
-from ..certio.issuing import BracketResult
-from ..errors import InternalInvariantError, InvalidInputError
-from ..kernel import Operator, Verdict, parse_tolerance
-from ..plumbing.tolerances import parse_eps
-from ..solvers.settle import first_verified
-from ..plumbing.numfmt import STEP_DIGITS, decimal_above, decimal_below
-from .rank_profile_plot import profile_figure
-from .rank_profile_steps import (LowerStep, ResolvedInterval, UpperStep, check_profiles, lower_steps,
+from ...certio.issuing import BracketResult
+from ...errors import InternalInvariantError, InvalidInputError
+from ...kernel import Operator, Verdict, parse_tolerance
+from ...util.tolerances import parse_eps
+from ...solvers.settle import first_verified
+from ...util.numbers import STEP_DIGITS, decimal_above, decimal_below
+from .plot import profile_figure
+from .steps import (LowerStep, ResolvedInterval, UpperStep, check_profiles, lower_steps,
                                  resolved_intervals, search_candidates, upper_steps)
 
 __all__ = ["DEFAULT_GRID", "STEP_DIGITS", "LowerStep", "Profile", "ResolvedInterval", "UpperStep",
@@ -108,7 +108,7 @@ class Profile:
         itself (the claim a certificate at ``eps`` makes); a step that does not verify there
         gives way to the next one, down to the trivial ends.
         """
-        from ..solvers.bracket import Ends, VerifiedBracket, VerifiedLower, VerifiedUpper
+        from ...solvers.bracket import Ends, VerifiedBracket, VerifiedLower, VerifiedUpper
 
         start = time.perf_counter()
         brackets = []
@@ -136,7 +136,7 @@ class Profile:
         :mod:`softrank_cert.plumbing.reports`): every listed step is a kernel-VERIFIED end."""
         m, n = self.operator.shape
 
-        from ..plumbing.reports import envelope, verdict_fields
+        from ...plumbing.reports import envelope, verdict_fields
 
         def verdict(v: Verdict | None) -> dict[str, Any]:
             return {} if v is None else verdict_fields(v)
@@ -212,7 +212,7 @@ def compute_profile(op: Operator, grid: Sequence[str] | None = None, *, work: fl
     none); the verification of the steps comes on top (milliseconds per step).
     ``progress(stage, elapsed, budget)`` as for the bracket driver, plus ``"verify"`` at the end.
     """
-    from ..solvers.bracket import default_budget_seconds, search_budget
+    from ...solvers.bracket import default_budget_seconds, search_budget
 
     grid = tuple(_sorted_unique(DEFAULT_GRID if grid is None else grid))
     if not grid:

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from ..kernel import parse_tolerance
-from .rank_profile_steps import interval_value
+from ...kernel import parse_tolerance
+from .steps import interval_value
 
 if TYPE_CHECKING:
-    from .rank_profile import Profile
+    from .curves import Profile
 
 
 def _curve_values(profile: "Profile", edges: list[Fraction]) -> tuple[list[int], list[int]]:
@@ -61,7 +61,7 @@ def profile_figure(profile: "Profile", *, marks: Sequence[str] = (), ax: Any = N
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    from ..plumbing.plotting import DPI
+    from ...plumbing.plotting import DPI
 
     own = ax is None
     if own:  # at the commands' DPI, so that fig.savefig() writes what softrank profile --plot writes

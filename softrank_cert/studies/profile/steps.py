@@ -13,10 +13,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..errors import InternalInvariantError
-from ..kernel import Operator, Status, Verdict, parse_tolerance
-from ..solvers.settle import first_verified
-from ..plumbing.numfmt import decimal_above, decimal_below
+from ...errors import InternalInvariantError
+from ...kernel import Operator, Status, Verdict, parse_tolerance
+from ...solvers.settle import first_verified
+from ...util.numbers import decimal_above, decimal_below
 
 Progress = Callable[[str, float, float], None]
 
@@ -104,9 +104,9 @@ def search_candidates(op: Operator, grid: Sequence[str], work: float | None, bud
     the driver's stage loop (``softrank_cert.solvers.bracket.search_operator``) so that the
     profile sees exactly what :func:`~softrank_cert.solvers.bracket.bracket_operator` sees.
     """
-    from ..solvers.bracket import search_operator
-    from ..solvers.candidates import CandidatePool
-    from ..dense import Dense
+    from ...solvers.bracket import search_operator
+    from ...solvers.candidates import CandidatePool
+    from ...util.dense import Dense
 
     pool, ends = search_operator(op, list(grid), work=work, budget_seconds=budget_seconds, progress=progress)
     if pool is None:

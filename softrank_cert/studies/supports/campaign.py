@@ -18,7 +18,7 @@ Everything campaign-specific of ``softrank supports`` is here, on the campaign r
   is refused with exit 2 naming both values; Ctrl-C or SIGTERM records ``interrupted`` and
   exits 130 naming the exact ``--resume`` command.
 
-The points run as :func:`~softrank_cert.studies.supports_points.support_point_task` tasks
+The points run as :func:`~softrank_cert.studies.supports.points.support_point_task` tasks
 through :func:`~softrank_cert.plumbing.parallel.run_tasks` (``jobs`` worker processes or a Dask
 ``scheduler``); a failed task is recorded (manifest ``failed``, a failure record in the
 report) and the sweep goes on (the command then exits 6).  Each search is bounded by work as
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInputError
-from .supports_points import SweepPoint, effective_work, point_details, point_from_task, point_name, support_point_task
+from ...errors import InvalidInputError
+from .points import SweepPoint, effective_work, point_details, point_from_task, point_name, support_point_task
 
 #: Sweep parameters a resume may not change, and the option that sets each.
 SWEEP_OPTIONS = {"support": "SUPPORT", "dim": "--dim", "n": "--n", "kappas": "--kappas (or --x-min/--x-max/--points)"}
@@ -59,7 +59,7 @@ class CampaignResult:
 
 def check_campaign_folder(out: str | None, resume: bool) -> Path | None:
     """``--out`` as a folder checked before any work (exit 2); ``--resume`` needs one."""
-    from ..plumbing.files import check_output_folder
+    from ...util.files import check_output_folder
 
     if out is None:
         if resume:
@@ -77,14 +77,14 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
                  resume_command: str | None = None) -> CampaignResult:
     """Bracket the support operator at every kappa, write the certificates and the manifest when
     ``out`` is given, keep re-verified ones with ``resume`` (module docstring).  ``bar``: an
-    :class:`~softrank_cert.plumbing.progress.OperatorProgress` (stage names in process);
+    :class:`~softrank_cert.util.progress.OperatorProgress` (stage names in process);
     ``resume_command``: the line an interruption names to continue."""
-    from ..certio.issuing import certificate_for
-    from ..geometry.supports import support_operator
-    from ..plumbing.certificate_files import certificate_paths
-    from ..plumbing.files import check_output_file, write_json_atomic
-    from ..plumbing.memory import operator_task_bytes
-    from ..plumbing.parallel import run_tasks
+    from ...certio.issuing import certificate_for
+    from ...geometry.supports import support_operator
+    from ...plumbing.certificate_files import certificate_paths
+    from ...util.files import check_output_file, write_json_atomic
+    from ...util.memory import operator_task_bytes
+    from ...plumbing.parallel import run_tasks
 
     names = [point_name(support, dim, n, eps, kappa) for kappa in kappas]
     if len(set(names)) != len(names):
@@ -143,7 +143,7 @@ def provenance(support: str, dim: int, n: int, kappa: float) -> dict[str, Any]:
 
 def _failure(campaign: Any, name: str, kappa: float, outcome: Any) -> dict[str, Any]:
     """A point's failure record (and, in a campaign, its manifest entry)."""
-    from ..plumbing.campaign import failure_record
+    from ...plumbing.campaign import failure_record
 
     record = campaign.failed(name, outcome) if campaign is not None else failure_record(outcome, name)
     return {"point": name, "kappa": kappa, "status": record["status"], "reason": record["reason"],
@@ -152,8 +152,8 @@ def _failure(campaign: Any, name: str, kappa: float, outcome: Any) -> dict[str, 
 
 def _refuse_other_sweep(path: Path, sweep: dict[str, Any]) -> None:
     """Exit 2 when the campaign in ``path`` is of another sweep (:data:`SWEEP_OPTIONS`), naming both."""
-    from ..plumbing.campaign import MAX_MANIFEST_BYTES
-    from ..plumbing.files import loads_unique, read_regular_file
+    from ...plumbing.campaign import MAX_MANIFEST_BYTES
+    from ...util.files import loads_unique, read_regular_file
 
     try:
         previous = loads_unique(read_regular_file(path, MAX_MANIFEST_BYTES, "manifest"))
@@ -183,11 +183,11 @@ def _start(support: str, dim: int, n: int, eps: str, kappas: tuple[float, ...], 
            max_memory: int | None, resume_command: str | None) -> tuple[Any, dict[int, SweepPoint]]:
     """The campaign (its manifest written before any work) and, with ``resume``, the points kept
     (index -> point, its ends the kernel's verified claims of its certificate)."""
-    from ..certio.signing import did_key
-    from ..plumbing.campaign import MANIFEST_NAME, Campaign, budget_json, operator_sha256, recheck_certificate
-    from ..plumbing.campaign_inputs import read_kept_bytes
-    from ..plumbing.files import check_output_file
-    from ..plumbing.memory import operator_task_bytes
+    from ...certio.signing import did_key
+    from ...plumbing.campaign import MANIFEST_NAME, Campaign, budget_json, operator_sha256, recheck_certificate
+    from ...plumbing.campaign_inputs import read_kept_bytes
+    from ...util.files import check_output_file
+    from ...util.memory import operator_task_bytes
 
     path = check_output_file(out / MANIFEST_NAME, "--out")
     signer = did_key(key.public_key()) if key is not None else None

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 from flint import arb
 
-from ..kernel import arb_lower_fraction, arb_upper_fraction, fraction_to_arb, working_precision
+from ...kernel import arb_lower_fraction, arb_upper_fraction, fraction_to_arb, working_precision
 
 #: An interval at most this wide that contains the theory exponent is reported as ``contains``.
 NARROW = Fraction(3, 10)
@@ -96,7 +96,7 @@ def local_exponents(points: Sequence[Any], theory: float, *, decades: bool = Fal
     or with ``decades`` between each point and the nearest one at least a decade below it:
     ``lower`` / ``upper`` as outward-rounded decimal strings, the verdict against ``theory``, the
     exact width (a float of an exact difference) and the flags of the larger point."""
-    from ..plumbing.reports import bound_down, bound_up
+    from ...plumbing.reports import bound_down, bound_up
 
     theory_q = Fraction(theory).limit_denominator(1000)  # r/2, (d-1)/2, d/2: exact halves
     ordered = sorted(points, key=lambda pt: pt.x)

@@ -38,7 +38,7 @@ def sweeps_figure(documents: list[dict[str, Any]], title: str | None = None) -> 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..plumbing.plotting import label_log_axis
+    from ...plumbing.plotting import label_log_axis
 
     entries = 4 * len(documents) + 2  # legend lines below the taller panel (fits take two)
     legend_height = 0.24 * entries + 0.3
@@ -150,7 +150,7 @@ def plot_sweeps(documents: list[dict[str, Any]], out: str, title: str | None = N
     """Write :func:`sweeps_figure` to ``out`` (PNG, PDF or SVG as its suffix says)."""
     import matplotlib.pyplot as plt
 
-    from ..plumbing.plotting import save_figure
+    from ...plumbing.plotting import save_figure
 
     fig = sweeps_figure(documents, title)
     try:

@@ -1,7 +1,7 @@
 """One point of a supports sweep (UNTRUSTED study logic): its operator name, worker task and result.
 
 Shared by the sweep (:mod:`~softrank_cert.studies.supports`) and its campaign
-(:mod:`~softrank_cert.studies.supports_campaign`), which both import this module and not each
+(:mod:`~softrank_cert.studies.supports.campaign`), which both import this module and not each
 other's internals.  A point is one kappa: the support operator
 :func:`~softrank_cert.geometry.supports.support_operator` (``Q = kappa P, K = P``), bracketed at
 one tolerance by :func:`~softrank_cert.solvers.bracket.bracket_operator` with both ends VERIFIED
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from ..kernel import Operator, parse_tolerance
+from ...kernel import Operator, parse_tolerance
 
 
 def x_of(kappa: float, eps: str) -> Fraction:
@@ -60,8 +60,8 @@ class SweepPoint:
 
 def geometry_rows(op: Operator, eps: str, lower: int, ranks: list[int]) -> list[dict[str, Any]]:
     """Certified tau, Phi for truncated-SVD T of each rank, and lower/Phi_upper (a C_r lower estimate)."""
-    from ..geometry.report import compute_geometry
-    from ..plumbing.reports import bound_down, bound_up
+    from ...geometry.report import compute_geometry
+    from ...plumbing.reports import bound_down, bound_up
 
     rows = []
     for r in ranks:
@@ -80,7 +80,7 @@ def geometry_rows(op: Operator, eps: str, lower: int, ranks: list[int]) -> list[
 def point_details(op: Operator, eps: str, lower: int, ranks: list[int] | None) -> dict[str, Any]:
     """The parts of a point that do not come from its certificate: the row spread (float64
     estimates) and, for ``ranks``, the certified geometry rows."""
-    from ..geometry.supports import row_spread
+    from ...geometry.supports import row_spread
 
     return {"spread": row_spread(op), "geometry": geometry_rows(op, eps, lower, ranks) if ranks else []}
 
@@ -94,8 +94,8 @@ def support_point_task(support: str, dim: int, n: int, kappa: float, eps: str, w
     work for the operator's size, :func:`~softrank_cert.solvers.work.default_work`), capped by
     ``budget_seconds`` of wall time when given (alone, it replaces the work bound).  Without a
     time cap the same arguments give the same bracket, byte for byte, however busy the machine."""
-    from ..geometry.supports import stdout_to_stderr, support_operator
-    from ..solvers.bracket import bracket_operator
+    from ...geometry.supports import stdout_to_stderr, support_operator
+    from ...solvers.bracket import bracket_operator
 
     op = support_operator(support, dim, n, kappa)
     start = time.perf_counter()
@@ -118,7 +118,7 @@ def effective_work(work: float | None, budget_seconds: float | None, m: int, n: 
     time cap either, else None (a time-only budget, or ``--work inf``: unbounded work)."""
     import math
 
-    from ..solvers.work import default_work
+    from ...solvers.work import default_work
 
     if work is not None:
         return float(work) if math.isfinite(work) else None

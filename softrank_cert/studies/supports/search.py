@@ -3,7 +3,7 @@
 The theorem says ``r_eps(A) <= min{p, C_r Phi}`` with ``Phi = (1 + kappa/(eps - tau)^2)^(r/2)``
 for a retained part T of rank r (``tau = ||A - A_T||``, ``kappa = kappa(T)``).  So for every
 instance the certified ratio ``lower / Phi_upper`` (a verified lower end of the rank over a
-certified upper bound of Phi, :func:`~softrank_cert.studies.supports_points.geometry_rows`, rounded
+certified upper bound of Phi, :func:`~softrank_cert.studies.supports.points.geometry_rows`, rounded
 down) is at most ``C_r`` -- if the theorem holds.  This module searches for instances that
 push that ratio up, per rank r:
 
@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..kernel import Operator
+from ...kernel import Operator
 
 #: Point counts the search may use (small: every evaluation brackets and encloses the geometry).
 N_RANGE = (8, 64)
@@ -52,7 +52,7 @@ class Instance:
     seed: int = 0
 
     def operator(self) -> Operator:
-        from ..geometry.supports import support_points
+        from ...geometry.supports import support_points
 
         P = support_points(self.support, self.dim, self.n, self.seed) * np.array(self.stretch)
         P = P / np.linalg.norm(P, axis=1).max()
@@ -61,9 +61,9 @@ class Instance:
 
 def evaluate(instance: Instance, eps: str, ranks: list[int], budget_seconds: float) -> dict[str, Any]:
     """The verified bracket of the instance and its geometry rows (certified ``lower_over_phi`` per r)."""
-    from ..geometry.supports import stdout_to_stderr
-    from ..solvers.bracket import bracket_operator
-    from .supports_points import geometry_rows
+    from ...geometry.supports import stdout_to_stderr
+    from ...solvers.bracket import bracket_operator
+    from .points import geometry_rows
 
     op = instance.operator()
     with stdout_to_stderr():
@@ -81,7 +81,7 @@ def ratio(result: dict[str, Any], r: int) -> Fraction | None:
 
 
 def _random_instance(rng: np.random.Generator) -> Instance:
-    from ..geometry.supports import SUPPORTS
+    from ...geometry.supports import SUPPORTS
 
     dim = int(rng.integers(1, 4))
     kappa = 2.0 ** rng.uniform(math.log2(KAPPA_RANGE[0]), math.log2(KAPPA_RANGE[1]))

@@ -7,7 +7,7 @@ B^d), until they reach ``p``.  A sweep brackets the support operator of
 VERIFIED by the trusted kernel (:func:`~softrank_cert.solvers.bracket.bracket_operator`).  From those integer ends:
 
 * the **certified local exponents** between consecutive points
-  (:mod:`~softrank_cert.studies.supports_exponents`, Arb logarithms rounded outward): the main
+  (:mod:`~softrank_cert.studies.supports.exponents`, Arb logarithms rounded outward): the main
   result;
 * least-squares slopes of ``log(end)`` against ``log x`` (:func:`fit_exponent`): float64
   estimates, reported under ``estimates``;
@@ -16,9 +16,9 @@ VERIFIED by the trusted kernel (:func:`~softrank_cert.solvers.bracket.bracket_op
   rows (tau, kappa, Phi and ``lower / Phi_upper`` per retained rank r).
 
 A point's task and result (:class:`~.supports_points.SweepPoint`) are in
-:mod:`~softrank_cert.studies.supports_points`.  ``softrank supports`` and
+:mod:`~softrank_cert.studies.supports.points`.  ``softrank supports`` and
 ``benchmarks/supports_experiment.py`` run them; with ``--out`` the certificates and the campaign
-manifest are written by :mod:`~softrank_cert.studies.supports_campaign`.
+manifest are written by :mod:`~softrank_cert.studies.supports.campaign`.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidInputError
-from ..kernel import parse_tolerance
-from .supports_points import SweepPoint
+from ...errors import InvalidInputError
+from ...kernel import parse_tolerance
+from .points import SweepPoint
 
 #: Default tolerance-scale range of a sweep: x = 4, 16, 64, 256 at eps = 0.25.
 DEFAULT_X_MIN, DEFAULT_X_MAX, DEFAULT_POINTS = 4.0, 256.0, 4
@@ -84,9 +84,9 @@ def sweep(support: str, dim: int, *, eps: str = "0.25", n: int = 64, kappas: tup
     processes or on the cluster; a failed point raises its one-line error.  ``work`` and
     ``budget_seconds`` bound each point's search as in ``softrank bracket`` (default: the
     driver's deterministic work budget for the operator's size)."""
-    from ..geometry.supports import check_sweep_size
-    from ..plumbing.parallel import WorkerError
-    from .supports_campaign import run_campaign
+    from ...geometry.supports import check_sweep_size
+    from ...plumbing.parallel import WorkerError
+    from .campaign import run_campaign
 
     parse_tolerance(eps)
     check_sweep_size(dim, n)
@@ -103,8 +103,8 @@ def sweep(support: str, dim: int, *, eps: str = "0.25", n: int = 64, kappas: tup
 def sweep_document(support: str, dim: int, eps: str, n: int, points: list[SweepPoint]) -> dict[str, Any]:
     """A sweep's report body: the certified local exponents (main result), the theory exponent,
     the float64 fits under ``estimates`` and the points."""
-    from ..geometry.supports import COLLAPSED_ROW, theory_exponent
-    from .supports_exponents import exponents_document
+    from ...geometry.supports import COLLAPSED_ROW, theory_exponent
+    from .exponents import exponents_document
 
     lower, used_lower = fit_exponent(points, "lower")
     upper, used_upper = fit_exponent(points, "upper")
