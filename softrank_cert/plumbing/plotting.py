@@ -1,7 +1,7 @@
 """Shared figure plumbing of every ``--plot`` (front end; decides nothing).
 
 * :data:`PLOT_SUFFIXES`, :func:`figure_format`, :data:`DPI`, :func:`save_figure` (defined in
-  :mod:`.figure_files`, re-exported here): formats, the one DPI, the one place figures are
+  :mod:`~softrank_cert.util.figure_formats`, re-exported here): formats, the one DPI, the one place figures are
   saved; :func:`save_figure_atomic` writes one to its file atomically
   (:class:`~softrank_cert.util.files.OutputFiles`) and closes it.
 * :func:`label_log_axis`: plain-number tick labels on a log axis, at least a few of them even

@@ -3,7 +3,7 @@
 Theorem L (proofs/lower-certificate.md): ``r_eps(A) >= k`` for every
 ``eps < T = 1 / (||X|| ||Y|| ||(X A Y)^{-1}||)`` (max-row-l1 norms).  WLOG ``X A Y = I`` (replace
 ``Y`` by ``Y (XAY)^{-1}``), and then ``T = 1 / (||X|| ||Y||)``.  The signed key groups of
-:mod:`.lower_search` fix ``||Y|| = 1`` and can only reach the spans of signed key groups; here
+:mod:`.search` fix ``||Y|| = 1`` and can only reach the spans of signed key groups; here
 ``Y`` is any N x k matrix:
 
 * **Y-step** (:class:`KeyLP`): for fixed ``X`` with ``C = X A`` (k x N), the LP
@@ -11,7 +11,7 @@ Theorem L (proofs/lower-certificate.md): ``r_eps(A) >= k`` for every
   ``||Y||`` with ``X A Y = I``, so ``T = 1 / (||X|| t)``.  Rows of ``Y`` outside a key subset
   ``S`` may be fixed at zero (``C_S Y_S = I``): still a feasible ``Y``, so a valid pair, only
   ``t`` may grow -- the LP then has ``2 |S| k + 1`` columns instead of ``2 N k + 1``;
-* **X-step**: for fixed ``Y``, the exact LP of :class:`.lower_lp.RowLP`;
+* **X-step**: for fixed ``Y``, the exact LP of :class:`.lp.RowLP`;
 * the two steps alternate from a **selection** ``X`` (k rows of A: pivoted QR of the centred
   square-root profiles, complete pivoting, or the rows the signed-group search leans on), where
   ``||X|| = 1``; each step minimises the threshold's denominator in one factor, so the best pair
@@ -19,7 +19,7 @@ Theorem L (proofs/lower-certificate.md): ``r_eps(A) >= k`` for every
   point: the gain comes from starting at a selection.
 
 Every pair is an ordinary float64 ``(X, Y)`` that the kernel verifies like any other; nothing
-here is trusted.  Work is charged to the caller's :class:`~.work.Until` per simplex iteration.
+here is trusted.  Work is charged to the caller's :class:`~softrank_cert.solvers.work.Until` per simplex iteration.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ class RowLP:
         kept from ``start`` once the next norm is below the largest exact one: only the
         maximum matters, so the result has the same ``||X||`` as the full solve.  None if an
         LP is unbounded (B rank-deficient) or fails, or if the work (or time) of ``until``
-        runs out; every simplex iteration is charged to it (:func:`.work.simplex_units`).
+        runs out; every simplex iteration is charged to it (:func:`~softrank_cert.solvers.work.simplex_units`).
         """
         m, k = B.shape
         self._pass(B)

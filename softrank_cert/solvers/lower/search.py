@@ -24,7 +24,7 @@ largest exact one (:class:`RowLP`).  The search is over the labels ``(lab, sign)
 * iterated local search at the first failing k: re-draw a few labels (``ils``), or drop one
   group and grow a new one in its place (``regroup``); polish; keep improvements.
 
-The float64 threshold of each certificate is :func:`.dense.threshold`; nothing here is
+The float64 threshold of each certificate is :func:`~softrank_cert.util.dense.threshold`; nothing here is
 trusted, the kernel checks every certificate before it is used.
 """
 
@@ -103,7 +103,7 @@ class LowerSearch:
     ils: bool = True
     #: Its moves, in turn: random relabelling, or dropping a group and growing a new one.
     ils_moves: tuple[str, ...] = ("perturb", "regroup")
-    #: Query selections from which a general key side is solved (:mod:`.lower_general`), tried
+    #: Query selections from which a general key side is solved (:mod:`.general`), tried
     #: at every target k after the starts (ablation knob): pivoted QR (``qr``), complete
     #: pivoting (``pivot``), the queries the best signed-group pair leans on (``lean``).
     general: tuple[str, ...] = ("qr", "pivot", "lean")
@@ -240,7 +240,7 @@ class LowerSearch:
 
     def general_pair(self, name: str, k: int, until: Until) -> None:
         """Selection ``name`` at k, its LP-optimal general key side alternated with the exact
-        query side (:func:`.lower_general.alternate`), offered."""
+        query side (:func:`.general.alternate`), offered."""
         rows = self.selection_rows(name, k)
         if rows is None:
             return None

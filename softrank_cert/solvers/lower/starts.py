@@ -1,7 +1,7 @@
 """Starts of the lower-certificate search: query selections and key labels (UNTRUSTED).
 
 Queries are chosen by column-pivoted QR on centred square-root row profiles
-(:func:`qr_queries`) or by complete pivoting (:mod:`.lower_pivot`); keys are labelled by the
+(:func:`qr_queries`) or by complete pivoting (:mod:`.pivot`); keys are labelled by the
 chosen query that weights them most relative to their mean (:func:`dev_labels`) or through
 the pseudo-inverse of the chosen rows (:func:`pinv_labels`).  :func:`growth_pivot` picks the
 query and key of a new singleton group from the Schur complement.  Every start is only a

@@ -1,20 +1,20 @@
 """Resumable smallest-rank search for smoothed-minimax witnesses (UNTRUSTED).
 
 For each tolerance, largest first (smallest ranks, cheapest probes), the search looks for the
-least rank r whose :mod:`.upper_smooth` witness has float64 error ``<= eps``:
+least rank r whose :mod:`.smooth` witness has float64 error ``<= eps``:
 
 * start: ``hi`` = the least rank with a known witness (the truncated SVD's ``r_t`` is free);
   the first probe is at ``0.7 hi``, then steps of ``0.1 hi`` (doubling) go down while probes
   succeed, and bisection follows the first failure;
 * a probe runs the continuation one stage at a time and is abandoned once its error cannot
-  reach ``eps`` (:data:`.upper_smooth.ABORT`); no rank below the verified lower end is tried;
+  reach ``eps`` (:data:`.smooth.ABORT`); no rank below the verified lower end is tried;
 * every rank keeps its solver state, so a later tolerance continues the iterate an earlier one
   left (nothing is recomputed), and every improved pair goes to the profiles at once;
 * when the bisection is done and work is left, the ranks below the best one are squeezed
   with longer stages (galloping while they succeed).
 
 Each tolerance gets a cumulative share of the search's work (``1 : 1.5 : 2 : ...`` from the
-largest eps down, in the units of :mod:`.work`); what one leaves unused passes to the next.
+largest eps down, in the units of :mod:`~softrank_cert.solvers.work`); what one leaves unused passes to the next.
 :meth:`UpperSearch.run` works until a stop point and resumes where it stopped.
 """
 
@@ -44,10 +44,10 @@ LEFTOVER_PASSES = 3
 class UpperSearch:
     """Smallest-rank smoothed witnesses at several tolerances at once, resumable.
 
-    ``add(witness)`` receives every improved :class:`~.profiles.UpperCandidate`; ``best_rank(eps)``
+    ``add(witness)`` receives every improved :class:`~softrank_cert.solvers.candidates.UpperCandidate`; ``best_rank(eps)``
     is the least rank with a known float64 witness of error ``<= eps`` (``None`` if none);
     ``floor(eps)`` the verified lower end (no rank below it can succeed).  ``work`` is the
-    total work (units of :mod:`.work`) this search may use, split between the tolerances as
+    total work (units of :mod:`~softrank_cert.solvers.work`) this search may use, split between the tolerances as
     described above.
     """
 

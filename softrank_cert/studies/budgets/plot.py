@@ -1,4 +1,4 @@
-"""The figure of the budget study (UNTRUSTED; draws the report of :func:`~softrank_cert.studies.budgets.operators.study`).
+"""The figure of the budget study (UNTRUSTED; draws the report of :func:`~softrank_cert.studies.budgets.campaign.study`).
 
 It draws fractions of heads that the report counts; every class in it rests on kernel-verified
 ends (see :mod:`softrank_cert.studies.budgets`).

@@ -1,5 +1,5 @@
 """The figure of a certified rank profile: both curves against the tolerance (an untrusted
-front end: every drawn step is a kernel-VERIFIED step of the :class:`~.rank_profile.Profile`)."""
+front end: every drawn step is a kernel-VERIFIED step of the :class:`~.curves.Profile`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Steps of a certified rank profile: the search over a grid, then kernel-VERIFIED steps
-(an untrusted front end; see :mod:`.rank_profile` for the mathematics).
+(an untrusted front end; see :mod:`.curves` for the mathematics).
 
 Only candidates that would improve a curve are offered to the kernel
 (:func:`~softrank_cert.solvers.settle.first_verified`), and only VERIFIED steps are kept.

@@ -4,7 +4,7 @@ Everything campaign-specific of ``softrank supports`` is here, on the campaign r
 :class:`~softrank_cert.plumbing.campaign.Campaign` exactly as ``softrank bracket`` uses it
 (``docs/campaigns.md``):
 
-* every point (one kappa) is one operator named :func:`~.supports_points.point_name`; with
+* every point (one kappa) is one operator named :func:`~.points.point_name`; with
   ``out`` its certificate (:func:`~softrank_cert.certio.issuing.certificate_for`, signed with
   ``key`` when one is given) goes to ``OUT/NAME.json`` and the manifest
   ``OUT/softrank-campaign.json`` is rewritten atomically after every point;

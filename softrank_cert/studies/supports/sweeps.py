@@ -15,7 +15,7 @@ VERIFIED by the trusted kernel (:func:`~softrank_cert.solvers.bracket.bracket_op
   :func:`~softrank_cert.geometry.supports.row_spread`) and optionally the certified geometry
   rows (tau, kappa, Phi and ``lower / Phi_upper`` per retained rank r).
 
-A point's task and result (:class:`~.supports_points.SweepPoint`) are in
+A point's task and result (:class:`~.points.SweepPoint`) are in
 :mod:`~softrank_cert.studies.supports.points`.  ``softrank supports`` and
 ``benchmarks/supports_experiment.py`` run them; with ``--out`` the certificates and the campaign
 manifest are written by :mod:`~softrank_cert.studies.supports.campaign`.
@@ -41,7 +41,7 @@ MAX_SWEEP_POINTS, MAX_X = 32, 1e6
 def kappas_for_x_range(eps: str, x_min: float, x_max: float, points: int) -> tuple[float, ...]:
     """Radius products ``kappa_i = (x_i - 1) eps^2`` (in float64) for ``points`` values ``x_i``
     spaced geometrically from ``x_min`` to ``x_max`` (``1 < x_min < x_max <= 1e6``), each ``x_i``
-    rounded to 6 significant digits (the exact x of a point is :func:`~.supports_points.x_of` of its kappa)."""
+    rounded to 6 significant digits (the exact x of a point is :func:`~.points.x_of` of its kappa)."""
     eps_q = parse_tolerance(eps)
     if not (isinstance(points, int) and 2 <= points <= MAX_SWEEP_POINTS):
         raise InvalidInputError(f"--points must be an integer in [2, {MAX_SWEEP_POINTS}], got {points!r}")
@@ -79,8 +79,8 @@ def sweep(support: str, dim: int, *, eps: str = "0.25", n: int = 64, kappas: tup
           jobs: int = 1, scheduler: str | None = None) -> list[SweepPoint]:
     """Bracket the support operator at every kappa (kernel-verified ends) at one tolerance, in
     kappa order, without writing certificates (for that, and for resuming:
-    :func:`~.supports_campaign.run_campaign`, which this calls).  With ``jobs > 1`` or a Dask
-    ``scheduler`` every kappa is one :func:`~.supports_points.support_point_task` in worker
+    :func:`~.campaign.run_campaign`, which this calls).  With ``jobs > 1`` or a Dask
+    ``scheduler`` every kappa is one :func:`~.points.support_point_task` in worker
     processes or on the cluster; a failed point raises its one-line error.  ``work`` and
     ``budget_seconds`` bound each point's search as in ``softrank bracket`` (default: the
     driver's deterministic work budget for the operator's size)."""
