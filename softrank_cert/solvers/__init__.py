@@ -4,19 +4,15 @@ A solver bug can cost tightness, never soundness: every end is checked by the ke
 (:mod:`softrank_cert.kernel`) before it is used (:mod:`.settle`).  What runs, in order, for one
 operator (:func:`.bracket.bracket_operator`, bounded by the work budget of :mod:`.work`):
 
-1. set-up (:mod:`.dense`): float64 ``A``, its SVD; the trivial ends (``k = 1``, ``r = p``, ``r = 0``);
-2. truncated SVD (:func:`~softrank_cert.solvers.upper.smooth.tsvd_start`): the least rank whose truncated SVD already
-   meets each tolerance (free: every rank's error comes from the SVD);
-3. pivot stage (:mod:`~softrank_cert.solvers.lower.pivot`): complete-pivoting submatrices, a gallop over k;
-4. in alternating rounds (fixed shares of the work, :mod:`.work`), the smoothed witness search (:mod:`~softrank_cert.solvers.upper.search` driving
-   :mod:`~softrank_cert.solvers.upper.smooth`) and the lower-pair search (:mod:`~softrank_cert.solvers.lower.search`: signed key groups
-   from the starts of :mod:`~softrank_cert.solvers.lower.starts`, the exact LP for ``X`` in :mod:`~softrank_cert.solvers.lower.lp`, key
-   moves in :mod:`~softrank_cert.solvers.lower.moves`; general key sides from query selections in
-   :mod:`~softrank_cert.solvers.lower.general`);
+1. set-up (:mod:`softrank_cert.util.dense`): float64 ``A``, its SVD; the trivial ends (``k = 1``,
+   ``r = p``, ``r = 0``);
+2. truncated SVD (:mod:`.upper`, :func:`.upper.smooth.tsvd_start`): the least rank whose truncated
+   SVD already meets each tolerance (free: every rank's error comes from the SVD);
+3. pivot stage (:mod:`.lower.pivot`): complete-pivoting submatrices, a gallop over k;
+4. in alternating rounds (fixed shares of the work, :mod:`.work`), the smoothed witness search
+   (:mod:`.upper`) and the lower-pair search (:mod:`.lower`);
 5. after every stage, each tolerance settles the best candidates of the
-   :class:`~.candidates.CandidatePool` with the kernel (:class:`~.bracket.Ends`).
-
-:mod:`~softrank_cert.solvers.lower.pooled` (query pooling) is run by the budget study's sharpening through the pool.
+   :class:`~.candidates.CandidatePool` with the kernel (:mod:`.settle`, :class:`~.bracket.Ends`).
 """
 
 from .bracket import Ends, VerifiedBracket, VerifiedLower, VerifiedUpper, bracket_operator
