@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_solvers import minilm_panel, pydoc_text  # noqa: E402
 
 from softrank_cert.util.dense import Dense  # noqa: E402
-from softrank_cert.solvers import upper_smooth  # noqa: E402
+from softrank_cert.solvers.upper import smooth as upper_smooth  # noqa: E402
 from softrank_cert.solvers.work import check_units, evaluation_units, one_blas_thread, units_per_second  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

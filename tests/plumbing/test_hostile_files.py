@@ -188,7 +188,7 @@ def test_count_json_values_counts_every_value_once():
 # --------------------------------------------------------------------------- 5, 7: .npz files
 
 def test_zip_bomb_npz_is_refused_from_its_headers(tmp_path, monkeypatch):
-    from softrank_cert.plumbing import operators_npz
+    from softrank_cert.util import operator_files as operators_npz
 
     bomb = tmp_path / "bomb.npz"
     header = io.BytesIO()
@@ -204,7 +204,7 @@ def test_zip_bomb_npz_is_refused_from_its_headers(tmp_path, monkeypatch):
 
 
 def test_npz_totals_and_memory_are_checked_before_any_member_is_loaded(tmp_path, monkeypatch):
-    from softrank_cert.plumbing import memory, operators_npz
+    from softrank_cert.util import memory, operator_files as operators_npz
 
     panel = _panel(tmp_path / "p.npz", ["a", "b", "c"])
     monkeypatch.setattr(operators_npz.np, "load", lambda *a, **k: pytest.fail("loaded"))

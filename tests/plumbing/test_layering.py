@@ -299,8 +299,8 @@ def test_a_planted_upward_import_in_the_real_package_is_caught(tmp_path):
 def test_a_planted_import_of_a_missing_module_is_caught(tmp_path):
     copy = _copy(tmp_path)
     assert missing_imports(copy) == []
-    (copy / "plumbing" / "planted.py").write_text("from ..plumbing.files import write_text_atomic\n", encoding="utf-8")
-    assert missing_imports(copy) == ["softrank_cert/plumbing/planted.py:1: softrank_cert.plumbing.files"]
+    (copy / "plumbing" / "planted.py").write_text("from ..plumbing.no_such_module import write_text_atomic\n", encoding="utf-8")
+    assert missing_imports(copy) == ["softrank_cert/plumbing/planted.py:1: softrank_cert.plumbing.no_such_module"]
 
 
 def test_a_folder_shared_by_two_layers_is_caught(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 
 from softrank_cert.kernel import Operator, Status, verify_lower
 from softrank_cert.util.operator_files import load_operators
-from softrank_cert.solvers import lower_search
+from softrank_cert.solvers.lower import search as lower_search
 from softrank_cert.util.dense import Dense, threshold
 from softrank_cert.solvers.lower.pooled import pooled
 from softrank_cert.solvers.lower.lp import RowLP, feasible, signed_y
