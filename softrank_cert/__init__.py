@@ -1,6 +1,6 @@
 """softrank-cert: certified approximation ranks of softmax attention.
 
-Python API (see README "Python API"; names load on first use)::
+Python API (see docs/api.md; names load on first use)::
 
     import softrank_cert as sc
     op = sc.load_operator("panel.npz", name="minilm/apache2/w32/L0H3")

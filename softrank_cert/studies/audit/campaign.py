@@ -8,7 +8,7 @@ A resumed audit keeps an operator only when its inputs key
 the supplied certificates' bytes, the evidence path, the budget, the trusted keys and the
 provenance) is unchanged and that certificate re-verifies (every claim VERIFIED by the kernel,
 the panel operator bit for bit, exactly those tolerances, the panel's provenance).  Its rows are
-then judged again (:func:`~softrank_cert.studies.audit.table.audit_rows`) from the kernel's verdicts --
+then judged again (:func:`~softrank_cert.studies.audit.reproduction.audit_rows`) from the kernel's verdicts --
 rows with a supplied certificate by re-checking that certificate -- and its evidence certificate
 is issued again from the verified brackets.  The manifest's copy of the rows is never read.
 """
