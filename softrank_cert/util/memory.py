@@ -163,12 +163,6 @@ def process_limit(max_memory: int | None) -> int:
 
 # --------------------------------------------------------------------------- estimates
 
-def float64_check_bytes(m: int, n: int, d: int = 0, width: int = 0) -> int:
-    """Peak of the kernel's float64 path on an m x N operator: about 20 m x N double
-    temporaries (measured 133-142 B per entry) plus the factors."""
-    return 160 * m * n + 32 * (m + n) * (d + width) + 8 * MIB
-
-
 def _arb_level_bytes(p: int, first: bool) -> float:
     """Bytes per matrix entry that the enclosure built at precision ``p`` keeps (cached)."""
     return 390.0 if first else 190.0 + p / 5.0

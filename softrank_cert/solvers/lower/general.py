@@ -11,7 +11,7 @@ Theorem L (proofs/lower-certificate.md): ``r_eps(A) >= k`` for every
   ``||Y||`` with ``X A Y = I``, so ``T = 1 / (||X|| t)``.  Rows of ``Y`` outside a key subset
   ``S`` may be fixed at zero (``C_S Y_S = I``): still a feasible ``Y``, so a valid pair, only
   ``t`` may grow -- the LP then has ``2 |S| k + 1`` columns instead of ``2 N k + 1``;
-* **X-step**: for fixed ``Y``, the exact LP of :class:`.lp.RowLP`;
+* **X-step**: for fixed ``Y``, the float64 LP of :class:`.lp.RowLP`;
 * the two steps alternate from a **selection** ``X`` (k rows of A: pivoted QR of the centred
   square-root profiles, complete pivoting, or the rows the signed-group search leans on), where
   ``||X|| = 1``; each step minimises the threshold's denominator in one factor, so the best pair

@@ -1,4 +1,4 @@
-"""Exact LP for the query side ``X`` of a lower certificate, given the key side ``Y`` (UNTRUSTED).
+"""The float64 LP (HiGHS) for the query side ``X`` of a lower certificate, given the key side ``Y`` (UNTRUSTED).
 
 WLOG ``X A Y = I`` (replace X by ``(XAY)^{-1} X``: the threshold cannot drop), and then the
 certificate's threshold (proofs/lower-certificate.md) is ``t = 1 / (||X|| ||Y||)``.  For a fixed

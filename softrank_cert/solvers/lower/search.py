@@ -2,7 +2,7 @@
 
 Every certificate here has *signed key groups*: ``Y`` (N x k) has at most one nonzero entry
 per key row, ``Y[j, lab[j]] = sign[j]`` with ``sign[j] = +-1`` (``lab[j] = -1``: key j unused),
-so ``||Y|| = 1``.  For a fixed ``Y`` the best ``X`` is an exact LP: WLOG ``X A Y = I``, and row
+so ``||Y|| = 1``.  For a fixed ``Y`` the best ``X`` is a float64 LP (HiGHS): WLOG ``X A Y = I``, and row
 ``x_a`` minimises ``||x_a||_1`` subject to ``x_a^T B = e_a^T`` with ``B = A Y``; by LP duality
 ``||x_a||_1 = max { w_a : ||B w||_inf <= 1 }``, so the threshold
 ``t = 1 / (||X|| ||Y|| ||(XAY)^{-1}||) = 1 / max_a ||x_a||_1`` is the smallest l_inf distance
@@ -273,7 +273,7 @@ class LowerSearch:
     # -- polish ------------------------------------------------------------------------
     def polish(self, k: int, lab: np.ndarray, sign: np.ndarray, until: Until, hint: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """Alternate the exact LP for X and key moves with X fixed (rows normalised) until no
+        """Alternate the float64 LP for X and key moves with X fixed (rows normalised) until no
         key moves; return the final labels and X (None if the first LP fails).  ``hint``
         (k x m) spans a feasible X that lets the first LP solve only its worst rows."""
         Y = signed_y(lab, sign, k)
