@@ -40,15 +40,15 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import budget_study  # noqa: E402
 
-from softrank_cert.studies.analyze import analysis  # noqa: E402
-from softrank_cert.studies.analyze_plot import analysis_figure  # noqa: E402
-from softrank_cert.studies.analyze_report import markdown_report  # noqa: E402
+from softrank_cert.studies.analyze.study import analysis  # noqa: E402
+from softrank_cert.studies.analyze.plot import analysis_figure  # noqa: E402
+from softrank_cert.studies.analyze.report import markdown_report  # noqa: E402
 from softrank_cert.certio.issuing import certificate_for  # noqa: E402
 from softrank_cert.cli.bracket_cmd import bracket_task  # noqa: E402
 from softrank_cert.cli.common import comma_items, int_list  # noqa: E402
 from softrank_cert.plumbing.certificate_files import certificate_path  # noqa: E402
-from softrank_cert.plumbing.files import OutputFiles, write_json_atomic  # noqa: E402
-from softrank_cert.plumbing.operators_npz import load_operators, natural_key  # noqa: E402
+from softrank_cert.util.files import OutputFiles, write_json_atomic  # noqa: E402
+from softrank_cert.util.operator_files import load_operators, natural_key  # noqa: E402
 from softrank_cert.plumbing.parallel import pack_operator, run_ordered  # noqa: E402
 
 DOCUMENTS = ("apache2", "mpl2", "gpl3")
@@ -70,7 +70,7 @@ def bracket_missing(panel: Path, certs: Path, eps_list: list[str], budgets: dict
     """Bracket every operator of ``panel`` that has no certificate under ``certs`` yet (written one
     by one as they finish, so an interrupted run resumes; each operator's solver seconds are
     appended to ``log``, JSON Lines).  Returns per-width seconds of this run."""
-    from softrank_cert.studies.budgets import name_fields
+    from softrank_cert.studies.panel_names import name_fields
 
     items = load_operators(panel)
     todo = [item for item in items if not certificate_path(certs, item.name).is_file()]

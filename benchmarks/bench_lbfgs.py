@@ -6,8 +6,8 @@ Usage (what produced the committed results, benchmarks/results/solvers_lbfgs.{js
     python benchmarks/bench_lbfgs.py --smoke         # CI-sized: one 128-wide head, one rank
 
 On MiniLM heads of the pydoc ``import`` topic (bench_solvers.py's document), per (head, rank):
-the smoothed-minimax continuation (:func:`softrank_cert.solvers.upper_smooth.run_stages`, five
-stages from the truncated SVD) once with the project's loop (:mod:`softrank_cert.solvers.lbfgs`)
+the smoothed-minimax continuation (:func:`softrank_cert.solvers.upper.smooth.run_stages`, five
+stages from the truncated SVD) once with the project's loop (:mod:`softrank_cert.solvers.upper.lbfgs`)
 and once with scipy's L-BFGS-B in its place, the same iterations per stage, and then with the
 project's loop given about scipy's CPU time (``--equal-cpu`` iterations).  Recorded: CPU
 seconds (one BLAS thread), objective evaluations, CPU seconds inside the objective, the best
@@ -31,8 +31,8 @@ from scipy.optimize import minimize
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_solvers import minilm_panel, pydoc_text  # noqa: E402
 
-from softrank_cert.dense import Dense  # noqa: E402
-from softrank_cert.solvers import upper_smooth  # noqa: E402
+from softrank_cert.util.dense import Dense  # noqa: E402
+from softrank_cert.solvers.upper import smooth as upper_smooth  # noqa: E402
 from softrank_cert.solvers.work import check_units, evaluation_units, one_blas_thread, units_per_second  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from softrank_cert.models import build_panel, operator_names, write_panel  # noqa: E402
+from softrank_cert.models import build_panel, provenance_names, write_panel  # noqa: E402
 
 TEXT = ROOT / "examples" / "data" / "apache2.txt"
 RESULT = ROOT / "benchmarks" / "results" / "panel.json"
@@ -41,7 +41,7 @@ def main() -> int:
             path = write_panel(Path(tmp) / "panel.npz", arrays)
             write_s.append(time.perf_counter() - start)
             size = path.stat().st_size
-    operators = len(operator_names(arrays))
+    operators = len(provenance_names(arrays))
     assert operators == 72, operators
     result = {
         "benchmark": "build_panel minilm apache2.txt width 512, all heads",

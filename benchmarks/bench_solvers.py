@@ -77,10 +77,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def minilm_panel(width: int, doc: str = "apache2", path: Path | None = None) -> list[tuple[str, Operator]]:
     """All 72 MiniLM-L6 heads on the first ``width`` tokens of examples/data/DOC.txt (or ``path``)."""
-    from softrank_cert.models import build_panel, operator_names
+    from softrank_cert.models import build_panel, provenance_names
 
     arrays = build_panel("minilm", path or ROOT / "examples" / "data" / f"{doc}.txt", [width])
-    return [(n, Operator("qk", {"Q": arrays[f"{n}/Q"], "K": arrays[f"{n}/K"]})) for n in operator_names(arrays)]
+    return [(n, Operator("qk", {"Q": arrays[f"{n}/Q"], "K": arrays[f"{n}/K"]})) for n in provenance_names(arrays)]
 
 
 #: Positions one MiniLM window holds; wider operators stack consecutive windows (:func:`stacked_panel`).
@@ -294,7 +294,7 @@ def main() -> None:
     args = parser.parse_args()
     _single_thread()
     if args.signed_only:  # the worker processes are forked: they inherit the class attribute
-        from softrank_cert.solvers.lower_search import LowerSearch
+        from softrank_cert.solvers.lower.search import LowerSearch
 
         LowerSearch.general = ()
     if args.smoke:

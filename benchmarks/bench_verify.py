@@ -38,7 +38,7 @@ import numpy as np
 from softrank_cert.certio.certificate import Bracket, LowerEnd, UpperEnd, certificate_document
 from softrank_cert.certio.signing import generate_private_key, sign_document, utc_now_rfc3339, verification_method_for
 from softrank_cert.kernel import Operator
-from softrank_cert.plumbing.files import write_json_atomic
+from softrank_cert.util.files import write_json_atomic
 
 M = N = 512
 D = 64

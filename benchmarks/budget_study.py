@@ -33,14 +33,14 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from softrank_cert.studies.budgets import NO_WIDTH, parse_budgets  # noqa: E402
-from softrank_cert.studies.budgets_study import study  # noqa: E402
-from softrank_cert.studies.budgets_plot import plot_budgets  # noqa: E402
+from softrank_cert.studies.budgets.operators import NO_WIDTH, parse_budgets  # noqa: E402
+from softrank_cert.studies.budgets.campaign import study  # noqa: E402
+from softrank_cert.studies.budgets.plot import plot_budgets  # noqa: E402
 from softrank_cert.cli.budgets_cmd import markdown_table  # noqa: E402
 from softrank_cert.cli.common import comma_items, int_list  # noqa: E402
 from softrank_cert.models import build_panel, write_panel  # noqa: E402
-from softrank_cert.plumbing.files import write_json_atomic, write_text_atomic  # noqa: E402
-from softrank_cert.plumbing.operators_npz import PROVENANCE_KEY  # noqa: E402
+from softrank_cert.util.files import write_json_atomic, write_text_atomic  # noqa: E402
+from softrank_cert.util.operator_files import PROVENANCE_KEY  # noqa: E402
 
 DOCUMENTS = ("apache2", "mpl2")
 #: Default search seconds per operator (bracket, and at most as much again for the budget pass),

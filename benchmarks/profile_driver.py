@@ -38,24 +38,24 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 #: Part of the driver -> (module file suffix, function name) whose cumulative time it is.
 PARTS = {
     "set-up: SVD, truncated-SVD errors": [("dense.py", "svd"), ("solvers/candidates.py", "tsvd_errors")],
-    "smoothed objective evaluations": [("solvers/upper_smooth.py", "__call__")],
+    "smoothed objective evaluations": [("solvers/upper/smooth.py", "__call__")],
     "L-BFGS outside the evaluations": [],  # minimize's cumulative time less the evaluations
     "pivot stage (complete pivoting, swaps)": [("solvers/candidates.py", "lower_pair")],
-    "X-step LPs (RowLP)": [("solvers/lower_lp.py", "solve")],
-    "Y-step LPs (KeyLP, general key side)": [("solvers/lower_general.py", "solve")],
-    "key moves (screens, Sherman-Morrison)": [("solvers/lower_moves.py", "key_moves")],
-    "growth pivots": [("solvers/lower_starts.py", "growth_pivot")],
-    "starts: pivoted QR, pivot order": [("solvers/lower_starts.py", "qr_queries"), ("solvers/lower_pivot.py", "pivot_order")],
+    "X-step LPs (RowLP)": [("solvers/lower/lp.py", "solve")],
+    "Y-step LPs (KeyLP, general key side)": [("solvers/lower/general.py", "solve")],
+    "key moves (screens, Sherman-Morrison)": [("solvers/lower/moves.py", "key_moves")],
+    "growth pivots": [("solvers/lower/starts.py", "growth_pivot")],
+    "starts: pivoted QR, pivot order": [("solvers/lower/starts.py", "qr_queries"), ("solvers/lower/pivot.py", "pivot_order")],
     "kernel verification": [("solvers/settle.py", "kernel_verdict")],
 }
 
 
 #: Parts whose charged units are recorded -> (module, attribute path) of the function wrapped.
 CHARGED = {
-    "smoothed objective evaluations": ("softrank_cert.solvers.upper_smooth", "_Objective.__call__"),
+    "smoothed objective evaluations": ("softrank_cert.solvers.upper.smooth", "_Objective.__call__"),
     "pivot stage (complete pivoting, swaps)": ("softrank_cert.solvers.candidates", "CandidatePool.lower_pair"),
-    "X-step LPs (RowLP)": ("softrank_cert.solvers.lower_lp", "RowLP.solve"),
-    "key moves (screens, Sherman-Morrison)": ("softrank_cert.solvers.lower_search", "key_moves"),
+    "X-step LPs (RowLP)": ("softrank_cert.solvers.lower.lp", "RowLP.solve"),
+    "key moves (screens, Sherman-Morrison)": ("softrank_cert.solvers.lower.search", "key_moves"),
 }
 
 
@@ -126,7 +126,7 @@ def profile_head(name: str, op, eps: list[str], work: float | None = None, profi
         stats = pstats.Stats(prof)
         parts = {part: sum(cumulative(stats, s, f) for s, f in funcs) for part, funcs in PARTS.items()}
         lbfgs = sum(v[3] for (path, _l, func), v in stats.stats.items()  # the project's loop (older trees: scipy's)
-                    if (func == "minimise" and path.endswith("solvers/lbfgs.py")) or (func == "minimize" and "scipy" in path))
+                    if (func == "minimise" and path.endswith("solvers/upper/lbfgs.py")) or (func == "minimize" and "scipy" in path))
         parts["L-BFGS outside the evaluations"] = max(lbfgs - parts["smoothed objective evaluations"], 0.0)
         total = sum(v[2] for v in stats.stats.values())  # all own time
         parts["rest"] = max(total - sum(parts.values()), 0.0)

@@ -69,7 +69,7 @@ def main() -> int:
     # 2. audit: forged rows
     names = json.loads(py("""
         import json
-        from softrank_cert.plumbing.operators_npz import operator_names
+        from softrank_cert.util.operator_files import operator_names
         print(json.dumps(operator_names('panel.npz')))"""))
     (work / "table.jsonl").write_text("".join(json.dumps({"operator": n, "eps": "0.25", "lower": 7, "upper": 8}) + "\n"
                                               for n in names))
@@ -91,7 +91,7 @@ def main() -> int:
     # 3. analyze: a planted cache entry makes a REJECTED certificate count
     out = py("""
         import json, pathlib, subprocess, sys
-        from softrank_cert.plumbing.operators_npz import load_operators
+        from softrank_cert.util.operator_files import load_operators
         from softrank_cert.solvers.bracket import bracket_operator
         from softrank_cert.certio.issuing import certificate_for
         item = load_operators('panel.npz')[0]
@@ -111,10 +111,10 @@ def main() -> int:
         from softrank_cert.kernel import DEFAULT_MAX_PREC
         options = {'trusted_keys': None, 'require_signature': False, 'drop_unverified': False, 'max_prec': DEFAULT_MAX_PREC}
         try:
-            from softrank_cert.studies.analyze import cache_key
+            from softrank_cert.studies.analyze.study import cache_key
             key = cache_key(item.operator, item.name, raw, ['0.0001'], None, options)
         except ImportError:
-            from softrank_cert.studies.analyze import _cache_key
+            from softrank_cert.studies.analyze.study import _cache_key
             from softrank_cert.plumbing.parallel import pack_operator
             key = _cache_key((pack_operator(item.operator), item.name, raw, 'bad/c.json', ['0.0001'], None, options))
         if entry.get('invariance'):
@@ -136,10 +136,10 @@ def main() -> int:
         from softrank_cert.kernel import Operator
         from softrank_cert.plumbing.parallel import pack_operator
         try:
-            from softrank_cert.studies.analyze import cache_key
+            from softrank_cert.studies.analyze.study import cache_key
             key = lambda op: cache_key(op, 'x', b'{}', ['0.25'], None, {'max_prec': 512})
         except ImportError:
-            from softrank_cert.studies.analyze import _cache_key
+            from softrank_cert.studies.analyze.study import _cache_key
             key = lambda op: _cache_key((pack_operator(op), 'x', b'{}', 's', ['0.25'], None,
                                          {'drop_unverified': False, 'require_signature': False, 'trusted_keys': None}))
         Q = np.arange(8.0).reshape(4, 2)
@@ -166,7 +166,7 @@ def main() -> int:
         from softrank_cert.certio.certificate import Bracket, LowerEnd, UpperEnd
         from softrank_cert.certio.issuing import certificate_for
         from softrank_cert.plumbing.certificate_files import certificate_path
-        from softrank_cert.plumbing.operators_npz import load_operators
+        from softrank_cert.util.operator_files import load_operators
         from pathlib import Path
         item = load_operators('panel.npz')[0]
         doc = certificate_for(item.name, item.operator, [Bracket('0.25', LowerEnd(0, 'trivial'),
@@ -218,7 +218,7 @@ def main() -> int:
     # 6d. long-double beta in an .npz
     out = py("""
         import numpy as np
-        from softrank_cert.plumbing.operators_npz import load_operators
+        from softrank_cert.util.operator_files import load_operators
         rng = np.random.default_rng(3)
         np.savez('ld.npz', **{'op/Q': rng.standard_normal((3, 2)), 'op/K': rng.standard_normal((3, 2)),
                               'op/beta': np.longdouble(1) / np.longdouble(3)})

@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from softrank_cert.models import build_panel, write_panel  # noqa: E402
-from softrank_cert.plumbing.operators_npz import PROVENANCE_KEY  # noqa: E402
+from softrank_cert.util.operator_files import PROVENANCE_KEY  # noqa: E402
 
 LICENCES = ("apache2", "artistic", "bsd", "cc0", "gfdl12", "gfdl13", "gpl1", "gpl2", "gpl3", "lgpl2", "lgpl21",
             "lgpl3", "mpl11", "mpl2")

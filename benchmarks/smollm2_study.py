@@ -12,7 +12,7 @@ heads, head dimension 64, causal).  Settings (fixed before the blind document wa
   documents a round (:func:`panel_order`), so a partial panel covers every layer evenly; the
   :data:`PANEL_SAMPLE` heads first (evenly spread over the (layer, head) pairs; the blind panel
   brackets only those);
-* **budgets**: the block-width budget study (``softrank_cert.studies.budgets_study``: feasible /
+* **budgets**: the block-width budget study (``softrank_cert.studies.budgets.campaign``: feasible /
   impossible / unresolved per width at rank budgets 8 / 16 / 32, eps 0.25, every class from
   kernel-VERIFIED ends) on :data:`BUDGET_SAMPLE` heads per document, the same heads at every
   width, :data:`BUDGET_SECONDS` s of search per operator (the MiniLM study's setting);
@@ -92,7 +92,7 @@ def panel_order(names: list[str]) -> list[str]:
 
 
 def _subset(arrays: dict, names: set[str]) -> dict:
-    from softrank_cert.plumbing.operators_npz import PROVENANCE_KEY
+    from softrank_cert.util.operator_files import PROVENANCE_KEY
 
     provenance = json.loads(str(arrays[PROVENANCE_KEY]))
     out = {k: v for k, v in arrays.items() if k.endswith("/tokens") or k.rsplit("/", 1)[0] in names}
@@ -183,9 +183,9 @@ def panel(work: Path, documents: list[str], out_name: str = "panel.jsonl", sampl
 
 def budgets(work: Path, documents: list[str], name: str) -> None:
     """The block-width budget study on the sampled operators (campaign manifest: resumable)."""
-    from softrank_cert.studies.budgets_study import study
+    from softrank_cert.studies.budgets.campaign import study
 
-    from softrank_cert.plumbing.files import write_json_atomic
+    from softrank_cert.util.files import write_json_atomic
 
     manifest = work / f"{name}-manifest.json"
     staged: dict = {}

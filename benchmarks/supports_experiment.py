@@ -38,13 +38,13 @@ import sys
 import time
 from pathlib import Path
 
-from softrank_cert.plumbing.files import write_text_atomic
-from softrank_cert.plumbing.progress import OperatorProgress
+from softrank_cert.util.files import write_text_atomic
+from softrank_cert.util.progress import OperatorProgress
 from softrank_cert.solvers.work import units_per_second
-from softrank_cert.studies.supports import sweep_document
-from softrank_cert.studies.supports_campaign import run_campaign
-from softrank_cert.studies.supports_plot import plot_sweeps
-from softrank_cert.studies.supports_search import search
+from softrank_cert.studies.supports.sweeps import sweep_document
+from softrank_cert.studies.supports.campaign import run_campaign
+from softrank_cert.studies.supports.plot import plot_sweeps
+from softrank_cert.studies.supports.search import search
 
 HERE = Path(__file__).resolve().parent
 EPS = "0.25"
@@ -152,7 +152,7 @@ def plot_figures(docs: list[dict], results: Path) -> None:
 def _short(text: str | None, up: bool) -> str:
     from fractions import Fraction
 
-    from softrank_cert.plumbing.numfmt import format_down, format_up
+    from softrank_cert.util.numbers import format_down, format_up
 
     if text is None:
         return "+inf" if up else "-inf"

@@ -18,13 +18,13 @@ examples/data/DOC.txt) and per tolerance (eps 0.1, 0.25, 0.5):
    solvers' own functions (nothing in the solvers is changed):
 
    * upper end down: at ranks ``r = upper - 1, upper - 2, ...`` (never below lower), the
-     smoothed-minimax continuation (:func:`softrank_cert.solvers.upper_smooth.smooth`) with long
+     smoothed-minimax continuation (:func:`softrank_cert.solvers.upper.smooth.smooth`) with long
      stages from the truncated SVD, from the best verified witness truncated to rank r, and
      from ``--restarts`` random perturbations of the truncated SVD;
    * lower end up: at ``k = lower + 1, lower + 2, ...`` (never above upper), general key
-     sides (:func:`softrank_cert.solvers.lower_general.alternate`, 4 sweeps) from the pivoted-QR,
+     sides (:func:`softrank_cert.solvers.lower.general.alternate`, 4 sweeps) from the pivoted-QR,
      complete-pivoting and ``--selections`` random query selections, then the signed-group /
-     general search (:class:`softrank_cert.solvers.lower_search.LowerSearch`) with the general
+     general search (:class:`softrank_cert.solvers.lower.search.LowerSearch`) with the general
      family unrestricted (any k, no patience limit) under several seeds;
 
    every float64 candidate that clears eps is sent to the kernel
@@ -52,17 +52,17 @@ from pathlib import Path
 
 import numpy as np
 
-from softrank_cert.dense import Dense, threshold
+from softrank_cert.util.dense import Dense, threshold
 from softrank_cert.kernel import Operator, Status, verify_lower, verify_upper
 from softrank_cert.solvers import bracket_operator
-from softrank_cert.solvers.lower_general import KeyLP, alternate
-from softrank_cert.solvers.lower_lp import RowLP
-from softrank_cert.solvers.lower_search import LowerSearch
-from softrank_cert.solvers.lower_starts import qr_queries, selection
-from softrank_cert.solvers.lower_pivot import pivot_order
-from softrank_cert.solvers.upper_smooth import STAGES, smooth
+from softrank_cert.solvers.lower.general import KeyLP, alternate
+from softrank_cert.solvers.lower.lp import RowLP
+from softrank_cert.solvers.lower.search import LowerSearch
+from softrank_cert.solvers.lower.starts import qr_queries, selection
+from softrank_cert.solvers.lower.pivot import pivot_order
+from softrank_cert.solvers.upper.smooth import STAGES, smooth
 from softrank_cert.solvers.work import Budget, Until, default_work, key_lp_scale, one_blas_thread, row_lp_scale
-from softrank_cert.dense import row_errors
+from softrank_cert.util.dense import row_errors
 
 ROOT = Path(__file__).resolve().parents[1]
 EPS = ("0.1", "0.25", "0.5")
@@ -74,12 +74,12 @@ LOWER_SEEDS = (1, 2, 3)
 
 def panel(docs: list[str], widths: list[int], layers: list[int], heads: list[int]) -> list[tuple[str, Operator]]:
     """The selected MiniLM heads of each document at each width (built from the local model)."""
-    from softrank_cert.models import build_panel, operator_names
+    from softrank_cert.models import build_panel, provenance_names
 
     out = []
     for doc in docs:
         arrays = build_panel("minilm", ROOT / "examples" / "data" / f"{doc}.txt", widths, layers=layers, heads=heads)
-        out += [(n, Operator("qk", {"Q": arrays[f"{n}/Q"], "K": arrays[f"{n}/K"]})) for n in operator_names(arrays)]
+        out += [(n, Operator("qk", {"Q": arrays[f"{n}/Q"], "K": arrays[f"{n}/K"]})) for n in provenance_names(arrays)]
     return out
 
 

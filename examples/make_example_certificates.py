@@ -21,7 +21,7 @@ import numpy as np
 from softrank_cert.certio.signing import sign_certificate
 from softrank_cert.certio.issuing import certificate_for
 from softrank_cert.kernel import Operator
-from softrank_cert.plumbing.files import write_json_atomic
+from softrank_cert.util.files import write_json_atomic
 from softrank_cert.solvers.bracket import bracket_operator
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
 """softrank-cert: certified approximation ranks of softmax attention.
 
-Python API (see README "Python API"; names load on first use)::
+Python API (see docs/api.md; names load on first use)::
 
     import softrank_cert as sc
     op = sc.load_operator("panel.npz", name="minilm/apache2/w32/L0H3")
@@ -23,13 +23,14 @@ them is untrusted or only orchestrates (docs/design.md section 2).
 1. ``kernel`` -- TRUSTED: exact input parsing, Arb enclosures, the checks, the one verdict
    constructor (``kernel.float64``: the float64 path with proved rounding bounds)
 2. ``exact_kernel`` -- TRUSTED, independent: the same checks in exact rational arithmetic
-3. ``dense``, ``plumbing.files``, ``plumbing.figure_files``, ``plumbing.numfmt``, ``plumbing.memory``, ``plumbing.tolerances``, ``plumbing.untrusted_text``, ``plumbing.progress``, ``plumbing.operators_npz`` -- utilities every layer above may use: float64 attention arrays, atomic writes, outward rounding, memory sizes, tolerance lists, escaping, progress, operator files
+3. ``util`` -- utilities every layer above may use: float64 attention arrays, atomic writes, outward
+   rounding, memory sizes, tolerance lists, escaping, progress, operator files, figure formats
 4. ``certio`` -- the certificate format: JSON Schema, arrays, eddsa-jcs-2022, issuing
 5. ``verification`` -- certificate bytes -> kernel claims -> verdicts (decides nothing itself)
 6. ``solvers``, ``geometry``, ``models`` -- float64 proposers of bracket ends; the theorem's
    quantities (certified ones from the kernel's enclosures); checkpoint loaders
 7. ``plumbing`` -- campaigns, worker pools and Dask, reports (the JSON contract), figures
-8. ``studies`` -- audit, budgets, profiles, analyze, supports
+8. ``studies`` -- one package a study: audit, budgets, profile, analyze, supports
 9. ``api``, ``cli``, ``softrank_cert`` -- the front ends: the Python API, ``softrank`` and
    ``softrank-verify``, this top level
 """
@@ -41,12 +42,12 @@ pin_kernels()  # before anything imports numpy: the same float64 searches on eve
 from .meta import __version__  # noqa: E402 (after pin_kernels, above)
 
 #: Public names and the module that defines each (imported on first use, so that
-#: ``import softrank_cert`` stays as cheap as before for the command-line tools).
+#: ``import softrank_cert`` imports no solver, study or scipy for the command-line tools).
 _API = {
     "Operator": "kernel", "Status": "kernel", "Verdict": "kernel",
     "load_operator": "api", "load_panel": "api", "operator_id": "api", "bracket": "api", "verify": "api",
     "profile": "api", "operator_provenance": "api", "capture": "api", "load_gguf": "api", "BracketResult": "certio.issuing", "VerifyReport": "api",
-    "Profile": "studies.rank_profile", "LowerStep": "studies.rank_profile", "UpperStep": "studies.rank_profile",
+    "Profile": "studies.profile.curves", "LowerStep": "studies.profile.curves", "UpperStep": "studies.profile.curves",
     "SoftrankError": "errors", "InvalidInputError": "errors",
 }
 

@@ -15,7 +15,7 @@ Tolerances are exact decimal strings (``"0.1"`` is 1/10): a float is refused, si
 float ``0.1`` is not one tenth.
 
 One input rule for arrays, here and on the command line (``.npz`` files,
-:mod:`softrank_cert.plumbing.operators_npz`): float64 is taken as is; float32, float16 and
+:mod:`softrank_cert.util.operator_files`): float64 is taken as is; float32, float16 and
 integers of magnitude <= 2**53 are widened to float64, which is exact (each such value is a
 double), so the operator is exactly the one the arrays hold; anything else (complex, object,
 larger integers) is refused.  ``repr(op)`` is compact: kind, m x N, beta, mask and the hash of
@@ -37,7 +37,7 @@ import numpy as np
 from .certio.issuing import BracketResult
 from .errors import InvalidInputError, InvalidOperatorError
 from .kernel import DEFAULT_MAX_PREC, Operator
-from .plumbing.tolerances import parse_eps
+from .util.tolerances import parse_eps
 from .verification import VerifyReport, verify_certificate_bytes, verify_certificate_document, verify_certificate_file
 
 Progress = Callable[[str, float, float], None]
@@ -60,7 +60,7 @@ def load_operator(path: str | os.PathLike[str], name: str | None = None) -> Oper
     """One operator of an ``.npz`` file: ``Q``/``K`` (optional ``beta``, ``causal``), ``S`` or ``A``;
     in a panel (``NAME/Q``, ...) the one called ``name`` (needed when it holds several).  Arrays
     follow the module's input rule (float32 widened exactly, as ``Operator.from_qk`` does)."""
-    from .plumbing.operators_npz import choose_operator_message, load_operators, operator_names
+    from .util.operator_files import choose_operator_message, load_operators, operator_names
 
     if name is None:
         names = operator_names(path) if Path(path).is_file() else []
@@ -73,7 +73,7 @@ def load_operator(path: str | os.PathLike[str], name: str | None = None) -> Oper
 
 def load_panel(path: str | os.PathLike[str]) -> dict[str, Operator]:
     """Every operator of a panel ``.npz``, by name (natural order: ``L0H2`` before ``L0H10``)."""
-    from .plumbing.operators_npz import load_operators
+    from .util.operator_files import load_operators
 
     out: dict[str, Operator] = {}
     for item in load_operators(path):
@@ -159,7 +159,7 @@ def _require_operator(op: Any) -> Operator:
 
 
 # --------------------------------------------------------------------------------------
-# Brackets and profiles (tolerances: plumbing.tolerances; certificates: certio.issuing)
+# Brackets and profiles (tolerances: util.tolerances; certificates: certio.issuing)
 # --------------------------------------------------------------------------------------
 
 def bracket(op: Operator, eps: str | Iterable[str], *, work: float | None = None,
@@ -191,7 +191,7 @@ def bracket(op: Operator, eps: str | Iterable[str], *, work: float | None = None
 
 def profile(op: Operator, grid: str | Iterable[str] | None = None, *, work: float | None = None,
             budget_seconds: float | None = None, progress: Progress | None = None) -> Any:
-    """The two certified curves of ``op`` (:class:`~softrank_cert.studies.rank_profile.Profile`).
+    """The two certified curves of ``op`` (:class:`~softrank_cert.studies.profile.curves.Profile`).
 
     For each k the largest verified tolerance ``t_k`` with ``r_eps >= k`` for every eps <= t_k,
     for each r the smallest verified ``e_r`` with ``r_eps <= r`` for every eps >= e_r.  The
@@ -199,7 +199,7 @@ def profile(op: Operator, grid: str | Iterable[str] | None = None, *, work: floa
     and/or ``budget_seconds`` (as for :func:`bracket`).  ``.bracket(eps)`` reads certificates
     off the profile, ``.figure()`` draws it, ``.to_json()`` lists every VERIFIED step.
     """
-    from .studies.rank_profile import compute_profile
+    from .studies.profile.curves import compute_profile
 
     op = _require_operator(op)
     return compute_profile(op, None if grid is None else parse_eps(grid), work=work, budget_seconds=budget_seconds,
@@ -241,11 +241,11 @@ def verify(source: str | os.PathLike[str] | bytes | Mapping[str, Any], *, truste
     (``.pub`` or a ``did:key`` list) or an iterable of ``did:key`` strings.  ``kernel``: ``auto``,
     ``arb``, ``float64`` or ``exact`` (as ``softrank-verify --kernel``).  ``max_memory`` (bytes,
     or a size such as ``"4G"``): what the Arb path may use when the float64 path cannot decide a
-    claim (default: a safe share of the machine, see :mod:`softrank_cert.plumbing.memory`); a check that
+    claim (default: a safe share of the machine, see :mod:`softrank_cert.util.memory`); a check that
     would not fit raises :class:`~softrank_cert.errors.KernelLimitError` (not checked).  Invalid
     input raises :class:`~softrank_cert.errors.InvalidInputError` with a one-line reason.
     """
-    from .plumbing.memory import parse_size, process_limit
+    from .util.memory import parse_size, process_limit
 
     if isinstance(max_memory, str):
         max_memory = parse_size(max_memory, "max_memory")

@@ -167,9 +167,9 @@ def check_claims(certificate: Certificate, *, max_prec: int = DEFAULT_MAX_PREC, 
     """Step 7: one ``(lower, upper)`` kernel verdict pair per bracket, in file order.
 
     With ``kernel`` ``auto`` or ``arb``, a claim that needs the Arb path (``auto``: one that the
-    float64 path leaves undecided) is first sized with :func:`~softrank_cert.plumbing.memory.arb_check_bytes`:
+    float64 path leaves undecided) is first sized with :func:`~softrank_cert.util.memory.arb_check_bytes`:
     the kernel is called with the highest precision of the schedule whose enclosures fit in
-    ``memory_limit`` bytes (default :func:`~softrank_cert.plumbing.memory.process_limit`: a safe share of
+    ``memory_limit`` bytes (default :func:`~softrank_cert.util.memory.process_limit`: a safe share of
     the machine, within any address-space limit).  When even 64 bits do not fit, or the claim is
     still INCONCLUSIVE where more precision would not fit, the certificate is *not checked*:
     :class:`KernelLimitError` (exit 5) with one line, raised before the kernel allocates -- never
@@ -232,7 +232,7 @@ class _MemoryGuard:
 
     def __init__(self, certificate: Certificate, max_prec: int, kernel: str, memory_limit: int | None) -> None:
         from .kernel import precision_schedule
-        from .plumbing.memory import arb_check_bytes, process_limit
+        from .util.memory import arb_check_bytes, process_limit
 
         op = certificate.operator
         self.max_prec = max_prec
@@ -251,7 +251,7 @@ class _MemoryGuard:
         self.cap = fits[-1] if fits else None
 
     def _refuse(self, what: str, index: int) -> KernelLimitError:
-        from .plumbing.memory import format_bytes
+        from .util.memory import format_bytes
 
         m, n = self.shape
         return KernelLimitError(

@@ -186,7 +186,7 @@ def build_document(op, brackets, operator_id: str = "test/op-0", provenance: dic
 
 def write_certificate(path: Path, document: dict, key: Path | None = None) -> Path:
     from softrank_cert.certio.signing import sign_certificate
-    from softrank_cert.plumbing.files import write_json_atomic
+    from softrank_cert.util.files import write_json_atomic
 
     if key is not None:
         document = sign_certificate(document, key)

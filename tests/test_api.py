@@ -236,7 +236,7 @@ def test_save_refuses_a_folder(result, tmp_path):
 
 def test_no_temporary_files(cert_path, monkeypatch):
     """verify() on bytes or a dict, and the audit's check of a supplied certificate, stay in memory."""
-    from softrank_cert.studies.audit import check_certificate_bytes
+    from softrank_cert.studies.audit.table import check_certificate_bytes
 
     def refuse(*args, **kwargs):
         raise AssertionError("a temporary file was created")

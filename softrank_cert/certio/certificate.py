@@ -167,9 +167,9 @@ def check_schema(document: Any) -> None:
 
 def read_certificate_bytes(path: str | Path) -> bytes:
     """Step 0 for a file: its bytes, from a regular file of at most :data:`MAX_CERTIFICATE_BYTES`
-    bytes (:func:`~softrank_cert.plumbing.files.read_regular_file`: a FIFO, device, socket or
+    bytes (:func:`~softrank_cert.util.files.read_regular_file`: a FIFO, device, socket or
     folder is refused before it is opened, a larger size before a byte is read)."""
-    from ..plumbing.files import read_regular_file
+    from ..util.files import read_regular_file
 
     return read_regular_file(path, MAX_CERTIFICATE_BYTES, "certificate", CertificateFormatError)
 

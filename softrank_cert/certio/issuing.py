@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ..kernel import Operator, parse_tolerance
 from ..meta import utc_now_rfc3339
-from ..plumbing.files import canonical_dump, check_output_file, write_text_atomic
+from ..util.files import canonical_dump, check_output_file, write_text_atomic
 from .certificate import Bracket, certificate_document
 from .signing import load_private_key, sign_now
 

@@ -269,8 +269,8 @@ MAX_KEY_FILE_BYTES = 1 << 20
 
 def _read_text(path: str | os.PathLike[str]) -> str:
     """Read a key file as UTF-8 text: a regular file of at most :data:`MAX_KEY_FILE_BYTES`
-    (:func:`~softrank_cert.plumbing.files.read_regular_file`); KeyFileError if not."""
-    from softrank_cert.plumbing.files import read_regular_file
+    (:func:`~softrank_cert.util.files.read_regular_file`); KeyFileError if not."""
+    from softrank_cert.util.files import read_regular_file
 
     try:
         return read_regular_file(path, MAX_KEY_FILE_BYTES, "key file").decode("utf-8")
@@ -282,7 +282,7 @@ def _read_text(path: str | os.PathLike[str]) -> str:
 
 def _parse_json(text: str, path: str | os.PathLike[str]) -> Any:
     """Parse JSON text of a key file, refusing duplicate keys; KeyFileError if malformed."""
-    from softrank_cert.plumbing.files import loads_unique
+    from softrank_cert.util.files import loads_unique
 
     try:
         return loads_unique(text)

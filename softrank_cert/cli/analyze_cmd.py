@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..plumbing.tolerances import parse_eps_list
+from ..util.tolerances import parse_eps_list
 from ..errors import InvalidInputError
-from ..plumbing.files import OutputFiles, check_output_file
+from ..util.files import OutputFiles, check_output_file
 from ..plumbing.parallel import resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
 from ..plumbing.reports import dumps
-from ..plumbing.untrusted_text import safe_text
+from ..util.escaping import safe_text
 from .common import add_quiet_option, PLOT_HELP, add_command, add_parallel_options, check_distinct_outputs, int_list, stdout_console
 
 EPILOG = """\
@@ -89,9 +89,9 @@ def resume_cache(out: Path) -> Path:
 
 def run_analyze(args: Any) -> int:
     from ..certio.signing import load_trusted_keys
-    from ..studies.analyze import analysis
-    from ..studies.analyze_plot import analysis_figure
-    from ..studies.analyze_report import markdown_report
+    from ..studies.analyze.study import analysis
+    from ..studies.analyze.plot import analysis_figure
+    from ..studies.analyze.report import markdown_report
     from .bracket_cmd import resume_hint
 
     probed: set[Path] = set()
@@ -135,7 +135,7 @@ def run_analyze(args: Any) -> int:
 def render(report: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from ..studies.analyze_report import HELDOUT_COLUMNS, SCORE_COLUMNS, heldout_rows, invariance_line, score_rows
+    from ..studies.analyze.report import HELDOUT_COLUMNS, SCORE_COLUMNS, heldout_rows, invariance_line, score_rows
 
     console = stdout_console()
     c = report["counts"]

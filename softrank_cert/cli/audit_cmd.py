@@ -8,13 +8,13 @@ from typing import Any
 
 from ..certio.signing import sign_certificate
 from ..errors import InvalidInputError
-from ..plumbing.files import OutputFiles, check_output_file
-from ..plumbing.numfmt import format_down
+from ..util.files import OutputFiles, check_output_file
+from ..util.numbers import format_down
 from ..plumbing.parallel import resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
-from ..plumbing.progress import OperatorProgress
+from ..util.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
-from ..plumbing.untrusted_text import safe_text
+from ..util.escaping import safe_text
 from .common import (add_quiet_option, PLOT_HELP, add_campaign_options, add_command, add_parallel_options, budget_help, campaign_memory,
                      check_distinct_outputs, name_table, stdout_console)
 
@@ -30,7 +30,7 @@ examples:
 Rows look like {"operator": "NAME", "eps": "0.25", "lower": 5, "upper": 26} with an optional
 "certificate": "path/relative/to/the/table.json" (inside the table's folder: no absolute path,
 no '..', no symlink out). Statuses: confirmed, tightened, reproduced,
-refuted, invalid-certificate, unresolved, error (see softrank_cert/studies/audit.py). Refuting and
+refuted, invalid-certificate, unresolved, error (see softrank_cert/studies/audit/table.py). Refuting and
 tightening ends are written as certificates to REPORT-evidence/ (signed with --key); check
 them with softrank-verify.
 
@@ -74,8 +74,8 @@ def add_audit(sub: Any) -> None:
 
 
 def run_audit(args: Any) -> int:
-    from ..studies.audit import audit_table, summary
-    from ..studies.audit_plot import ratio_figure
+    from ..studies.audit.table import audit_table, summary
+    from ..studies.audit.plot import ratio_figure
     from ..plumbing.campaign import budget_json
     from ..certio.signing import load_private_key, load_trusted_keys
     from .bracket_cmd import resume_hint

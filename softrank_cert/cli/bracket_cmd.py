@@ -14,13 +14,13 @@ from ..certio.signing import load_private_key
 from ..errors import InvalidInputError
 from ..plumbing.campaign import budget_json, check_manifest_clear
 from ..plumbing.certificate_files import certificate_paths
-from ..plumbing.files import check_output_file, check_output_folder, write_json_atomic
-from ..plumbing.operators_npz import NamedOperator, choose_operator_message, load_operators, operator_names
+from ..util.files import check_output_file, check_output_folder, write_json_atomic
+from ..util.operator_files import NamedOperator, choose_operator_message, load_operators, operator_names
 from ..plumbing.parallel import check_scheduler, pack_operator, resolve_jobs, run_tasks
-from ..plumbing.progress import OperatorProgress
+from ..util.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
-from ..plumbing.tolerances import parse_eps_list
-from ..plumbing.untrusted_text import plain_text
+from ..util.tolerances import parse_eps_list
+from ..util.escaping import plain_text
 from .common import (add_quiet_option, add_campaign_options, add_command, add_parallel_options, brackets_summary, add_budget_options, check_budget_options,
                      campaign_memory, name_table, stdout_console)
 
@@ -160,7 +160,7 @@ def run_bracket(args: Any) -> int:
     in_process = not args.scheduler and (jobs <= 1 or len(todo) <= 1)  # as run_tasks runs them
     entries: dict[int, dict[str, Any]] = {i: entry for i, entry in kept.items()}
     failed: list[dict[str, Any]] = []
-    from ..plumbing.memory import operator_task_bytes
+    from ..util.memory import operator_task_bytes
 
     with manifest.running(), OperatorProgress("softrank bracket", len(operators), bar=not args.json) as bar:
         for i in kept:
@@ -210,7 +210,7 @@ def run_bracket(args: Any) -> int:
 def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str], key: Any, jobs: int,
                 max_memory: int | None) -> int:
     """One operator to one certificate file (no manifest): a failure is the command's error."""
-    from ..plumbing.memory import operator_task_bytes
+    from ..util.memory import operator_task_bytes
 
     in_process = not args.scheduler
     with OperatorProgress("softrank bracket", 1, bar=not args.json) as bar:
@@ -242,7 +242,7 @@ def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], target
     from ..certio.signing import did_key
     from ..plumbing.campaign import MANIFEST_NAME, Campaign, file_sha256, operator_sha256, recheck_certificate
     from ..plumbing.campaign_inputs import read_kept_bytes
-    from ..plumbing.memory import operator_task_bytes
+    from ..util.memory import operator_task_bytes
 
     manifest_path = out / MANIFEST_NAME
     check_output_file(manifest_path, "--out")
@@ -281,7 +281,7 @@ def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], target
 def operator_work(args: Any, item: NamedOperator) -> float | None:
     """The work bound the search of ``item`` runs with: ``--work``, else (no time cap) the
     driver's default work of its shape; None for a time cap alone or ``--work inf``."""
-    from ..studies.supports_points import effective_work
+    from ..studies.supports.points import effective_work
 
     return effective_work(args.work, args.budget_seconds, *item.operator.shape)
 

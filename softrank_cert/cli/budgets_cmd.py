@@ -7,13 +7,13 @@ from typing import Any
 
 from ..certio.signing import load_private_key
 from ..errors import InvalidInputError
-from ..plumbing.tolerances import parse_one_eps
+from ..util.tolerances import parse_one_eps
 from ..plumbing.certificate_files import certificate_paths
-from ..plumbing.files import OutputFiles, check_output_file, check_output_folder
+from ..util.files import OutputFiles, check_output_file, check_output_folder
 from ..plumbing.parallel import resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
 from ..plumbing.reports import dumps
-from ..plumbing.untrusted_text import safe_text
+from ..util.escaping import safe_text
 from .audit_cmd import stage_certificates
 from .bracket_cmd import resume_hint
 from .common import (add_quiet_option, PLOT_HELP, add_campaign_options, add_command, add_parallel_options, budget_help, campaign_memory,
@@ -91,9 +91,9 @@ PLOT_FORMATS = PLOT_SUFFIXES
 
 
 def run_budgets(args: Any) -> int:
-    from ..studies.budgets import parse_budgets
-    from ..studies.budgets_study import study
-    from ..studies.budgets_plot import budgets_figure
+    from ..studies.budgets.operators import parse_budgets
+    from ..studies.budgets.campaign import study
+    from ..studies.budgets.plot import budgets_figure
 
     budgets = parse_budgets(args.budgets)
     args.eps = parse_one_eps(args.eps)
@@ -156,7 +156,7 @@ def run_budgets(args: Any) -> int:
 
 def _check_certificates_folder(args: Any) -> Path:
     """``--certificates DIR`` and the file of every selected operator in it, checked before any work."""
-    from ..plumbing.operators_npz import operator_names
+    from ..util.operator_files import operator_names
 
     probed: set[Path] = set()
     folder = check_output_folder(args.certificates, "--certificates", probed=probed)

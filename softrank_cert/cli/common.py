@@ -3,7 +3,7 @@ parser, the options several commands share, tables.
 
 What the studies and the API share with the commands is in :mod:`softrank_cert.plumbing`
 (output files and atomic writes in ``files``, progress in ``progress``, escaping of untrusted
-text in ``untrusted_text``, certificate paths in ``certificate_files``): nothing outside
+text in ``escaping``, certificate paths in ``certificate_files``): nothing outside
 ``softrank_cert.cli`` imports the CLI.
 """
 
@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 from collections.abc import Callable
 
 from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, InvalidInputError, SoftrankError, debugging, describe
-from ..plumbing.untrusted_text import safe_text
+from ..util.escaping import safe_text
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -208,7 +208,7 @@ def add_command(sub: Any, name: str, *, description: str, epilog: str) -> argpar
 
 
 def add_quiet_option(p: Any) -> None:
-    """``--quiet`` of a command that computes (its progress: ``softrank_cert.plumbing.progress``)."""
+    """``--quiet`` of a command that computes (its progress: ``softrank_cert.util.progress``)."""
     p.add_argument("--quiet", action="store_true",
                    help="no progress on stderr (no bar on a terminal, no stage lines in a log); errors are still "
                         "one line on stderr")
@@ -228,10 +228,10 @@ def add_campaign_options(p: Any, *, resume: bool = True) -> None:
 
 
 def campaign_memory(args: Any) -> int | None:
-    """``--max-memory`` in bytes (default :func:`~softrank_cert.plumbing.memory.default_max_memory`, a
+    """``--max-memory`` in bytes (default :func:`~softrank_cert.util.memory.default_max_memory`, a
     safe share of this machine; within the address-space limit that every worker inherits).
     On a Dask cluster: as given, else None (the scheduler's smallest worker memory limit)."""
-    from ..plumbing.memory import WORKER_BASE_BYTES, address_space_headroom, default_max_memory, parse_size
+    from ..util.memory import WORKER_BASE_BYTES, address_space_headroom, default_max_memory, parse_size
 
     given = parse_size(args.max_memory) if getattr(args, "max_memory", None) else None
     if getattr(args, "scheduler", None):
@@ -355,7 +355,7 @@ def name_table(title: str, names: list[str], columns: list[str], *, name_column:
 
 
 # --------------------------------------------------------------------------------------
-# Output options (the checks and the atomic writes: softrank_cert.plumbing.files)
+# Output options (the checks and the atomic writes: softrank_cert.util.files)
 # --------------------------------------------------------------------------------------
 
 #: What every ``--plot`` option's help says about the figure formats (``PLOT_SUFFIXES`` of

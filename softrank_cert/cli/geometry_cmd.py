@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidInputError
-from ..plumbing.operators_npz import NamedOperator, choose_operator_message, load_operators, npz_headers, operator_names
+from ..util.operator_files import NamedOperator, choose_operator_message, load_operators, npz_headers, operator_names
 from ..plumbing.reports import dumps, envelope
-from ..plumbing.tolerances import parse_one_eps
+from ..util.tolerances import parse_one_eps
 from .common import add_quiet_option, add_command
 
 EPILOG = """\
@@ -110,7 +110,7 @@ def run_geometry(args: Any) -> int:
     items, source = select_operators(path, args.operator)
     from ..geometry import compute_geometry
 
-    from ..plumbing.progress import OperatorProgress
+    from ..util.progress import OperatorProgress
 
     entries = []
     with OperatorProgress("softrank geometry", len(items), bar=not args.json) as bar:

@@ -9,7 +9,7 @@ from typing import Any
 from ..certio.certificate import FORMAT_NAME, decode_certificate, parse_json_strict, read_certificate_bytes
 from ..certio.signing import did_key, generate_private_key, load_private_key, sign_certificate, write_key_file
 from ..errors import CertificateFormatError, InvalidInputError
-from ..plumbing.files import check_output_file, write_json_atomic
+from ..util.files import check_output_file, write_json_atomic
 from ..plumbing.reports import dumps, envelope
 from .common import add_command
 

@@ -32,9 +32,9 @@ def add_list(sub: Any) -> None:
 
 def run_list(args: Any) -> int:
     from ..errors import InvalidInputError
-    from ..plumbing.operators_npz import EXPECTED, operator_shapes
+    from ..util.operator_files import EXPECTED, operator_shapes
     from ..plumbing.reports import dumps, envelope
-    from ..plumbing.untrusted_text import plain_text
+    from ..util.escaping import plain_text
 
     rows = operator_shapes(args.operator_file)
     if not rows:

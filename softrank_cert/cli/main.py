@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     usage error)."""
     import sys
 
-    from ..plumbing.progress import set_quiet
+    from ..util.progress import set_quiet
 
     words = sys.argv[1:] if argv is None else argv
     parser = build_parser(named_command(words))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..plumbing.files import check_output_file
-from ..plumbing.progress import StageProgress
+from ..util.files import check_output_file
+from ..util.progress import StageProgress
 from ..plumbing.reports import dumps, envelope
 from .common import add_command, add_quiet_option, int_list
 
@@ -62,7 +62,7 @@ def run_panel(args: Any) -> int:
     from pathlib import Path
 
     from ..errors import InvalidInputError
-    from ..models import build_panel, operator_names, write_panel
+    from ..models import build_panel, provenance_names, write_panel
 
     out = check_output_file(args.out, "--out", suffixes=(".npz",))  # before the forward passes
     if not (out.parent if str(out.parent) else Path(".")).is_dir():
@@ -83,7 +83,7 @@ def run_panel(args: Any) -> int:
                                  progress=lambda done, total: bar.stage("forward passes", done, total),
                                  round_beta=args.round_beta)
     path = write_panel(args.out, arrays)
-    names = operator_names(arrays)
+    names = provenance_names(arrays)
     if args.json:
         print(dumps(envelope("panel", {"panel": str(path), "model": args.hf or args.gguf or args.model, "text": source,
                                        "widths": args.widths,

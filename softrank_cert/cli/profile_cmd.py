@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInputError
-from ..plumbing.files import OutputFiles, check_output_file
-from ..plumbing.operators_npz import choose_operator_message, operator_names
+from ..util.files import OutputFiles, check_output_file
+from ..util.operator_files import choose_operator_message, operator_names
 from ..plumbing.plotting import PLOT_SUFFIXES
-from ..plumbing.progress import OperatorProgress
+from ..util.progress import OperatorProgress
 from ..plumbing.reports import dumps
 from .common import (add_quiet_option, PLOT_HELP, add_budget_options, add_command, check_budget_options, check_distinct_outputs,
                      stdout_console)
@@ -58,7 +58,7 @@ def add_profile(sub: Any) -> None:
 
 
 def _tolerances(text: str | None, option: str) -> list[str] | None:
-    from ..plumbing.tolerances import parse_eps_list
+    from ..util.tolerances import parse_eps_list
 
     return None if text is None else parse_eps_list(text, option)
 
@@ -86,7 +86,7 @@ def run_profile(args: Any) -> int:
     from ..api import load_operator, operator_id, operator_provenance  # the solvers: after the argument checks
     from ..certio.issuing import certificate_for
     from ..geometry.supports import stdout_to_stderr
-    from ..studies.rank_profile import DEFAULT_GRID, compute_profile
+    from ..studies.profile.curves import DEFAULT_GRID, compute_profile
 
     op = load_operator(source, args.operator)
     name = operator_id(op)
@@ -123,7 +123,7 @@ def render(report: dict[str, Any]) -> None:
     """The brackets the profile certifies at the grid (and --eps) tolerances, then a summary of its steps."""
     from rich.table import Table
 
-    from ..plumbing.untrusted_text import plain_text as safe_text
+    from ..util.escaping import plain_text as safe_text
 
     m, n = report["shape"]
     print(f"softrank profile of {safe_text(report['operator'])} ({m} x {n} {report['kind']}, p = {report['p']})")

@@ -9,12 +9,12 @@ from typing import Any
 from rich.table import Table
 
 from ..errors import EXIT_SOME_FAILED, InvalidInputError
-from ..plumbing.tolerances import parse_one_eps
+from ..util.tolerances import parse_one_eps
 from ..plumbing.campaign import budget_json
-from ..plumbing.files import OutputFiles, check_output_file
+from ..util.files import OutputFiles, check_output_file
 from ..plumbing.parallel import check_scheduler, resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
-from ..plumbing.progress import OperatorProgress
+from ..util.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
 from .common import (add_quiet_option, PLOT_HELP, add_budget_options, add_campaign_options, add_command, add_parallel_options,
                      campaign_memory, check_budget_options, comma_items, stdout_console)
@@ -101,7 +101,7 @@ def add_supports(sub: Any) -> None:
 
 def _sweep_kappas(args: Any) -> tuple[float, ...]:
     from ..geometry.supports import MAX_SWEEP_POINTS
-    from ..studies.supports import kappas_for_x_range
+    from ..studies.supports.sweeps import kappas_for_x_range
 
     if args.kappas is None:
         return kappas_for_x_range(args.eps, args.x_min, args.x_max, args.points)
@@ -113,9 +113,9 @@ def _sweep_kappas(args: Any) -> tuple[float, ...]:
 def run_supports(args: Any) -> int:
     from ..certio.signing import load_private_key
     from ..geometry.supports import check_sweep_size
-    from ..studies.supports import sweep_document
-    from ..studies.supports_campaign import check_campaign_folder, run_campaign
-    from ..studies.supports_plot import sweeps_figure
+    from ..studies.supports.sweeps import sweep_document
+    from ..studies.supports.campaign import check_campaign_folder, run_campaign
+    from ..studies.supports.plot import sweeps_figure
     from .bracket_cmd import resume_hint
 
     args.eps = parse_one_eps(args.eps)
@@ -202,7 +202,7 @@ def _short(text: str | None, *, down: bool) -> str:
     """A certified decimal shortened to 4 significant digits in its safe direction (table only)."""
     from fractions import Fraction
 
-    from ..plumbing.numfmt import format_down, format_up
+    from ..util.numbers import format_down, format_up
 
     if text is None:
         return "-inf" if down else "+inf"

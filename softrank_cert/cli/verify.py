@@ -116,7 +116,7 @@ def relative_margin(verdict: Any, eps: Fraction, trivial: bool) -> Interval | No
 
 def margin_cell(verdict: Any, rel: Interval | None) -> str:
     """The report's margin column: ``>= x`` (VERIFIED), ``<= x`` (REJECTED), ``[lo, hi]``."""
-    from ..plumbing.numfmt import format_down, format_up
+    from ..util.numbers import format_down, format_up
 
     if rel is None:
         return "-"
@@ -193,7 +193,7 @@ def _run(args: Any) -> int:
     from ..certio.signing import load_trusted_keys
     from ..kernel import precision_schedule
     from ..plumbing.certificate_files import declared_format, expand_json_paths, is_certificate_format
-    from ..plumbing.memory import parse_size, process_limit
+    from ..util.memory import parse_size, process_limit
     from ..verification import verify_certificate_bytes
 
     precision_schedule(args.max_prec)  # a bad global option is one error, not one per file
@@ -262,7 +262,7 @@ def _progress(enabled: bool, total: int):
         return nullcontext(lambda: None)
     from contextlib import contextmanager
 
-    from ..plumbing.progress import progress_bar
+    from ..util.progress import progress_bar
 
     @contextmanager
     def bar():
@@ -337,7 +337,7 @@ def render_report(entries: list[dict[str, Any]], margins: dict[int, list[str]]) 
     methods, file names) is shown with control characters escaped."""
     import os
 
-    from ..plumbing.untrusted_text import plain_text
+    from ..util.escaping import plain_text
     from .text_table import fold_text, render_table
 
     paths = [entry["path"] for entry in entries]

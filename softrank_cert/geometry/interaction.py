@@ -11,7 +11,7 @@ import numpy as np
 
 from ..kernel import Operator
 from .bounds import require_common_support
-from ..dense import beta_float, softmax_rows
+from ..util.dense import beta_float, softmax_rows
 
 
 def scores_float(op: Operator) -> np.ndarray:

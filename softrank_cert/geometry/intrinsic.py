@@ -137,7 +137,7 @@ def operator_geometry(op: Operator, grid: list[int], eps_list: list[str]) -> Geo
     from .kappa import optimise_factorization
     from .bounds import (Bound, factorization_radius, interaction_bounds, native_gamma, phi_bound,
                                    require_common_support, residual_bounds)
-    from ..dense import attention_matrix, norm
+    from ..util.dense import attention_matrix, norm
 
     require_common_support(op)
     C, b = interaction_float(op)

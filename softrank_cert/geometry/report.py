@@ -26,9 +26,9 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..kernel import Operator, parse_tolerance
-from ..plumbing.numfmt import format_down, format_up
-from ..plumbing.numfmt import CERTIFIED_DIGITS
-from ..dense import attention_matrix, norm
+from ..util.numbers import format_down, format_up
+from ..util.numbers import CERTIFIED_DIGITS
+from ..util.dense import attention_matrix, norm
 from .bounds import (Bound, factorization_radius, interaction_bounds, kappa_lower_bound, native_gamma, phi_bound,
                      require_common_support, residual_bounds)
 from .interaction import balanced_factors, interaction_float, numerical_rank, retained_softmax

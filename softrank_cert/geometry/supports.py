@@ -126,7 +126,7 @@ def row_spread(op: Operator) -> dict[str, float]:
     row really uses; 1 = one-hot, N = uniform); ``collapsed_rows``: the share of rows whose
     largest entry exceeds :data:`COLLAPSED_ROW`.
     """
-    from ..dense import attention_matrix
+    from ..util.dense import attention_matrix
 
     A = attention_matrix(op)
     top = A.max(axis=1)

@@ -27,7 +27,7 @@ from .bert import BertModel
 from .common import INV_SQRT_D, MINILM, AttentionOutput, BetaInfo, minilm_dir, resolve_model
 from .gpt2 import GPT2Model
 from .llama import LlamaModel
-from .panel import MODEL_FAMILIES, PROVENANCE_KEY, build_panel, load_model, operator_names, write_panel
+from .panel import MODEL_FAMILIES, PROVENANCE_KEY, build_panel, load_model, provenance_names, write_panel
 from .vit import ViTModel
 
 __all__ = [
@@ -44,7 +44,7 @@ __all__ = [
     "build_panel",
     "load_model",
     "minilm_dir",
-    "operator_names",
+    "provenance_names",
     "resolve_model",
     "write_panel",
 ]

@@ -85,7 +85,7 @@ MAX_INPUT_BYTES = 1 << 30
 def read_json_object(path: Path) -> dict:
     """The parsed JSON object in ``path`` (a ``config.json``, ``preprocessor_config.json``, ...):
     a regular file of at most :data:`MAX_JSON_BYTES`, without duplicate keys."""
-    from ..plumbing.files import loads_unique, read_regular_file
+    from ..util.files import loads_unique, read_regular_file
 
     try:
         value = loads_unique(read_regular_file(path, MAX_JSON_BYTES, "checkpoint file"))
@@ -155,7 +155,7 @@ def load_tokenizer(folder: Path):
 def read_input_file(path: Path, what: str) -> bytes:
     """The bytes of an input file (``what``: ``"text"``, ``"image"``), or a one-line InvalidInputError
     (a regular file of at most :data:`MAX_INPUT_BYTES`: a FIFO or a device is refused unopened)."""
-    from ..plumbing.files import read_regular_file
+    from ..util.files import read_regular_file
 
     if not path.exists():
         raise InvalidInputError(f"{what} file not found: {path}")

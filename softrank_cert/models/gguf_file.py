@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInputError
-from ..plumbing.memory import available_memory, format_bytes
+from ..util.memory import available_memory, format_bytes
 
 #: shortcut -> (Python package that ships the file, file name inside it, install command)
 SHORTCUTS: dict[str, tuple[str, str, str]] = {

@@ -48,7 +48,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..kernel import MAX_DIM
-from ..plumbing.operators_npz import MAX_NPZ_BYTES, PROVENANCE_KEY
+from ..util.operator_files import MAX_NPZ_BYTES, PROVENANCE_KEY
 from .common import MINILM, minilm_dir, read_input_file, read_text
 from .gguf_file import INSTALL_HINT as GGUF_INSTALL_HINT
 from .gguf_file import GGUFFile, check_memory, read_gguf, require_gguf

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 
 from ..errors import InvalidInputError
-from ..plumbing.operators_npz import PROVENANCE_KEY
+from ..util.operator_files import PROVENANCE_KEY
 from .bert import BertModel
 from .common import MINILM, AttentionOutput, check_width, read_config, read_text, resolve_model
 from .gpt2 import GPT2Model
@@ -203,7 +203,7 @@ def _vit_panel(vit: ViTModel, image_path: str | Path, widths: Iterable[int] | No
     return arrays
 
 
-def operator_names(arrays: dict[str, np.ndarray]) -> list[str]:
+def provenance_names(arrays: dict[str, np.ndarray]) -> list[str]:
     """Operator names of a panel (the keys of its ``__provenance__`` object, sorted)."""
     return sorted(json.loads(str(arrays[PROVENANCE_KEY][()])))
 

@@ -88,7 +88,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from ..errors import InvalidInputError, SoftrankError
 from ..meta import __version__
 from .campaign_inputs import file_sha256, operator_mismatch, operator_sha256, read_kept_bytes
-from .files import canonical_dump, loads_unique, read_regular_file, write_text_atomic
+from ..util.files import canonical_dump, loads_unique, read_regular_file, write_text_atomic
 
 FORMAT = "softrank-campaign"
 VERSION = 1

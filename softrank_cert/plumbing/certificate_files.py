@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from ..errors import InvalidInputError
-from .operators_npz import natural_key
+from ..util.operator_files import natural_key
 
 #: The ``format`` of a certificate (``certio.certificate.FORMAT_NAME``; a test checks they agree).
 CERTIFICATE_FORMAT = "softrank-certificate"

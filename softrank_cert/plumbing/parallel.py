@@ -24,7 +24,7 @@ for exactly one retry), and any other loss of a task costs one resubmission.  A 
 tasks go on.  Only a broken invariant of the checker (``InternalInvariantError``, an unsafe
 floating-point environment) stops everything, loudly.
 
-Memory.  With ``memory`` (the estimated peak bytes of each task, see :mod:`softrank_cert.plumbing.memory`)
+Memory.  With ``memory`` (the estimated peak bytes of each task, see :mod:`softrank_cert.util.memory`)
 and ``max_memory``, a task larger than ``max_memory`` is refused before it starts
 (:attr:`TaskOutcome.refused`), and the local pool starts a task only while the estimates of the
 tasks running together fit in ``max_memory`` (otherwise it waits: the tasks are serialised).
@@ -58,7 +58,7 @@ import numpy as np
 from ..errors import (EXIT_INTERNAL, EXIT_INVALID_INPUT, InvalidInputError, SoftrankError, WorkerError, debugging,
                       describe)
 from ..kernel import Operator
-from .memory import format_bytes
+from ..util.memory import format_bytes
 
 #: Arb precision (bits) each task starts from; the kernel raises it per check as it needs.
 WORKER_PREC = 53

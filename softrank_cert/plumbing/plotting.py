@@ -1,9 +1,9 @@
 """Shared figure plumbing of every ``--plot`` (front end; decides nothing).
 
 * :data:`PLOT_SUFFIXES`, :func:`figure_format`, :data:`DPI`, :func:`save_figure` (defined in
-  :mod:`.figure_files`, re-exported here): formats, the one DPI, the one place figures are
+  :mod:`~softrank_cert.util.figure_formats`, re-exported here): formats, the one DPI, the one place figures are
   saved; :func:`save_figure_atomic` writes one to its file atomically
-  (:class:`~softrank_cert.plumbing.files.OutputFiles`) and closes it.
+  (:class:`~softrank_cert.util.files.OutputFiles`) and closes it.
 * :func:`label_log_axis`: plain-number tick labels on a log axis, at least a few of them even
   when the data span less than a decade (no ``2 x 10^0`` labels, no axis with one label).
 """
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterable
 
-from .figure_files import DPI, PLOT_SUFFIXES, figure_format, save_figure
-from .files import OutputFiles
+from ..util.figure_formats import DPI, PLOT_SUFFIXES, figure_format, save_figure
+from ..util.files import OutputFiles
 
 #: Mantissas of the tick sets tried by :func:`label_log_axis`, sparsest first.
 _MANTISSAS = ((1.0,), (1.0, 2.0, 5.0), (1.0, 1.5, 2.0, 3.0, 5.0, 7.0),

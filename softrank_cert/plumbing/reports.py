@@ -29,7 +29,7 @@ from importlib import resources
 from typing import Any
 
 from ..meta import __version__
-from .numfmt import CERTIFIED_DIGITS, format_down, format_up
+from ..util.numbers import CERTIFIED_DIGITS, format_down, format_up
 
 #: Version of the report formats (the ``version`` of every envelope).
 REPORT_VERSION = 1

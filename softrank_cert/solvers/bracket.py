@@ -23,10 +23,10 @@ from ..certio.certificate import Bracket, LowerEnd, UpperEnd
 from ..errors import InternalInvariantError
 from ..kernel import Operator, Status, Verdict, parse_tolerance, verify_trivial_lower, verify_trivial_upper
 from .candidates import CandidatePool
-from ..dense import Dense
-from .lower_search import LowerSearch
+from ..util.dense import Dense
+from .lower.search import LowerSearch
 from .settle import first_verified
-from .upper_search import UpperSearch
+from .upper.search import UpperSearch
 from .work import Budget, Until, default_seconds, default_work, one_blas_thread, units_per_second
 
 

@@ -6,7 +6,7 @@
   ``t = 1/(||X|| ||Y|| ||(XAY)^{-1}||)``, proofs/lower-certificate.md).  It proposes
   ``r_eps >= k`` for every eps < t.
 
-The searches (:mod:`.upper_search`, :mod:`.lower_search`) fill the pool; the pool also runs a
+The searches (:mod:`~softrank_cert.solvers.upper.search`, :mod:`~softrank_cert.solvers.lower.search`) fill the pool; the pool also runs a
 few one-shot constructions itself (:meth:`CandidatePool.witness`: the truncated SVD and the
 smoothed witness at one rank; :meth:`CandidatePool.lower_pair`: complete pivoting and query
 pooling at one k) and a gallop over k for one of them (:meth:`CandidatePool.search_lower`).
@@ -22,10 +22,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..dense import Dense, threshold, witness_error
-from .lower_pivot import pivot
-from .lower_pooled import pooled
-from .upper_smooth import smooth, tsvd_start
+from ..util.dense import Dense, threshold, witness_error
+from .lower.pivot import pivot
+from .lower.pooled import pooled
+from .upper.smooth import smooth, tsvd_start
 from .work import Until, entries_units
 
 

@@ -12,9 +12,9 @@ Every charge is a formula of the sizes involved, never a measurement:
   operator's size (:func:`seconds_units`); one float64 error check likewise;
 * one HiGHS simplex iteration on an LP with ``rows x cols`` dense constraints:
   ``2 (rows + cols) cols`` flops plus ``rows`` (pricing) and :data:`ITERATION_UNITS`, as HiGHS
-  reports the iterations (sparse LPs: per nonzero, :mod:`.lower_general`);
+  reports the iterations (sparse LPs: per nonzero, :mod:`~softrank_cert.solvers.lower.general`);
 * one screen of key moves, one Sherman-Morrison check, one dense solve: their entry counts
-  (and the fixed costs of :class:`.lower_moves.MoveCharges`).
+  (and the fixed costs of :class:`~softrank_cert.solvers.lower.moves.MoveCharges`).
 
 The fitted constants were measured on the project's 2-core machine on 2026-12-02 (one core per
 search, MiniLM heads at 128 x 128 and 512 x 512; ``benchmarks/results/solvers_lbfgs.md``), so
@@ -91,7 +91,7 @@ def seconds_units(m: int, n: int, seconds: float) -> float:
     return seconds * units_per_second(m, n)
 
 
-#: CPU seconds of one smoothed-objective evaluation with its L-BFGS step (:mod:`.lbfgs`) on
+#: CPU seconds of one smoothed-objective evaluation with its L-BFGS step (:mod:`~softrank_cert.solvers.upper.lbfgs`) on
 #: the calibration machine: ``EVAL_FIXED + EVAL_PER_ENTRY m N + EVAL_PER_MFLOP (6 r m N / 1e6)
 #: (mN/128^2)^EVAL_MFLOP_EXPONENT`` -- fitted on MiniLM heads at 128 x 128 (r = 6-40: 85-244 us)
 #: and 512 x 512 (r = 40-150: 1.8-4.7 ms), one core; the elementwise part is memory-bound.
@@ -118,7 +118,7 @@ KEY_MOVE_EXPONENT = 0.68
 
 
 def key_move_scale(m: int, n: int) -> float:
-    """Factor on every key-move charge (:class:`.lower_moves.MoveCharges`):
+    """Factor on every key-move charge (:class:`~softrank_cert.solvers.lower.moves.MoveCharges`):
     ``max(1, mN/512^2) ** KEY_MOVE_EXPONENT``.  The charges were fitted at 128 x 128 and 512 x 512;
     past 512 x 512 the moves' CPU per charged unit grows (their k x k inverses and the screen's
     temporaries leave the cache at the larger k of wide operators)."""

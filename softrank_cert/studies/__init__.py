@@ -8,27 +8,17 @@ unproved bracket end count, because a study never builds a verdict.
 
 The commands of the same names (``softrank_cert.cli``) parse arguments, check inputs and
 outputs before any work, call a study and print or write what it returns; the study logic is
-here.  Progress bars, atomic writes and certificate paths come from
-:mod:`softrank_cert.plumbing`; nothing here imports the CLI.
+here.  Progress bars, atomic writes and certificate paths come from :mod:`softrank_cert.util`
+and :mod:`softrank_cert.plumbing`; nothing here imports the CLI.  One package a study, each
+self-contained (the one helper two of them share is :mod:`~softrank_cert.studies.panel_names`):
 
-* :mod:`softrank_cert.studies.audit` -- audits of published bracket tables: confirm, tighten or
-  refute each row (``softrank audit``); its rows and judging in
-  :mod:`~softrank_cert.studies.audit_rows`, supplied certificates in
-  :mod:`~softrank_cert.studies.audit_certificates`, the resumable audit in
-  :mod:`~softrank_cert.studies.audit_campaign`, its figure in :mod:`~softrank_cert.studies.audit_plot`.
+* :mod:`softrank_cert.studies.audit` -- audits of published bracket tables (``softrank audit``);
 * :mod:`softrank_cert.studies.budgets` -- which rank budgets are feasible / impossible per block
-  width (``softrank budgets``); the study over panels as a resumable campaign in
-  :mod:`~softrank_cert.studies.budgets_study`, its figure in :mod:`~softrank_cert.studies.budgets_plot`.
-* :mod:`softrank_cert.studies.rank_profile` -- the certified lower and upper rank curves of one
-  operator, every step a kernel verdict (``softrank profile``).
+  width (``softrank budgets``);
+* :mod:`softrank_cert.studies.profile` -- the certified lower and upper rank curves of one
+  operator, every step a kernel verdict (``softrank profile``);
 * :mod:`softrank_cert.studies.analyze` -- does interaction geometry predict certified rank?
-  (``softrank analyze``); its statistics in :mod:`~softrank_cert.studies.analyze_stats`, the
-  report and its tables in :mod:`~softrank_cert.studies.analyze_report`, its figure in
-  :mod:`~softrank_cert.studies.analyze_plot`, the operator geometry in
-  :mod:`softrank_cert.geometry.intrinsic`.
-* :mod:`softrank_cert.studies.supports` -- the supports sweeps: certified ranks against kappa on
-  grid / sphere / ball supports (``softrank supports``), with ``supports_points`` (one point:
-  its operator, bracket and row spread), ``supports_exponents`` (certified
-  local exponents), ``supports_campaign`` (certificates, manifest, resume), ``supports_plot``
-  and ``supports_search`` (the adversarial search of ``lower / Phi_upper``).
+  (``softrank analyze``; the operator geometry is :mod:`softrank_cert.geometry.intrinsic`);
+* :mod:`softrank_cert.studies.supports` -- certified ranks against kappa on grid / sphere / ball
+  supports (``softrank supports``).
 """

@@ -139,7 +139,7 @@ def test_unwritable_out_folder_is_refused(tmp_path, tiny_panel):
 
 
 def test_negative_probabilities_are_invalid_input(tmp_path, negative_a):
-    from softrank_cert.plumbing.operators_npz import load_operators
+    from softrank_cert.util.operator_files import load_operators
 
     with pytest.raises(InvalidOperatorError, match=r"A >= 0"):
         load_operators(negative_a)
@@ -215,7 +215,7 @@ def test_a_failed_run_leaves_no_partial_report(tmp_path, table_rows, capsys, mon
     def broken_figure(rows):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("softrank_cert.studies.audit_plot.ratio_figure", broken_figure)  # audit_cmd imports it late
+    monkeypatch.setattr("softrank_cert.studies.audit.plot.ratio_figure", broken_figure)  # audit_cmd imports it late
     out = tmp_path / "reports" / "r.json"
     parsed = build_parser().parse_args(["audit", str(table_rows), "--operators", str(PUBLISHED / "minilm-apache2-w32.npz"),
                                         "--out", str(out), "--plot", str(tmp_path / "reports" / "r.png")])
@@ -226,7 +226,7 @@ def test_a_failed_run_leaves_no_partial_report(tmp_path, table_rows, capsys, mon
 
 
 def test_output_files_commit_together_or_not_at_all(tmp_path):
-    from softrank_cert.plumbing.files import OutputFiles
+    from softrank_cert.util.files import OutputFiles
 
     with pytest.raises(RuntimeError):
         with OutputFiles() as outputs:
@@ -242,7 +242,7 @@ def test_output_files_commit_together_or_not_at_all(tmp_path):
 
 
 def test_check_output_file_rules(tmp_path):
-    from softrank_cert.plumbing.files import check_output_file, check_output_folder
+    from softrank_cert.util.files import check_output_file, check_output_folder
     from softrank_cert.plumbing.plotting import PLOT_SUFFIXES
 
     (tmp_path / "plain.txt").write_text("x")
@@ -363,7 +363,7 @@ def test_end_of_run_hint_is_pasteable(tmp_path, tiny_panel):
 
 def test_operator_names_in_natural_order(tmp_path, tiny_panel):
     from softrank_cert.plumbing.certificate_files import declared_format, expand_json_paths, is_certificate_format
-    from softrank_cert.plumbing.operators_npz import load_operators, natural_key, operator_names
+    from softrank_cert.util.operator_files import load_operators, natural_key, operator_names
 
     natural = ["tiny/doc/w4/L0H1", "tiny/doc/w4/L0H2", "tiny/doc/w4/L0H10"]
     assert operator_names(tiny_panel) == natural

@@ -114,7 +114,7 @@ def test_abbreviations_and_negative_values_are_not_unknown_options():
 
 def test_float32_npz_is_widened_exactly_like_the_api(tmp_path):
     import softrank_cert as sc
-    from softrank_cert.plumbing.operators_npz import load_operators
+    from softrank_cert.util.operator_files import load_operators
 
     rng = np.random.default_rng(0)
     Q, K = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)

@@ -276,7 +276,7 @@ def test_profile_plot_ticks_at_the_step_heights(panel):
 
 
 def test_step_ticks_thin_labels_that_would_overlap():
-    from softrank_cert.studies.rank_profile_plot import step_ticks
+    from softrank_cert.studies.profile.plot import step_ticks
 
     assert step_ticks([1, 2, 3, 4, 5, 6, 8, 128]) == [1, 2, 3, 4, 5, 8, 128]
     assert step_ticks([1, 100, 120, 128]) == [1, 100, 128]
@@ -294,7 +294,7 @@ def _supports_doc() -> dict:
 def test_supports_legend_decade_interval_matches_a_drawn_box():
     from matplotlib.collections import PolyCollection
 
-    from softrank_cert.studies.supports_plot import sweeps_figure
+    from softrank_cert.studies.supports.plot import sweeps_figure
 
     fig = sweeps_figure([_supports_doc()])
     exp_ax = fig.axes[1]
@@ -308,7 +308,7 @@ def test_supports_legend_decade_interval_matches_a_drawn_box():
 def test_one_width_budgets_plot_draws_bars_per_class():
     from matplotlib.patches import Rectangle
 
-    from softrank_cert.studies.budgets_plot import budgets_figure
+    from softrank_cert.studies.budgets.plot import budgets_figure
 
     entry = {"feasible": 1, "impossible": 2, "unresolved": 1, "feasible_fraction": 0.25, "impossible_fraction": 0.5,
              "unresolved_fraction": 0.25}
@@ -322,7 +322,7 @@ def test_one_width_budgets_plot_draws_bars_per_class():
 
 
 def test_analyze_plot_marks_the_in_sample_baseline_and_colours_the_resolved_legend():
-    from softrank_cert.studies.analyze_plot import analysis_figure
+    from softrank_cert.studies.analyze.plot import analysis_figure
 
     ops = [{"eps": eps, "lower": lo, "upper": up, "scores": {"intrinsic": s, "baseline": s / 2}}
            for eps, lo, up, s in (("0.25", 2, 2, 1.0), ("0.5", 1, 3, 2.0), ("0.25", 3, 5, 3.0))]

@@ -21,7 +21,7 @@ from softrank_cert.geometry import compute_geometry
 from softrank_cert.geometry.bounds import Bound, factorization_radius, kappa_lower_bound, phi_bound
 from softrank_cert.geometry.interaction import interaction_float
 from softrank_cert.kernel import Operator, Status, verify_lower, verify_upper
-from softrank_cert.dense import attention_matrix
+from softrank_cert.util.dense import attention_matrix
 
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from softrank_cert.errors import InvalidInputError
 from softrank_cert.geometry import compute_geometry
 from softrank_cert.geometry.supports import SUPPORTS, support_operator, support_points, theory_exponent
-from softrank_cert.studies.supports import fit_exponent
-from softrank_cert.studies.supports_points import SweepPoint
+from softrank_cert.studies.supports.sweeps import fit_exponent
+from softrank_cert.studies.supports.points import SweepPoint
 from softrank_cert.kernel import Operator, Status, verify_lower, verify_upper
 from softrank_cert.solvers.bracket import bracket_operator
 

@@ -28,7 +28,7 @@ from softrank_cert.cli.main import main as softrank_main  # noqa: E402
 from softrank_cert.plumbing.campaign import MANIFEST_NAME  # noqa: E402
 from softrank_cert.plumbing.reports import validate_report  # noqa: E402
 from softrank_cert.solvers.work import default_work  # noqa: E402
-from softrank_cert.studies.supports_plot import sweeps_figure  # noqa: E402
+from softrank_cert.studies.supports.plot import sweeps_figure  # noqa: E402
 
 # the default work budget: the brackets do not depend on the load (about a second)
 SWEEP = ["supports", "sphere", "--dim", "2", "--n", "12", "--x-min", "4", "--x-max", "64", "--points", "3"]
@@ -170,7 +170,7 @@ def test_resume_with_another_eps_is_refused_naming_both(tmp_path):
 
 
 def test_a_failed_point_is_recorded_and_the_sweep_exits_6(tmp_path, monkeypatch):
-    import softrank_cert.studies.supports_campaign as campaign_module
+    import softrank_cert.studies.supports.campaign as campaign_module
     from softrank_cert.errors import EXIT_SOME_FAILED, InvalidInputError
 
     real = campaign_module.support_point_task

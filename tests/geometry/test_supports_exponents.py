@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from softrank_cert.studies.supports import kappas_for_x_range
-from softrank_cert.studies.supports_exponents import classify, local_exponent_bounds, local_exponents
-from softrank_cert.studies.supports_points import SweepPoint, x_of
+from softrank_cert.studies.supports.sweeps import kappas_for_x_range
+from softrank_cert.studies.supports.exponents import classify, local_exponent_bounds, local_exponents
+from softrank_cert.studies.supports.points import SweepPoint, x_of
 
 
 def planted(kappa: float, lower: int, upper: int, p: int = 1000) -> SweepPoint:

@@ -295,7 +295,7 @@ def test_generated_claim_count(generated):
 
 def test_cli_kernel_exact(tmp_path, valid_document):
     from softrank_cert.certio.certificate import certificate_document
-    from softrank_cert.plumbing.files import write_json_atomic
+    from softrank_cert.util.files import write_json_atomic
     from softrank_cert.verification import verify_certificate_file
 
     from conftest import false_witness_brackets, peaked_operator, run_verify

@@ -49,7 +49,7 @@ def test_kernel_arb_max_memory_1M_checks_trivial_claims(tmp_path):
 def test_negative_probabilities_are_refused_by_kernel_format_api_and_npz(tmp_path):
     """One rule: a ``probabilities`` operator is an attention matrix (A >= 0).  A certificate could
     hold negative entries that the API and the ``.npz`` loader refused; all four refuse them now."""
-    from softrank_cert.plumbing.operators_npz import load_operators
+    from softrank_cert.util.operator_files import load_operators
     from softrank_cert.verification import verify_certificate_bytes
 
     A = np.array([[0.5, 0.5], [0.75, -0.25]])
@@ -76,7 +76,7 @@ def test_negative_probabilities_are_refused_by_kernel_format_api_and_npz(tmp_pat
 @pytest.mark.skipif(np.dtype(np.longdouble).itemsize <= 8, reason="long double is a double on this platform")
 def test_long_double_beta_in_npz_is_refused(tmp_path):
     """A long-double ``beta`` in an ``.npz`` was silently rounded to a double (the API refuses it)."""
-    from softrank_cert.plumbing.operators_npz import load_operators
+    from softrank_cert.util.operator_files import load_operators
 
     rng = np.random.default_rng(3)
     Q, K = rng.standard_normal((3, 2)), rng.standard_normal((3, 2))

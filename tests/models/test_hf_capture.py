@@ -33,7 +33,7 @@ from softrank_cert.models import BertModel, GPT2Model, LlamaModel, ViTModel  # n
 from softrank_cert.models.common import load_weights, read_config  # noqa: E402
 from softrank_cert.models.hf_capture import capture_attention, require_hf  # noqa: E402
 from softrank_cert.models.hf_panel import HFCheckpoint, hf_panel  # noqa: E402
-from softrank_cert.plumbing.operators_npz import load_operators  # noqa: E402
+from softrank_cert.util.operator_files import load_operators  # noqa: E402
 
 APACHE = Path(__file__).resolve().parents[2] / "examples" / "data" / "apache2.txt"
 N = 12  # tokens of the text inputs

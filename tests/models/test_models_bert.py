@@ -20,7 +20,7 @@ from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
 from softrank_cert.errors import InvalidInputError
-from softrank_cert.models import PROVENANCE_KEY, BertModel, build_panel, minilm_dir, operator_names, write_panel
+from softrank_cert.models import PROVENANCE_KEY, BertModel, build_panel, minilm_dir, provenance_names, write_panel
 from softrank_cert.models.common import layer_norm
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
@@ -110,7 +110,7 @@ def test_panel_keys_tokens_and_provenance(minilm: BertModel, tmp_path: Path) -> 
         assert q.dtype == k.dtype == np.float64 and q.shape == k.shape == (w, 32)
         np.testing.assert_array_equal(q, minilm.forward(tokens).q[5][11])
     prov = json.loads(str(arrays[PROVENANCE_KEY][()]))
-    assert operator_names(arrays) == sorted(names) == sorted(prov)
+    assert provenance_names(arrays) == sorted(names) == sorted(prov)
     sha = hashlib.sha256(APACHE.read_bytes()).hexdigest()
     assert prov["minilm/apache2/w130/L5H0"] == {"model": "minilm", "layer": 5, "head": 0, "width": 130,
                                                  "text_sha256": sha, "text_name": "apache2.txt"}
@@ -223,7 +223,7 @@ def test_reference_transformers_tiny_random(tmp_path: Path) -> None:
     shutil.copy(minilm_dir() / "tokenizer.json", folder / "tokenizer.json")
     assert (folder / "model.safetensors").is_file()
     arrays = build_panel(folder, APACHE, [96, 17])
-    assert len(operator_names(arrays)) == 2 * 3 * 3
+    assert len(provenance_names(arrays)) == 2 * 3 * 3
     spread = _softmax(arrays["tiny-bert/apache2/w96/L2H1/Q"], arrays["tiny-bert/apache2/w96/L2H1/K"]).max(axis=1)
     assert spread.min() < 0.9  # not all one-hot: the comparison below means something
     for width in (96, 17):

@@ -23,9 +23,9 @@ transformers = pytest.importorskip("transformers", reason=REFERENCE_SKIP)
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 
 from softrank_cert.errors import InvalidInputError  # noqa: E402
-from softrank_cert.models import PROVENANCE_KEY, GPT2Model, build_panel, load_model, operator_names, write_panel  # noqa: E402
+from softrank_cert.models import PROVENANCE_KEY, GPT2Model, build_panel, load_model, provenance_names, write_panel  # noqa: E402
 from softrank_cert.models.common import load_weights, read_config  # noqa: E402
-from softrank_cert.plumbing.operators_npz import load_operators  # noqa: E402
+from softrank_cert.util.operator_files import load_operators  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 APACHE = DATA / "apache2.txt"
@@ -87,7 +87,7 @@ def tiny(tmp_path_factory) -> tuple[Path, object, Tokenizer]:
 def test_reference_transformers(tiny) -> None:
     folder, hf, tok = tiny
     arrays = build_panel(folder, APACHE, [96, 17])
-    assert len(operator_names(arrays)) == 2 * 2 * 4
+    assert len(provenance_names(arrays)) == 2 * 2 * 4
     pieces = tok.encode(APACHE.read_text(encoding="utf-8"), add_special_tokens=False).ids
     worst = 0.0
     for width in (96, 17):

@@ -29,9 +29,9 @@ from transformers.models.llama import modeling_llama  # noqa: E402
 from transformers.models.qwen2 import modeling_qwen2  # noqa: E402
 
 from softrank_cert.errors import InvalidInputError  # noqa: E402
-from softrank_cert.models import PROVENANCE_KEY, LlamaModel, build_panel, load_model, operator_names, write_panel  # noqa: E402
+from softrank_cert.models import PROVENANCE_KEY, LlamaModel, build_panel, load_model, provenance_names, write_panel  # noqa: E402
 from softrank_cert.models.common import load_weights, read_config  # noqa: E402
-from softrank_cert.plumbing.operators_npz import load_operators  # noqa: E402
+from softrank_cert.util.operator_files import load_operators  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 APACHE = DATA / "apache2.txt"
@@ -146,7 +146,7 @@ def test_llama_gqa_reference(gqa, _float64_transformers) -> None:
     assert (model.num_heads, model.num_kv_heads, model.head_dim) == (4, 2, 8)
     assert [model.kv_head(h) for h in range(4)] == [0, 0, 1, 1]
     arrays = build_panel(model, APACHE, [80, 9])
-    assert len(operator_names(arrays)) == 2 * 2 * 4
+    assert len(provenance_names(arrays)) == 2 * 2 * 4
     bos = tok.token_to_id("<s>")
     pieces = tok.encode(APACHE.read_text(encoding="utf-8"), add_special_tokens=False).ids
     for width in (80, 9):

@@ -25,8 +25,8 @@ from safetensors.numpy import load_file, save_file  # noqa: E402
 from transformers.models.vit import modeling_vit  # noqa: E402
 
 from softrank_cert.errors import InvalidInputError  # noqa: E402
-from softrank_cert.models import PROVENANCE_KEY, ViTModel, build_panel, load_model, operator_names, write_panel  # noqa: E402
-from softrank_cert.plumbing.operators_npz import load_operators  # noqa: E402
+from softrank_cert.models import PROVENANCE_KEY, ViTModel, build_panel, load_model, provenance_names, write_panel  # noqa: E402
+from softrank_cert.util.operator_files import load_operators  # noqa: E402
 
 TOKENS = 17  # (32/8)^2 patches + CLS
 
@@ -97,7 +97,7 @@ def test_reference_transformers(tiny, _float64_transformers) -> None:
     model = load_model(folder)
     assert isinstance(model, ViTModel) and model.num_tokens == TOKENS and not model.causal
     arrays = build_panel(model, image, None)
-    assert len(operator_names(arrays)) == 2 * 4
+    assert len(provenance_names(arrays)) == 2 * 4
     pixels = arrays[f"tiny-vit/cat/w{TOKENS}/pixel_values"]
     assert pixels.shape == (3, 32, 32) and pixels.dtype == np.float64
     attentions, hidden = _hf(hf, pixels)

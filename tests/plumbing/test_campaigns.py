@@ -278,7 +278,7 @@ def test_budgets_resume_keeps_recorded_results(panel8, tmp_path):
 
 
 def test_audit_resume_keeps_unchanged_operators(panel8, tmp_path):
-    from softrank_cert.plumbing.operators_npz import operator_names
+    from softrank_cert.util.operator_files import operator_names
 
     table = tmp_path / "table.jsonl"
     names = operator_names(panel8)
@@ -357,7 +357,7 @@ if __name__ == "__main__":
 
 
 def _inject(tmp_path: Path, panel: Path, mode: str) -> tuple[Path, dict, str]:
-    from softrank_cert.plumbing.operators_npz import load_operators
+    from softrank_cert.util.operator_files import load_operators
 
     target = load_operators(panel)[1]
     script = tmp_path / "inject.py"
@@ -493,7 +493,7 @@ def test_tasks_that_do_not_fit_together_are_serialised(tmp_path):
 
 
 def test_memory_estimates_are_calibrated():
-    from softrank_cert.plumbing.memory import arb_check_bytes, bracket_task_bytes, parse_size
+    from softrank_cert.util.memory import arb_check_bytes, bracket_task_bytes, parse_size
 
     # Measured peaks (README, Long campaigns): the estimates never fall below them.
     assert arb_check_bytes(1024, 1024, [64, 128, 256, 512], width=2) > 1136.5 * 2**20
@@ -631,7 +631,7 @@ def test_tiny_tmpfs(panel8, reference8, tmp_path):
 
 def test_output_files_leave_nothing_when_a_write_fails(tmp_path, monkeypatch):
     from softrank_cert.errors import OutputWriteError
-    from softrank_cert.plumbing.files import write_text_atomic
+    from softrank_cert.util.files import write_text_atomic
 
     target = tmp_path / "report.json"
     target.write_text("old")

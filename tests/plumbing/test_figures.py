@@ -17,11 +17,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from softrank_cert.studies.audit import RowResult  # noqa: E402
+from softrank_cert.studies.audit.table import RowResult  # noqa: E402
 from softrank_cert.cli.main import main as softrank_main  # noqa: E402
-from softrank_cert.studies.audit_plot import ratio_figure  # noqa: E402
-from softrank_cert.studies.budgets_plot import budgets_figure  # noqa: E402
-from softrank_cert.studies.supports_plot import sweeps_figure  # noqa: E402
+from softrank_cert.studies.audit.plot import ratio_figure  # noqa: E402
+from softrank_cert.studies.budgets.plot import budgets_figure  # noqa: E402
+from softrank_cert.studies.supports.plot import sweeps_figure  # noqa: E402
 from softrank_cert.plumbing.plotting import figure_format, label_log_axis, log_ticks, plain_number  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ import mpmath
 import numpy as np
 import pytest
 
-from conftest import assert_one_line_error, run_in_process, run_verify
+from conftest import run_in_process, run_verify
 from softrank_cert.errors import CertificateFormatError, InvalidInputError, KeyFileError, SizeLimitError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,8 +106,8 @@ def test_special_files_are_refused_by_every_reader_before_opening(tmp_path, read
     from softrank_cert.certio.signing import load_trusted_keys
     from softrank_cert.models.common import read_input_file, read_json_object
     from softrank_cert.plumbing.campaign import _Manifest
-    from softrank_cert.plumbing.operators_npz import load_operators
-    from softrank_cert.studies.audit_rows import read_table
+    from softrank_cert.util.operator_files import load_operators
+    from softrank_cert.studies.audit.rows import read_table
 
     fifo = _fifo(tmp_path / "f.json")  # opening it for reading would block without a writer
     if reader == "manifest":
@@ -137,7 +137,7 @@ def test_size_limit_is_checked_before_reading(tmp_path, monkeypatch):
 
 
 def test_table_rows_name_certificates_only_inside_the_tables_folder(tmp_path):
-    from softrank_cert.studies.audit_rows import RowError, parse_row, row_certificate_bytes
+    from softrank_cert.studies.audit.rows import RowError, parse_row, row_certificate_bytes
 
     for name in ("/etc/passwd", "../x.json", "a/../../x.json"):
         row = parse_row(1, json.dumps({"operator": "a", "eps": "0.5", "lower": 1, "upper": 2, "certificate": name}))
@@ -188,7 +188,7 @@ def test_count_json_values_counts_every_value_once():
 # --------------------------------------------------------------------------- 5, 7: .npz files
 
 def test_zip_bomb_npz_is_refused_from_its_headers(tmp_path, monkeypatch):
-    from softrank_cert.plumbing import operators_npz
+    from softrank_cert.util import operator_files as operators_npz
 
     bomb = tmp_path / "bomb.npz"
     header = io.BytesIO()
@@ -204,7 +204,7 @@ def test_zip_bomb_npz_is_refused_from_its_headers(tmp_path, monkeypatch):
 
 
 def test_npz_totals_and_memory_are_checked_before_any_member_is_loaded(tmp_path, monkeypatch):
-    from softrank_cert.plumbing import memory, operators_npz
+    from softrank_cert.util import memory, operator_files as operators_npz
 
     panel = _panel(tmp_path / "p.npz", ["a", "b", "c"])
     monkeypatch.setattr(operators_npz.np, "load", lambda *a, **k: pytest.fail("loaded"))

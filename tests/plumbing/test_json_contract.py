@@ -318,8 +318,8 @@ def test_budgets_certificates_hold_the_sharpened_ends(monkeypatch):
     """Ends moved by the budget pass (here from the trivial ends) are the ones in the
     certificate, and it verifies."""
     import softrank_cert.solvers.bracket as driver
-    from softrank_cert.studies.budgets import study_operator
-    from softrank_cert.plumbing.operators_npz import load_operators
+    from softrank_cert.studies.budgets.operators import study_operator
+    from softrank_cert.util.operator_files import load_operators
     from softrank_cert.plumbing.parallel import pack_operator
     from softrank_cert.verification import verify_certificate_document
 

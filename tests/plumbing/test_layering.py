@@ -6,7 +6,9 @@ its own package on its own layer, and nothing else of ``softrank_cert`` (the fro
 layer, may import one another). Every module is parsed
 with :mod:`ast`: absolute and relative imports, at the top or deferred inside a function, under
 ``TYPE_CHECKING`` or not, ``from softrank_cert import cli`` and ``importlib.import_module`` of a
-constant name. The module graph (all those imports) has no cycle.
+constant name. The module graph (all those imports) has no cycle, every import names a module
+that exists, and every folder below the top one holds one layer only (the top folder holds
+modules that are each a layer entry of their own).
 """
 
 from __future__ import annotations
@@ -154,6 +156,33 @@ def cycles(package: Path = PACKAGE) -> list[list[str]]:
     return found
 
 
+def missing_imports(package: Path = PACKAGE) -> list[str]:
+    """Imports of ``softrank_cert`` modules that do not exist (a stale name after a move)."""
+    paths = sorted(package.rglob("*.py"))
+    modules = {_module_name(p, package)[0] for p in paths}
+    return [f"{path.relative_to(package.parent)}:{line}: {target}"
+            for path in paths for line, target in imports_of(path, package, modules) if target not in modules]
+
+
+def shared_folders(package: Path = PACKAGE, layers: dict[str, int] | None = None) -> list[str]:
+    """Folders that hold modules of more than one layer, and top-level modules that are not a
+    layer entry of their own (one folder a layer: the folder layout shows the layers)."""
+    layers = declared_layers() if layers is None else layers
+    by_folder: dict[Path, set[int]] = {}
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        module = _module_name(path, package)[0]
+        entry, level = layer_of(module, layers)
+        if path.parent == package:
+            if entry != module:
+                found.append(f"{path.relative_to(package.parent)}: top-level module in layer {level} under {entry}")
+            continue
+        by_folder.setdefault(path.parent, set()).add(level)
+    found += [f"{folder.relative_to(package.parent)}/ holds layers {sorted(levels)}"
+              for folder, levels in sorted(by_folder.items()) if len(levels) > 1]
+    return found
+
+
 def test_the_declared_layers_cover_the_package():
     layers = declared_layers()
     assert layers["softrank_cert.kernel"] < layers["softrank_cert.exact_kernel"] < layers["softrank_cert.certio"] \
@@ -166,6 +195,16 @@ def test_the_declared_layers_cover_the_package():
 def test_every_import_goes_down_the_declared_layers():
     found = violations()
     assert not found, "imports against the declared layers:\n" + "\n".join(found)
+
+
+def test_every_import_names_a_module_that_exists():
+    found = missing_imports()
+    assert not found, "imports of modules that do not exist:\n" + "\n".join(found)
+
+
+def test_one_folder_holds_one_layer():
+    found = shared_folders()
+    assert not found, "folders shared between layers:\n" + "\n".join(found)
 
 
 def test_no_import_cycles():
@@ -236,3 +275,39 @@ def test_an_annotation_only_import_is_no_cycle(tmp_path):
     (package / "kernel" / "common.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .planted import X\n", encoding="utf-8")
     assert cycles(package) == []
+
+
+# The checks on a copy of the real package with one planted fault -----------------------------
+
+def _copy(tmp_path: Path) -> Path:
+    import shutil
+
+    copy = tmp_path / "softrank_cert"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def test_a_planted_upward_import_in_the_real_package_is_caught(tmp_path):
+    copy = _copy(tmp_path)
+    assert violations(copy) == []
+    (copy / "util" / "planted.py").write_text("def f():\n    from ..studies.panel_names import name_fields\n",
+                                              encoding="utf-8")
+    found = violations(copy)
+    assert len(found) == 1 and "softrank_cert.util.planted (layer 3) imports softrank_cert.studies.panel_names" in found[0]
+
+
+def test_a_planted_import_of_a_missing_module_is_caught(tmp_path):
+    copy = _copy(tmp_path)
+    assert missing_imports(copy) == []
+    (copy / "plumbing" / "planted.py").write_text("from ..plumbing.no_such_module import write_text_atomic\n", encoding="utf-8")
+    assert missing_imports(copy) == ["softrank_cert/plumbing/planted.py:1: softrank_cert.plumbing.no_such_module"]
+
+
+def test_a_folder_shared_by_two_layers_is_caught(tmp_path):
+    copy = _copy(tmp_path)
+    assert shared_folders(copy) == []
+    layers = {**declared_layers(), "softrank_cert.plumbing.planted": 3}
+    (copy / "plumbing" / "planted.py").write_text("", encoding="utf-8")
+    assert shared_folders(copy, layers) == ["softrank_cert/plumbing/ holds layers [3, 7]"]
+    (copy / "planted.py").write_text("", encoding="utf-8")
+    assert any("softrank_cert/planted.py: top-level module" in f for f in shared_folders(copy, layers))

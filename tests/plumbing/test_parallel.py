@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from softrank_cert.studies.audit import audit_table
+from softrank_cert.studies.audit.table import audit_table
 from softrank_cert.errors import EXIT_INVALID_INPUT
 from softrank_cert.errors import WorkerError
 from softrank_cert.plumbing.parallel import pack_operator, run_ordered, unpack_operator
@@ -105,7 +105,7 @@ def test_worker_error_is_one_line():
 
 
 def test_results_in_task_order_and_operator_roundtrip(panel):
-    from softrank_cert.plumbing.operators_npz import load_operators
+    from softrank_cert.util.operator_files import load_operators
 
     op = load_operators(panel)[0].operator
     again = unpack_operator(pack_operator(op))
@@ -116,7 +116,7 @@ def test_results_in_task_order_and_operator_roundtrip(panel):
 
 
 def test_audit_jobs_identical(panel, tmp_path):
-    from softrank_cert.plumbing.operators_npz import operator_names
+    from softrank_cert.util.operator_files import operator_names
 
     table = tmp_path / "table.jsonl"
     table.write_text("".join(json.dumps({"operator": name, "eps": eps, "lower": 1, "upper": 8}) + "\n"

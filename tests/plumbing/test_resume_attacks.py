@@ -53,7 +53,7 @@ def test_bracket_resume_refuses_a_planted_certificate_with_forged_provenance(pan
     from softrank_cert.certio.certificate import Bracket, LowerEnd, UpperEnd
     from softrank_cert.certio.issuing import certificate_for
     from softrank_cert.plumbing.certificate_files import certificate_path
-    from softrank_cert.plumbing.operators_npz import load_operators
+    from softrank_cert.util.operator_files import load_operators
 
     out = tmp_path / "certs"
     args = ("bracket", str(panel8), "--all", "--eps", "0.25", "--out", str(out), "--budget-seconds", "inf", "--json")
@@ -166,7 +166,7 @@ def test_audit_resume_rejudges_forged_rows(panel8, tmp_path, capsys):
     """Issue 25 point 2: a published row [20, 21] for a head whose verified bracket is small was
     reported "confirmed" with ends 20 and 21 after its manifest entry was edited; the rows of a
     kept operator are judged again from its re-verified reproduction now."""
-    from softrank_cert.plumbing.operators_npz import operator_names
+    from softrank_cert.util.operator_files import operator_names
 
     names = operator_names(panel8)
     table = tmp_path / "table.jsonl"
@@ -189,7 +189,7 @@ def test_audit_resume_rejudges_forged_rows(panel8, tmp_path, capsys):
 
 def test_audit_resume_recomputes_when_the_kept_reproduction_is_forged(panel8, tmp_path, capsys):
     """A reproduction certificate swapped for another operator's (or deleted) is not kept."""
-    from softrank_cert.plumbing.operators_npz import operator_names
+    from softrank_cert.util.operator_files import operator_names
 
     table = tmp_path / "table.jsonl"
     table.write_text("".join(json.dumps({"operator": name, "eps": "0.25", "lower": 1, "upper": 2}) + "\n"

@@ -1,4 +1,4 @@
-"""Lower pairs beyond signed key groups (softrank_cert.solvers.lower_general): a query selection
+"""Lower pairs beyond signed key groups (softrank_cert.solvers.lower.general): a query selection
 and the LP-optimal general key side, checked by the trusted kernel."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import pytest
 from scipy.optimize import linprog
 
 from softrank_cert.kernel import Status, verify_lower
-from softrank_cert.plumbing.operators_npz import load_operators
-from softrank_cert.dense import Dense, threshold
-from softrank_cert.solvers.lower_general import KeyLP, alternate, key_support
-from softrank_cert.solvers.lower_lp import RowLP
-from softrank_cert.solvers.lower_search import LowerSearch
-from softrank_cert.solvers.lower_starts import qr_queries, selection
+from softrank_cert.util.operator_files import load_operators
+from softrank_cert.util.dense import Dense, threshold
+from softrank_cert.solvers.lower.general import KeyLP, alternate, key_support
+from softrank_cert.solvers.lower.lp import RowLP
+from softrank_cert.solvers.lower.search import LowerSearch
+from softrank_cert.solvers.lower.starts import qr_queries, selection
 from softrank_cert.solvers.work import Budget
 
 PANEL = Path(__file__).resolve().parents[2] / "examples" / "panels" / "minilm-apache2-w32.npz"

@@ -1,4 +1,4 @@
-"""Tests of the untrusted lower-certificate search (softrank_cert.solvers.lower_search)."""
+"""Tests of the untrusted lower-certificate search (softrank_cert.solvers.lower.search)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from softrank_cert.kernel import Operator, Status, verify_lower
-from softrank_cert.plumbing.operators_npz import load_operators
-from softrank_cert.solvers import lower_search
-from softrank_cert.dense import Dense, threshold
-from softrank_cert.solvers.lower_pooled import pooled
-from softrank_cert.solvers.lower_lp import RowLP, feasible, signed_y
-from softrank_cert.solvers.lower_moves import key_moves
-from softrank_cert.solvers.lower_search import LowerSearch
+from softrank_cert.util.operator_files import load_operators
+from softrank_cert.solvers.lower import search as lower_search
+from softrank_cert.util.dense import Dense, threshold
+from softrank_cert.solvers.lower.pooled import pooled
+from softrank_cert.solvers.lower.lp import RowLP, feasible, signed_y
+from softrank_cert.solvers.lower.moves import key_moves
+from softrank_cert.solvers.lower.search import LowerSearch
 from softrank_cert.solvers.candidates import LowerCandidate
 from softrank_cert.solvers.work import Budget, Until, one_blas_thread, seconds_units
 

@@ -18,7 +18,7 @@ from conftest import SOFTRANK_CMD
 
 from softrank_cert.blas_kernels import CORETYPE, UNPINNED, avx2_x86, numpy_above_avx2, pin_kernels
 from softrank_cert.kernel import Operator
-from softrank_cert.plumbing.operators_npz import load_operators
+from softrank_cert.util.operator_files import load_operators
 from softrank_cert.solvers import bracket_operator
 from softrank_cert.solvers.work import Budget, default_work
 

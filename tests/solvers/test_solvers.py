@@ -7,7 +7,7 @@ import pytest
 
 from softrank_cert.kernel import Operator, Status, verify_lower, verify_upper
 from softrank_cert.solvers import CandidatePool, Dense, bracket_operator, threshold, witness_error
-from softrank_cert.dense import attention_matrix
+from softrank_cert.util.dense import attention_matrix
 from softrank_cert.solvers.work import Budget
 
 

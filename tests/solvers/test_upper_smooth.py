@@ -10,8 +10,8 @@ from softrank_cert.kernel import Operator, Status, verify_upper
 from softrank_cert.solvers import Dense, UpperCandidate, bracket_operator, norm
 from softrank_cert.solvers.bracket import VerifiedBracket, default_budget_seconds, search_operator
 from softrank_cert.solvers.candidates import tsvd_errors
-from softrank_cert.solvers.upper_search import UpperSearch
-from softrank_cert.solvers.upper_smooth import SmoothState, run_stages, smooth, tsvd_start
+from softrank_cert.solvers.upper.search import UpperSearch
+from softrank_cert.solvers.upper.smooth import SmoothState, run_stages, smooth, tsvd_start
 from softrank_cert.solvers.work import Budget, Until, seconds_units
 
 

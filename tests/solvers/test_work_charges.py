@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from softrank_cert.solvers.lower_moves import (
+from softrank_cert.solvers.lower.moves import (
     CHECK_SECONDS,
     LISTED_SECONDS,
     TOP_ROWS,

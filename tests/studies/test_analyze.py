@@ -16,10 +16,10 @@ from softrank_cert.certio.issuing import certificate_for
 from softrank_cert.errors import EXIT_INVALID_INPUT, InvalidInputError
 from softrank_cert.kernel import Operator
 from softrank_cert.plumbing.certificate_files import certificate_path
-from softrank_cert.plumbing.files import write_json_atomic
-from softrank_cert.dense import attention_matrix
+from softrank_cert.util.files import write_json_atomic
+from softrank_cert.util.dense import attention_matrix
 from softrank_cert.geometry.intrinsic import operator_geometry, rank_grid, refactored_operator
-from softrank_cert.studies.analyze_stats import (
+from softrank_cert.studies.analyze.stats import (
     bootstrap_weights, concordance, fit_interval_model, interval_loss, operator_features, score_concordance,
 )
 from conftest import run_in_process as cli
@@ -188,7 +188,7 @@ def toy_panel(path: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
     """The toy panel and one certificate per operator (kernel-verified ends, small search)."""
-    from softrank_cert.plumbing.operators_npz import load_operators
+    from softrank_cert.util.operator_files import load_operators
     from softrank_cert.solvers.bracket import bracket_operator
 
     folder = tmp_path_factory.mktemp("analyze")
@@ -255,7 +255,7 @@ def test_analyze_refuses_bad_input(toy, tmp_path, capsys):
 
 
 def test_analyze_refuses_a_causal_operator_and_computes_nothing_for_it(tmp_path, capsys):
-    from softrank_cert.plumbing.operators_npz import load_operators
+    from softrank_cert.util.operator_files import load_operators
     from softrank_cert.solvers.bracket import bracket_operator
 
     rng = np.random.default_rng(4)
@@ -317,7 +317,7 @@ def test_analyze_refuses_a_rejected_claim_unless_asked_to_drop_it(toy, tmp_path,
 def test_analyze_resume_keeps_finished_operators_after_an_interruption(toy, tmp_path, capsys, monkeypatch):
     """Ctrl-C after five operators: exit 130, five results in REPORT-cache/; --resume computes
     only the other seven and gives the report of one uninterrupted run."""
-    import softrank_cert.studies.analyze as study
+    import softrank_cert.studies.analyze.study as study
 
     panel, certs = toy
     real, calls = study.analyze_task, []
@@ -362,8 +362,8 @@ def test_analyze_resume_planted_cache_entry_cannot_count_a_rejected_certificate(
     REJECTED certificate count as the verified bracket [1, 2] (exit 0, where a fresh run exits 1).
     Now the certificate is re-verified all the same and the brackets come from that verification."""
     from softrank_cert.kernel import DEFAULT_MAX_PREC
-    from softrank_cert.plumbing.operators_npz import load_operators
-    from softrank_cert.studies.analyze import cache_key
+    from softrank_cert.util.operator_files import load_operators
+    from softrank_cert.studies.analyze.study import cache_key
 
     panel, certs = toy
     source = next(p for p in sorted(certs.rglob("*.json"))
@@ -403,7 +403,7 @@ def test_analyze_cache_key_has_the_version_and_the_shapes(monkeypatch):
     """Issue 25 point 3: the key left out the software version and the array shapes, so results
     of an older kernel (or of an operator with the same bytes in another shape) were reused."""
     import softrank_cert.plumbing.campaign_inputs as inputs
-    from softrank_cert.studies.analyze import cache_key
+    from softrank_cert.studies.analyze.study import cache_key
 
     rng = np.random.default_rng(1)
     Q, K = rng.standard_normal((4, 2)), rng.standard_normal((4, 2))

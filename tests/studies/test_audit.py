@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from softrank_cert.studies.audit import STATUSES, audit_table, judge, parse_row, read_table
+from softrank_cert.studies.audit.table import STATUSES, audit_table, judge, parse_row, read_table
 from softrank_cert.certio.signing import sign_certificate
 from softrank_cert.certio.issuing import certificate_for
 from softrank_cert.cli.main import build_parser
 from softrank_cert.errors import InvalidInputError
 from softrank_cert.kernel import Operator, verify_trivial_lower
-from softrank_cert.plumbing.files import write_json_atomic
-from softrank_cert.plumbing.operators_npz import load_operators
+from softrank_cert.util.files import write_json_atomic
+from softrank_cert.util.operator_files import load_operators
 from softrank_cert.plumbing.reports import validate_report
 from softrank_cert.solvers.bracket import bracket_operator
 from softrank_cert.verification import verify_certificate_file

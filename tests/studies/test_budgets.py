@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from softrank_cert.studies.budgets import (NO_WIDTH, OperatorBudgets, classify, name_fields, parse_budgets, sharpen,
+from softrank_cert.studies.budgets.operators import (NO_WIDTH, OperatorBudgets, classify, name_fields, parse_budgets, sharpen,
                                    study_operator, summarize)
 from softrank_cert.errors import EXIT_INVALID_INPUT, InternalInvariantError, InvalidInputError
 from softrank_cert.kernel import Status, verify_lower, verify_upper
-from softrank_cert.plumbing.operators_npz import load_operators
+from softrank_cert.util.operator_files import load_operators
 from softrank_cert.plumbing.parallel import pack_operator
 from conftest import run_in_process as cli
 

@@ -22,7 +22,7 @@ import pytest
 import softrank_cert as sc
 from softrank_cert.kernel import Status, parse_tolerance, verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper
 from softrank_cert.errors import InternalInvariantError
-from softrank_cert.studies.rank_profile import (LowerStep, UpperStep, check_profiles, decimal_above, decimal_below,
+from softrank_cert.studies.profile.curves import (LowerStep, UpperStep, check_profiles, decimal_above, decimal_below,
                                         floor_tolerance, resolved_intervals)
 
 from conftest import assert_one_line_error, run_softrank, run_verify

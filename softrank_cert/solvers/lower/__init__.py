@@ -1,0 +1,12 @@
+"""Lower-end proposers (UNTRUSTED): lower pairs ``(X, Y)`` whose threshold proves ``r_eps(A) >= k``.
+
+What runs, in order, inside a bracket (:mod:`softrank_cert.solvers.bracket`):
+
+1. :mod:`.pivot` -- complete-pivoting submatrices (the pivot stage, a gallop over k);
+2. :mod:`.search` -- the resumable lower-pair search over all tolerances: signed key groups from
+   the starts of :mod:`.starts`, the float64 LP (HiGHS) for ``X`` of :mod:`.lp`, single-key
+   moves of :mod:`.moves`, general key sides from query selections of :mod:`.general`;
+3. :mod:`.pooled` -- query pooling, run through the candidate pool by the budget study's sharpening.
+
+The kernel decides every end; a bug here costs tightness, never soundness.
+"""

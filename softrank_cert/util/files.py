@@ -1,0 +1,337 @@
+"""Input and output files (front end; decides nothing): inputs read within a bound, outputs
+checked before any work and written atomically.
+
+* :func:`read_regular_file` / :func:`check_regular_file`: the one way an input file is read --
+  a regular file only (a FIFO, a device, a socket or a folder refused before a byte is read, so
+  nothing ever blocks), its size from ``fstat`` checked against a limit before reading;
+  :func:`loads_unique`, JSON that refuses duplicate keys (every JSON document the tools read).
+
+* :func:`check_output_file` / :func:`check_output_folder`: pre-flight checks of an output named
+  on the command line or given to the API (a folder where a file is wanted, a non-regular
+  file, an unwritable place: one line, exit 2, before any work).
+* :class:`OutputFiles`: the files of one run, each staged beside its target and renamed into
+  place together (``fsync`` before the rename, the folder after it), or all removed when the
+  run fails; :class:`OutputWriteError` is a write that failed (one line, exit 2).
+* :func:`replace_atomically`, :func:`write_text_atomic`, :func:`write_json_atomic`: one file
+  replaced the same way; :func:`canonical_dump`, the stable JSON text of every certificate,
+  report and manifest.  (Figures: :func:`softrank_cert.plumbing.plotting.save_figure_atomic`.)
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+from collections.abc import Callable
+
+from ..errors import InvalidInputError, OutputWriteError
+
+
+def canonical_dump(document: object) -> str:
+    """Readable, stable JSON text for certificates and reports (keys sorted, 1-space indent)."""
+    import json
+
+    return json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+# --------------------------------------------------------------------------------------
+# Input files: regular files only, sizes checked before reading
+# --------------------------------------------------------------------------------------
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _refuse_special(path: str | os.PathLike[str], mode: int, what: str) -> None:
+    if not stat.S_ISREG(mode):
+        raise InvalidInputError(f"{what} {os.fspath(path)}: is {_kind(mode)}, not a regular file")
+
+
+def check_regular_file(path: str | os.PathLike[str], what: str = "file") -> int:
+    """The size in bytes of the regular file at ``path`` (symlinks followed), from ``os.stat``
+    alone: a missing file, a FIFO, a device, a socket or a folder is refused with one line
+    (InvalidInputError, exit 2) without opening it."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {what} {os.fspath(path)}: {exc.strerror or exc}") from None
+    _refuse_special(path, info.st_mode, what)
+    return info.st_size
+
+
+def read_regular_file(path: str | os.PathLike[str], limit: int, what: str = "file",
+                      too_large: type[InvalidInputError] = InvalidInputError) -> bytes:
+    """The bytes of the regular file at ``path``, at most ``limit`` of them.
+
+    Contract: a path that is not a regular file is refused by :func:`check_regular_file` before
+    it is opened, and again on the opened descriptor (opened with ``O_NONBLOCK``, so a file
+    swapped for a FIFO in between cannot block); a file whose ``fstat`` size exceeds ``limit``
+    is refused (``too_large``) before a byte is read; the read stops after ``limit + 1`` bytes
+    should the file grow meanwhile.  Cost: at most ``limit + 1`` bytes read, in 16 MiB pieces."""
+    check_regular_file(path, what)
+    shown = os.fspath(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {what} {shown}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        _refuse_special(path, info.st_mode, what)
+        if info.st_size > limit:
+            raise too_large(f"{what} {shown}: {info.st_size} bytes, more than the limit of {limit} bytes")
+        chunks, size = [], 0
+        try:
+            while size <= limit:
+                chunk = handle.read(min(limit + 1 - size, 16 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        except OSError as exc:
+            raise InvalidInputError(f"cannot read {what} {shown}: {exc.strerror or exc}") from None
+    if size > limit:
+        raise too_large(f"{what} {shown}: more than the limit of {limit} bytes")
+    return b"".join(chunks)
+
+
+def unique_object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+        raise ValueError(f"duplicate JSON key {duplicate!r}")
+    return result
+
+
+def loads_unique(text: str | bytes) -> Any:
+    """``json.loads`` that refuses an object with a duplicate key (ValueError naming it), so that
+    no reader silently takes the last of two values."""
+    import json
+
+    return json.loads(text, object_pairs_hook=unique_object_pairs)
+
+
+# --------------------------------------------------------------------------------------
+# Checked before any work
+# --------------------------------------------------------------------------------------
+
+def _is_folder_spec(text: str) -> bool:
+    return text.endswith(("/", os.sep)) or Path(text).is_dir()
+
+
+def _probe_writable(folder: Path, option: str, text: str, probed: set[Path] | None) -> None:
+    """The nearest existing ancestor of ``folder`` must be a folder in which we can create files
+    (checked by creating and removing an empty temporary file there)."""
+    ancestor = folder if str(folder) else Path(".")
+    while not ancestor.exists() and not ancestor.is_symlink() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if probed is not None and ancestor in probed:
+        return
+    if not ancestor.is_dir():
+        raise InvalidInputError(f"{option} {text}: {ancestor} is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".softrank-write-test-", dir=ancestor)
+    except OSError as exc:
+        raise InvalidInputError(f"{option} {text}: cannot write in {ancestor} ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(probe)
+    if probed is not None:
+        probed.add(ancestor)
+
+
+def check_output_file(text: str | os.PathLike[str], option: str, *, suffixes: tuple[str, ...] | None = None,
+                      probed: set[Path] | None = None) -> Path:
+    """Pre-flight check of an output *file* named on the command line, before any work.
+
+    Refused with one line (InvalidInputError, exit 2): a name ending in ``/`` or naming an
+    existing folder, an existing target that is not a regular file (e.g. ``/dev/null``), a
+    suffix outside ``suffixes``, and a location where no file can be created.  Missing parent
+    folders are fine (they are created when the file is written).
+    """
+    text = os.fspath(text)
+    path = Path(text)
+    if _is_folder_spec(text):
+        raise InvalidInputError(f"{option} {text}: is a folder; name a file")
+    if suffixes is not None and path.suffix.lower() not in suffixes:
+        got = f"'{path.suffix}'" if path.suffix else "no suffix"
+        raise InvalidInputError(f"{option} {text}: unsupported file type ({got}); use {', '.join(suffixes)}")
+    if path.exists() and not path.is_file():
+        raise InvalidInputError(f"{option} {text}: exists and is not a regular file")
+    _probe_writable(path.parent, option, text, probed)
+    return path
+
+
+def check_output_folder(text: str | os.PathLike[str], option: str, *, probed: set[Path] | None = None) -> Path:
+    """Pre-flight check of an output *folder* (existing or to be created): see :func:`check_output_file`."""
+    text = os.fspath(text)
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise InvalidInputError(f"{option} {text}: is a file, not a folder")
+    _probe_writable(path, option, text, probed)
+    return path
+
+
+# --------------------------------------------------------------------------------------
+# Written together at the end, atomically and durably
+# --------------------------------------------------------------------------------------
+
+def _published_mode() -> int:
+    """The mode of an ordinary new file: 0666 less the umask (0644 with the usual umask 022)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (best effort: not every file system allows it)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class OutputFiles:
+    """The files of one run, written together: each is first written to a temporary file beside
+    its target; :meth:`commit` renames them all into place.  If the run fails before that (an
+    exception inside the ``with`` block, or in a later ``stage``), every temporary file and every
+    folder it created are removed, so a failed run leaves no partial report behind.
+
+    Files get the usual mode (0666 less the umask: 0644), not ``mkstemp``'s 0600.
+    """
+
+    def __init__(self) -> None:
+        self._staged: list[tuple[Path, Path]] = []
+        self._made: list[Path] = []
+
+    def _mkdirs(self, folder: Path) -> None:
+        missing = []
+        while not folder.exists() and folder != folder.parent:
+            missing.append(folder)
+            folder = folder.parent
+        for item in reversed(missing):
+            item.mkdir()
+            self._made.append(item)
+
+    def stage(self, path: Path, write: Callable[[str], None], suffix: str = ".tmp") -> None:
+        """Write ``path``'s future content with ``write(temporary_path)`` (renamed at commit).
+
+        A write that fails (a full disk, a folder that became unwritable) raises
+        :class:`OutputWriteError` (one line, exit 2) after removing what it had written."""
+        path = Path(path)
+        try:
+            self._mkdirs(path.parent if str(path.parent) else Path("."))
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+            os.close(fd)
+        except OSError as exc:
+            raise OutputWriteError(path, exc) from None
+        self._staged.append((Path(tmp), path))
+        try:
+            write(tmp)
+            os.chmod(tmp, _published_mode())
+        except OSError as exc:
+            raise OutputWriteError(path, exc) from None
+
+    def stage_text(self, path: Path, text: str) -> None:
+        self.stage(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+    def stage_json(self, path: Path, document: object) -> None:
+        self.stage_text(path, canonical_dump(document))
+
+    def stage_figure(self, fig: Any, path: Path, *, dpi: int | None = None) -> None:
+        """A matplotlib figure in the format its suffix names (.png, .pdf or .svg; PNG when it
+        has none: :func:`softrank_cert.util.figure_formats.save_figure`, ``dpi`` for PNG); closes it."""
+        import matplotlib.pyplot as plt
+
+        from .figure_formats import DPI, save_figure
+
+        path = Path(path)
+        try:
+            self.stage(path, lambda tmp: save_figure(fig, tmp, name=path, dpi=dpi or DPI), path.suffix or ".png")
+        finally:
+            plt.close(fig)
+
+    def commit(self) -> None:
+        """Flush every staged file to the disk (``fsync``), then rename each into place and
+        flush the folders: after a crash or a power cut a target is its old or its new content,
+        never a torn file.  A failure raises :class:`OutputWriteError` (exit 2)."""
+        folders: set[Path] = set()
+        for tmp, path in self._staged:
+            try:
+                _fsync_file(tmp)
+            except OSError as exc:
+                raise OutputWriteError(path, exc) from None
+        done = 0
+        for tmp, path in self._staged:
+            try:
+                os.replace(tmp, path)
+            except OSError as exc:
+                del self._staged[:done]
+                raise OutputWriteError(path, exc) from None
+            done += 1
+            folders.add(path.parent if str(path.parent) else Path("."))
+        self._staged.clear()
+        self._made.clear()
+        for folder in folders:
+            _fsync_folder(folder)
+
+    def rollback(self) -> None:
+        for tmp, _path in self._staged:
+            tmp.unlink(missing_ok=True)
+        self._staged.clear()
+        for folder in reversed(self._made):
+            try:
+                folder.rmdir()
+            except OSError:  # not empty any more (something else wrote there): leave it
+                pass
+        self._made.clear()
+
+    def __enter__(self) -> OutputFiles:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            try:
+                self.commit()
+            except BaseException:
+                self.rollback()
+                raise
+        else:
+            self.rollback()
+
+
+def replace_atomically(path: Path, write: Callable[[str], None], suffix: str = ".tmp") -> None:
+    """Create ``path`` by ``write(temporary_path)`` in the same folder, then a rename: a reader
+    never sees a partial file, and a failure leaves no temporary file (or new folder) behind.
+    The file gets the usual mode (0644 with umask 022)."""
+    with OutputFiles() as outputs:
+        outputs.stage(path, write, suffix)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write UTF-8 ``text`` to ``path`` atomically (see :func:`replace_atomically`)."""
+    replace_atomically(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def write_json_atomic(path: Path, document: dict[str, Any]) -> None:
+    """Write JSON to ``path`` via a temporary file and rename: never a partial file."""
+    write_text_atomic(Path(path), canonical_dump(document))
