@@ -43,8 +43,8 @@ import json
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
-from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, ParamSpec, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from .certio.certificate import (Bracket, Certificate, check_size, decode_certificate, parse_json_strict,
                                  read_certificate_bytes)
@@ -60,6 +60,14 @@ from .kernel import (
 
 #: One ``(lower, upper)`` kernel verdict pair per bracket, in file order.
 Pairs = tuple[tuple[Verdict, Verdict], ...]
+#: A kernel check: (operator, eps, rank, arrays...) -> Verdict.
+Check = Callable[..., Verdict]
+#: The four checks of one kernel: verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper.
+Checks = tuple[Check, Check, Check, Check]
+#: One kernel call of a bracket end: (check, positional arguments, keyword options, claim text).
+Claim = tuple[Check, tuple[Any, ...], dict[str, Any], str]
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,7 +123,7 @@ class VerifyReport:
         return f"<VerifyReport {self.operator_id}: {status}; eps {body}{signed}>"
 
 
-def check_signature(document: dict, *, trusted_keys: frozenset[str] | None, require_signature: bool) -> str | None:
+def check_signature(document: dict[str, Any], *, trusted_keys: frozenset[str] | None, require_signature: bool) -> str | None:
     """Step 6: the signer's verification method, or None for an unsigned certificate."""
     if "proof" not in document:
         if require_signature or trusted_keys is not None:
@@ -133,7 +141,7 @@ def check_signature(document: dict, *, trusted_keys: frozenset[str] | None, requ
 KERNELS = ("auto", "arb", "float64", "exact")
 
 
-def _kernel_functions(kernel: str):
+def _kernel_functions(kernel: str) -> Checks:
     """(verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper) of one kernel."""
     if kernel in ("auto", "arb", "float64"):
         lower = functools.partial(verify_lower, engine=kernel)
@@ -144,17 +152,17 @@ def _kernel_functions(kernel: str):
     if kernel == "exact":
         from . import exact_kernel as ek  # second trusted kernel (softrank_cert/exact_kernel)
 
-        return tuple(_within_exact_limits(check) for check in
-                     (ek.verify_lower, ek.verify_trivial_lower, ek.verify_trivial_upper, ek.verify_upper))
+        wrap = _within_exact_limits
+        return wrap(ek.verify_lower), wrap(ek.verify_trivial_lower), wrap(ek.verify_trivial_upper), wrap(ek.verify_upper)
     raise InvalidInputError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
 
 
-def _within_exact_limits(check):
+def _within_exact_limits(check: Callable[_P, _R]) -> Callable[_P, _R]:
     """The exact kernel refuses operators and ranks beyond its limits with SizeLimitError: for a
     certificate that decoded fine that is not invalid input but a claim this checker cannot
     take, so it becomes :class:`KernelLimitError` (status "not checked", exit 5)."""
     @functools.wraps(check)
-    def wrapped(*args, **kwargs):
+    def wrapped(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return check(*args, **kwargs)
         except SizeLimitError as exc:
@@ -180,21 +188,23 @@ def check_claims(certificate: Certificate, *, max_prec: int = DEFAULT_MAX_PREC, 
         from .exact_kernel import check_limits
 
         _within_exact_limits(check_limits)(op)
+    run: Callable[[Check, tuple[Any, ...], dict[str, Any], str, str], Verdict]
     if kernel in ("auto", "arb"):
         run = _MemoryGuard(certificate, max_prec, kernel, memory_limit)
     else:
-        def run(check: Any, args: tuple, options: dict[str, Any], claim: str, eps: str) -> Verdict:
+        def run(check: Check, args: tuple[Any, ...], options: dict[str, Any], claim: str, eps: str) -> Verdict:
             return check(*args, **options, max_prec=max_prec)
-    def check_one(check: Any, args: tuple, options: dict[str, Any], claim: str, eps: str) -> Verdict:
+
+    def check_one(check: Check, args: tuple[Any, ...], options: dict[str, Any], claim: str, eps: str) -> Verdict:
         if _needs_no_arithmetic(check, args, checks):  # nothing to size: never refused for memory
             return check(*args, **options, max_prec=max_prec)
         return run(check, args, options, claim, eps)
 
-    return tuple(tuple(check_one(*claim, bracket.eps) for claim in _claims(op, bracket, checks))  # lower, then upper
-                 for bracket in certificate.brackets)
+    return tuple((check_one(*lower, bracket.eps), check_one(*upper, bracket.eps))
+                 for bracket in certificate.brackets for lower, upper in [_claims(op, bracket, checks)])
 
 
-def _needs_no_arithmetic(check: Any, args: tuple, checks: tuple) -> bool:
+def _needs_no_arithmetic(check: Check, args: tuple[Any, ...], checks: Checks) -> bool:
     """A trivial claim the kernel decides without arithmetic (``proofs/trivial-ends.md``): ``k = 0``
     (T3), ``r = p`` (T1), and for softmax rows (``||A|| = 1`` exactly) ``k = 1`` (T4) and
     ``r = 0`` (T2), which are exact comparisons of eps with 1."""
@@ -208,11 +218,13 @@ def _needs_no_arithmetic(check: Any, args: tuple, checks: tuple) -> bool:
     return False
 
 
-def _claims(op: Operator, bracket: Bracket, checks: tuple) -> tuple[tuple, tuple]:
+def _claims(op: Operator, bracket: Bracket, checks: Checks) -> tuple[Claim, Claim]:
     """The kernel calls of one bracket's two ends, ``(check, args, options, claim)``: a trivial
     end (no arrays) or one with its certificate / witness, lower then upper."""
     verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper = checks
     eps, lo, up = bracket.eps, bracket.lower, bracket.upper
+    lower: tuple[Check, tuple[Any, ...], dict[str, Any]]
+    upper: tuple[Check, tuple[Any, ...], dict[str, Any]]
     lower = ((verify_trivial_lower, (op, eps, lo.k), {}) if lo.X is None
              else (verify_lower, (op, eps, lo.k, lo.X, lo.Y), {"method": lo.method}))
     upper = ((verify_trivial_upper, (op, eps, up.r), {}) if up.U is None
@@ -259,7 +271,7 @@ class _MemoryGuard:
             f"about {format_bytes(self.need[index])} of memory, more than the {format_bytes(self.limit)} this "
             f"process may use (--max-memory; see docs/campaigns.md)")
 
-    def __call__(self, check: Any, args: tuple, options: dict[str, Any], claim: str, eps: str) -> Verdict:
+    def __call__(self, check: Check, args: tuple[Any, ...], options: dict[str, Any], claim: str, eps: str) -> Verdict:
         if self.engine_first:
             verdict = check(*args, **options, max_prec=self.max_prec, engine="float64")
             if verdict.status is not Status.INCONCLUSIVE:
@@ -370,5 +382,5 @@ def _verify(raw: bytes, source: str, *, trusted_keys: frozenset[str] | None, req
                              require_signature=require_signature)
     pairs = check_claims(certificate, max_prec=max_prec, kernel=kernel, memory_limit=memory_limit)  # 7.
     check_consistency((v for pair in pairs for v in pair), certificate.operator_id,  # 8.
-                      {b.eps: b.eps_value for b in certificate.brackets})
+                      {b.eps: b.eps_value for b in certificate.brackets if b.eps_value is not None})
     return VerifyReport(source, certificate.operator_id, signer, pairs, certificate)

@@ -24,8 +24,9 @@ Limits (refused with ``SizeLimitError``, exit 2): ``m * N <= 4096``, ``d <= 1024
 Interface: the same four checks, with the same signatures, as ``softrank_cert.kernel``.
 """
 
+from ..kernel import DEFAULT_MAX_PREC, LIMIT_MAX_PREC
 from .checks import (
-    DEFAULT_MAX_PREC, LIMIT_MAX_PREC, MAX_HEAD_DIM, MAX_K, MAX_OPERATOR_ENTRIES, MAX_R, check_limits,
+    MAX_HEAD_DIM, MAX_K, MAX_OPERATOR_ENTRIES, MAX_R, check_limits,
     verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper,
 )
 

@@ -24,7 +24,6 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import InvalidInputError, SizeLimitError
-from ..kernel import LIMIT_MAX_PREC  # noqa: F401 -- re-exported by softrank_cert.exact_kernel
 from ..kernel import (DEFAULT_MAX_PREC, START_PREC, Operator, Verdict, checked_float64, decide, parse_tolerance,
                       precision_schedule, require_ieee_environment)
 from .arith import dyadic, round_interval, shift_floor
@@ -53,7 +52,7 @@ def check_limits(op: Operator) -> None:
         raise SizeLimitError(
             f"exact kernel limit: operator is {m}x{n} = {m * n} entries, the exact kernel checks at most "
             f"{MAX_OPERATOR_ENTRIES} (use --kernel arb)")
-    if op.kind == "qk" and op.head_dim > MAX_HEAD_DIM:
+    if op.kind == "qk" and (op.head_dim or 0) > MAX_HEAD_DIM:
         raise SizeLimitError(f"exact kernel limit: head dimension {op.head_dim} exceeds {MAX_HEAD_DIM} (use --kernel arb)")
 
 
@@ -68,7 +67,8 @@ def _decide(side: str, rank: int, eps: str, method: str, max_prec: int, attempt:
                                             for prec in precision_schedule(max_prec)))
 
 
-def _exact(side: str, rank: int, eps: str, method: str, decision: bool, margin, value, reason: str) -> Verdict:
+def _exact(side: str, rank: int, eps: str, method: str, decision: bool, margin: tuple[Fraction, Fraction] | None,
+           value: tuple[Fraction, Fraction] | None, reason: str) -> Verdict:
     """A verdict of an exact comparison (K7; precision 0)."""
     return decide(side, rank, eps, method, [("rational", 0, lambda: (decision, margin, value, "exact kernel: " + reason))])
 
@@ -140,7 +140,8 @@ def verify_upper(op: Operator, eps: str, r: int, U: np.ndarray, W: np.ndarray, *
 # lower certificate
 # ----------------------------------------------------------------------------------------
 
-def _core(enc: IntervalMatrix, x: list[list[int]], sx: int, y: list[list[int]], sy: int):
+def _core(enc: IntervalMatrix, x: list[list[int]], sx: int, y: list[list[int]], sy: int
+          ) -> tuple[list[list[int]], list[list[int]] | None, int]:
     """``X A Y`` as midpoint and radius integer matrices at a common scale (K5)."""
     if enc.exact:
         mid_a, rad_a, sa = enc.lo, None, enc.scale
@@ -267,7 +268,7 @@ def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *
     nx, ny = dyadic(_max_row_abs_sum(x), sx), dyadic(_max_row_abs_sum(y), sy)
     c = eps_q * nx * ny  # the product is c * ||M^{-1}||
 
-    def report(inv_lo: Fraction, inv_hi: Fraction, prec: int):
+    def report(inv_lo: Fraction, inv_hi: Fraction, prec: int) -> tuple[tuple[Fraction, Fraction], tuple[Fraction, Fraction]]:
         margin = round_interval(1 - c * inv_hi, 1 - c * inv_lo, prec + 16)
         value = round_interval(1 / (nx * ny * inv_hi), 1 / (nx * ny * inv_lo), prec + 16)
         return margin, value
@@ -297,7 +298,7 @@ def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *
             if inv is not None:
                 r, s_r = _rounded_inverse(inv, s_m, prec + 64)
                 q = dyadic(_residual(r, mid, rad, s_r + s_m), s_r + s_m)
-        if q is not None and q < 1:
+        if q is not None and r is not None and q < 1:
             # K6: M invertible, ||R||/(1+q) <= ||M^{-1}|| <= ||R||/(1-q)
             norm_r = dyadic(_max_row_abs_sum(r), s_r)
             inv_lo, inv_hi = norm_r / (1 + q), norm_r / (1 - q)
@@ -308,9 +309,9 @@ def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *
             exact_inv = _exact_inverse(mid)
             if exact_inv is None:
                 return None, None, None, "X A Y is exactly singular: the certificate proves nothing"
-            inv = max(sum(abs(v) for v in row) for row in exact_inv) * dyadic(1, -s_m)  # ||2**s_m mid^-1||
-            decision = c * inv < 1
-            return (decision, *report(inv, inv, prec), "eps * ||X|| * ||Y|| * ||(XAY)^-1|| against 1 (exact inverse)")
+            inv_norm = max(sum(abs(v) for v in row) for row in exact_inv) * dyadic(1, -s_m)  # ||2**s_m mid^-1||
+            decision = c * inv_norm < 1
+            return (decision, *report(inv_norm, inv_norm, prec), "eps * ||X|| * ||Y|| * ||(XAY)^-1|| against 1 (exact inverse)")
         return None, None, None, "X A Y not proved invertible at this precision"
 
     return _decide("lower", k, eps, method, max_prec, attempt)

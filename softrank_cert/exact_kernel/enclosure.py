@@ -13,11 +13,15 @@ from __future__ import annotations
 import weakref
 
 import numpy as np
+from typing import TYPE_CHECKING
 
 from .arith import ceil_div, exp_interval, floor_div, inv_sqrt_bounds, scaled_ints
 
+if TYPE_CHECKING:
+    from ..kernel import Operator
+
 #: Enclosures per operator, kept apart from the Arb kernel's own cache.
-_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CACHE: weakref.WeakKeyDictionary[Operator, dict[int, IntervalMatrix]] = weakref.WeakKeyDictionary()
 #: Guard bits of the exp argument beyond the output's fixed point (>= 32, see arith).
 GUARD_BITS = 48
 
@@ -39,7 +43,7 @@ def int_matrix(array: np.ndarray) -> tuple[list[list[int]], int]:
     return [flat[i * cols:(i + 1) * cols] for i in range(rows)], s
 
 
-def _row_lengths(op) -> list[int]:
+def _row_lengths(op: Operator) -> list[int]:
     """Allowed keys per row: a prefix (causal, j <= i + N - m) or the whole row."""
     m, n = op.shape
     if op.mask == "none":
@@ -66,7 +70,7 @@ def _softmax_rows(t_rows: list[list[tuple[int, int]]], w: int, f: int, n: int) -
     return IntervalMatrix(lo_rows, hi_rows, f, exact=False)
 
 
-def enclose(op, f: int) -> IntervalMatrix:
+def enclose(op: Operator, f: int) -> IntervalMatrix:
     """Enclosure of A with fixed point ``f`` bits (softmax kinds) or exactly (probabilities)."""
     cache = _CACHE.setdefault(op, {})  # per operator (operators are immutable), keyed by f
     if f in cache:
@@ -83,17 +87,17 @@ def enclose(op, f: int) -> IntervalMatrix:
     if op.kind == "scores":
         s_int, ss = int_matrix(np.asarray(op.arrays["S"]))
         for i in range(m):
-            row = s_int[i][:lengths[i]]
-            c = max(row)  # exact row maximum: every shifted score <= 0, the max is exactly 0
+            s_row = s_int[i][:lengths[i]]
+            c = max(s_row)  # exact row maximum: every shifted score <= 0, the max is exactly 0
             # t = (S_ij - c) / 2**ss, exactly; rounded outward to scale 2**-w
-            t_rows.append([(floor_div((v - c) << w, 1 << ss), ceil_div((v - c) << w, 1 << ss)) for v in row])
+            t_rows.append([(floor_div((v - c) << w, 1 << ss), ceil_div((v - c) << w, 1 << ss)) for v in s_row])
     else:  # qk: S = beta Q K^T
         q, sq = int_matrix(np.asarray(op.arrays["Q"]))
         k, sk = int_matrix(np.asarray(op.arrays["K"]))
         den_d = 1 << (sq + sk)  # dot products are exact integers / 2**(sq + sk)
         if op.beta_exact is None:  # beta = 1/sqrt(d) in [b_lo, b_hi] / 2**wb, b_lo > 0
             wb = w + 16
-            b_lo, b_hi = inv_sqrt_bounds(op.head_dim, wb)
+            b_lo, b_hi = inv_sqrt_bounds(op.arrays["Q"].shape[1], wb)
             den = den_d << wb
         else:  # exact rational beta = b / den_b
             beta = op.beta_exact

@@ -33,8 +33,8 @@ ENGINES = ("auto", "arb", "float64")
 
 def _interval(ball: arb | None) -> tuple[Fraction, Fraction] | None:
     """Exact rational [lo, hi] containing the ball, or None (no ball, not finite, beyond 2**4096)."""
-    bounds = (None, None) if ball is None else (arb_lower_fraction(ball), arb_upper_fraction(ball))
-    return None if None in bounds else bounds
+    lo, hi = (None, None) if ball is None else (arb_lower_fraction(ball), arb_upper_fraction(ball))
+    return None if lo is None or hi is None else (lo, hi)
 
 
 def _entry(eps: str, max_prec: int, engine: str) -> Fraction:

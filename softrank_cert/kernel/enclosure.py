@@ -34,7 +34,7 @@ from .operator import Operator
 _ENCLOSURES: weakref.WeakKeyDictionary[Operator, dict[int, Enclosure]] = weakref.WeakKeyDictionary()
 
 
-def _rough_row_shifts(op: Operator, allowed: np.ndarray) -> list[float]:
+def _rough_row_shifts(op: Operator, allowed: np.ndarray) -> list[float | None]:
     """One float64 ``g_i`` per row: for ``qk`` the float64 ``G_ij`` (``G = Q K^T``) at the column
     maximising ``beta * G_ij`` (shift ``c_i = beta * g_i``), for ``scores`` the row maximum
     (``c_i = g_i``).  Any finite ``g_i`` is sound (softmax-enclosure.md Lemma 1); a good one keeps the balls narrow,

@@ -109,8 +109,7 @@ def _dyadic_bound(x: arb, up: bool) -> Fraction | None:
     if not x.is_finite():
         return None
     point = x.upper() if up else x.lower()  # an exact endpoint, rounded outward by Arb
-    mantissa, exponent = point.man_exp()  # exact: point = mantissa * 2**exponent
-    mantissa, exponent = int(mantissa), int(exponent)
+    mantissa, exponent = map(int, point.man_exp())  # exact: point = mantissa * 2**exponent
     if exponent >= 0:
         if exponent + mantissa.bit_length() > EXPONENT_LIMIT:
             return None  # |point| > 2**EXPONENT_LIMIT: no finite bound is reported

@@ -89,6 +89,16 @@ class Verdict:
     """
 
     __slots__ = ("status", "side", "rank", "eps", "method", "margin", "value", "precision", "reason", "engine")
+    status: Status
+    side: str
+    rank: int
+    eps: str
+    method: str
+    margin: Interval | None
+    value: Interval | None
+    precision: int
+    reason: str
+    engine: str
 
     def __init__(self, *, seal: object, status: Status, side: str, rank: int, eps: str, method: str,
                  margin: Interval | None, value: Interval | None, precision: int, reason: str, engine: str) -> None:

@@ -20,10 +20,12 @@ import functools
 import weakref
 from fractions import Fraction
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from flint import arb, arb_mat
 
+from ...errors import InternalInvariantError
 from ..enclosure import row_norm_max
 from ..exact_inputs import arb_lower_fraction, arb_upper_fraction, fraction_to_arb
 from ..operator import Operator
@@ -62,8 +64,16 @@ def _beta_bounds(op: Operator) -> tuple[float, float]:
         return fraction_down(op.beta_exact), fraction_up(op.beta_exact)
     with working_precision(128):
         ball = arb(op.head_dim).rsqrt()
-        lo, hi = arb_lower_fraction(ball), arb_upper_fraction(ball)
-    return fraction_down(lo), fraction_up(hi)
+        bounds = _ball_interval(ball)
+    if bounds is None:
+        raise InternalInvariantError("1/sqrt(d) has no finite bounds")
+    return fraction_down(bounds[0]), fraction_up(bounds[1])
+
+
+def _ball_interval(ball: arb) -> tuple[Fraction, Fraction] | None:
+    """Exact rational [lo, hi] containing the ball, or None (not finite, beyond 2**4096)."""
+    lo, hi = arb_lower_fraction(ball), arb_upper_fraction(ball)
+    return None if lo is None or hi is None else (lo, hi)
 
 
 def _shifted_score_bounds(op: Operator, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -204,7 +214,8 @@ def lower_attempt(op: Operator, eps: Fraction, X: np.ndarray, Y: np.ndarray) -> 
         abs_x, abs_y = np.abs(X), np.abs(Y)
         norms = [(row_sums_lower(abs_x).max(), row_sums_upper(abs_x).max()),
                  (row_sums_lower(abs_y).max(), row_sums_upper(abs_y).max())]
-    if not all(np.isfinite(v).all() for v in (core, core_rad, *norms)):
+    checked: tuple[Any, ...] = (core, core_rad, *norms)
+    if not all(np.isfinite(v).all() for v in checked):
         return None, None, None, reason
     k = core.shape[0]
     for prec in (64, 128):
@@ -221,8 +232,6 @@ def lower_attempt(op: Operator, eps: Fraction, X: np.ndarray, Y: np.ndarray) -> 
             one = arb(1)
             decision = True if product < one else False if product >= one else None
             margin, value = one - product, one / scale
-            pair = lambda ball: (None if arb_lower_fraction(ball) is None or arb_upper_fraction(ball) is None  # noqa: E731
-                                 else (arb_lower_fraction(ball), arb_upper_fraction(ball)))
             if decision is not None or prec == 128:
-                return decision, pair(margin), pair(value), reason
+                return decision, _ball_interval(margin), _ball_interval(value), reason
     return None, None, None, reason

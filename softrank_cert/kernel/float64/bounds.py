@@ -20,6 +20,7 @@ from __future__ import annotations
 from fractions import Fraction
 from functools import lru_cache, cache
 from math import factorial
+from typing import Any
 
 import numpy as np
 from flint import arb
@@ -42,12 +43,12 @@ EXP_TINY_UP = pow2(-1000)
 _TAYLOR_DEGREE = 7
 
 
-def up(x):
+def up(x: Any) -> Any:
     """A double >= the exact result of the one faithfully rounded operation that gave ``x``."""
     return np.nextafter(x, np.inf)
 
 
-def down(x):
+def down(x: Any) -> Any:
     """A double <= the exact result of the one faithfully rounded operation that gave ``x``."""
     return np.nextafter(x, -np.inf)
 
@@ -179,7 +180,10 @@ def _exp_tables() -> tuple[np.ndarray, np.ndarray, list[float]]:
             values = [p.exp() for p in points]
             # A double near each value: the exact midpoint as a Fraction, correctly rounded by
             # Fraction.__float__ (any double would do: its error is certified just below).
-            doubles = [float(arb_upper_fraction(v.mid())) for v in values]
+            mids = [arb_upper_fraction(v.mid()) for v in values]
+            if any(mid is None for mid in mids):
+                raise InternalInvariantError("exp table entry is not finite")
+            doubles = [float(mid) for mid in mids if mid is not None]
             for d, v in zip(doubles, values):
                 if not abs(arb(d) - v) <= bound * arb(d):
                     raise InternalInvariantError("exp table entry not certified to 2**-52")
