@@ -249,7 +249,7 @@ def verify(source: str | os.PathLike[str] | bytes | Mapping[str, Any], *, truste
 
     if isinstance(max_memory, str):
         max_memory = parse_size(max_memory, "max_memory")
-    options = {"trusted_keys": _trusted(trusted_keys), "require_signature": require_signature, "max_prec": max_prec,
+    options: dict[str, Any] = {"trusted_keys": _trusted(trusted_keys), "require_signature": require_signature, "max_prec": max_prec,
                "kernel": kernel, "memory_limit": process_limit(max_memory) if kernel in ("auto", "arb") else None}
     if isinstance(source, (bytes, bytearray, memoryview)):
         return verify_certificate_bytes(bytes(source), **options)

@@ -40,9 +40,9 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from dataclasses import dataclass, field
 from fractions import Fraction
-from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
@@ -314,7 +314,7 @@ def check_consistency(verdicts: Iterable[Verdict], operator_id: str,
                 )
 
 
-def verify_certificate_file(path: str | Path, *, trusted_keys: frozenset[str] | None = None,
+def verify_certificate_file(path: str | os.PathLike[str], *, trusted_keys: frozenset[str] | None = None,
                             require_signature: bool = False, max_prec: int = DEFAULT_MAX_PREC,
                             kernel: str = "auto", memory_limit: int | None = None) -> VerifyReport:
     """Steps 0-8 for one file; raises InvalidInputError (exit 2) on invalid input and

@@ -15,6 +15,7 @@ The format module knows nothing about solvers, and nothing here decides a claim.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
@@ -165,7 +166,7 @@ def check_schema(document: Any) -> None:
         raise CertificateFormatError(f"schema: at {where}: {message}")
 
 
-def read_certificate_bytes(path: str | Path) -> bytes:
+def read_certificate_bytes(path: str | os.PathLike[str]) -> bytes:
     """Step 0 for a file: its bytes, from a regular file of at most :data:`MAX_CERTIFICATE_BYTES`
     bytes (:func:`~softrank_cert.util.files.read_regular_file`: a FIFO, device, socket or
     folder is refused before it is opened, a larger size before a byte is read)."""

@@ -14,6 +14,7 @@ string of that double.
 from __future__ import annotations
 
 import json
+import os
 import re
 import zipfile
 import zlib
@@ -128,7 +129,7 @@ def _check_file(path: Path) -> None:
     check_regular_file(path, "operator file")
 
 
-def operator_names(path: str | Path) -> list[str]:
+def operator_names(path: str | os.PathLike[str]) -> list[str]:
     """The names of the operators in an ``.npz`` file, in natural order (read from the array
     headers only: nothing is loaded)."""
     path = Path(path)
@@ -156,7 +157,7 @@ def operator_shapes(path: str | Path) -> list[tuple[str, str, tuple[int, int]]]:
 LIST_COMMAND = "softrank list"
 
 
-def choose_operator_message(path: str | Path, names: list[str], how: str) -> str:
+def choose_operator_message(path: str | os.PathLike[str], names: list[str], how: str) -> str:
     """The one line for a panel of several operators given without a choice: how many, a few
     names, how to list them all, and ``how`` to choose (e.g. ``--operator NAME``)."""
     shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
@@ -186,7 +187,7 @@ def unknown_operator_message(path: str | Path, name: str, names: list[str], opti
             f"{', '.join(closest_operator_names(name, names))}; list them all: {LIST_COMMAND} {path})")
 
 
-def load_operators(path: str | Path, names: list[str] | None = None) -> list[NamedOperator]:
+def load_operators(path: str | os.PathLike[str], names: list[str] | None = None) -> list[NamedOperator]:
     """Load the named operators (all when ``names`` is None, in natural name order: ``L0H2``
     before ``L0H10``; else in the order given)."""
     path = Path(path)
