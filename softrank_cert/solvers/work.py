@@ -16,7 +16,7 @@ Every charge is a formula of the sizes involved, never a measurement:
 * one screen of key moves, one Sherman-Morrison check, one dense solve: their entry counts
   (and the fixed costs of :class:`~softrank_cert.solvers.lower.moves.MoveCharges`).
 
-The fitted constants were measured on the project's 2-core machine on 2026-12-02 (one core per
+The fitted constants were measured on a 2-core x86-64 machine (one core per
 search, MiniLM heads at 128 x 128 and 512 x 512; ``benchmarks/results/solvers_lbfgs.md``), so
 that there a default search takes about its nominal seconds.
 

@@ -16,15 +16,14 @@ The coefficients come from measurements of peak RSS (``resource.getrusage``) on 
 development machine (python-flint 0.9, CPython 3.11, x86-64 glibc); they are deliberately on
 the safe side (README, "Long campaigns"):
 
-* Arb path, per matrix entry (m N): about 380 B at 64 bits (the enclosures of S and A, the
-  per-entry balls of ``S - c`` the enclosures then also kept, and the construction's
-  temporaries), then 190-300 B more for each further precision up to 512 bits, 400 B more at
-  1024, 590 B more at 2048 and 990 B more at 4096: 1.14 KB per entry through 512 bits
-  (2048 x 2048: 4.8 GB).  The enclosures no longer keep the ``S - c`` balls (4 cached
-  precisions of a 512 x 512 ``qk`` operator: 210 MiB of peak RSS instead of 299 MiB), so these
-  coefficients are now about 30 % on the safe side; they have not been re-measured.  A witness product or a
-  block matrix product adds a transient of 90-220 B per entry at the last precision; ``qk``
-  operators add about 55 B per entry and the Arb matrices of Q and K.
+* Arb path, per matrix entry (m N): about 380 B at 64 bits (the enclosures of S and A, per-entry
+  balls of ``S - c``, and the construction's temporaries), then 190-300 B more for
+  each further precision up to 512 bits, 400 B more at 1024, 590 B more at 2048 and 990 B more
+  at 4096: 1.14 KB per entry through 512 bits (2048 x 2048: 4.8 GB).  The enclosures do not
+  keep the ``S - c`` balls these figures count, so the coefficients are about 30 % on the safe side (4 cached
+  precisions of a 512 x 512 ``qk`` operator: 210 MiB of peak RSS against 299 MiB).  A witness
+  product or a block matrix product adds a transient of 90-220 B per entry at the last
+  precision; ``qk`` operators add about 55 B per entry and the Arb matrices of Q and K.
 * a bracket task (solvers + float64 checks) peaked at 17 / 37 / 106 MB above the worker's
   ~110 MB interpreter for MiniLM heads of width 128 / 256 / 512 with the default time budget.
 """

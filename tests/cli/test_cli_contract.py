@@ -102,8 +102,8 @@ def test_bracket_out_existing_folder_or_trailing_slash_is_a_folder(tmp_path, tin
 
 @pytest.mark.parametrize("target", ["under-a-file", "not-a-regular-file", "json-folder-for-all"])
 def test_bracket_unusable_out_is_refused_before_any_work(tmp_path, tiny_panel, target):
-    """(A FIFO stands in for /dev/null: the old code renamed its temporary file over the target,
-    which as root replaces a device node with a regular file. Never test with a real device.)"""
+    """(A FIFO stands in for /dev/null: renaming a temporary file over the target would, as
+    root, replace a device node with a regular file. Never test with a real device.)"""
     blocker = tmp_path / "plain.txt"
     blocker.write_text("x")
     expected = ["plain.txt"]

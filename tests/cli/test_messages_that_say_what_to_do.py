@@ -1,4 +1,4 @@
-"""Messages that used to mislead (issue 26 point 3) and the one input rule of the CLI and the
+"""Messages that must not mislead (issue 26 point 3) and the one input rule of the CLI and the
 API (point 4): each mistake gets one line, exit 2, that says what is wrong and what to type."""
 
 from __future__ import annotations

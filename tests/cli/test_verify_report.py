@@ -70,7 +70,7 @@ def test_written_out_constants_agree_with_their_sources():
 # --------------------------------------------------------------------------------------
 
 def test_false_certificate_named_like_a_campaign_manifest_is_rejected(tmp_path):
-    """issue 25 point 5: a file called softrank-campaign.json used to be skipped by its name."""
+    """issue 25 point 5: a file called softrank-campaign.json is checked, not skipped by its name."""
     op = peaked_operator()
     folder = tmp_path / "certs"
     folder.mkdir()
@@ -83,8 +83,8 @@ def test_false_certificate_named_like_a_campaign_manifest_is_rejected(tmp_path):
 
 
 def test_report_in_a_certificate_folder_is_skipped_not_an_error(tmp_path):
-    """issue 26 point 2: a profile report (floats such as 40.0) beside a certificate was
-    "JSON number '40.0' is not an integer" (exit 2)."""
+    """issue 26 point 2: a profile report (floats such as 40.0) beside a certificate is skipped,
+    not an error "JSON number '40.0' is not an integer" (exit 2)."""
     op = peaked_operator()
     write_certificate(tmp_path / "cert.json", build_document(op, valid_brackets(op)))
     (tmp_path / "profile.json").write_text(json.dumps({"format": "softrank-profile-report", "seconds": 40.0}))

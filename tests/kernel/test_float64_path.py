@@ -458,9 +458,9 @@ def test_products_with_non_finite_results_get_infinite_radii():
 
 @needs_mxcsr
 def test_a_geometry_call_under_daz_cannot_poison_the_operator_cache():
-    """Review finding: a kernel entry point without the environment check filled the enclosure
-    cache with a wrong enclosure that a later IEEE check reused.  Every public entry point that
-    fills the kernel-private cache now checks."""
+    """Review finding: a kernel entry point without the environment check could fill the
+    enclosure cache with a wrong enclosure that a later IEEE check reuses.  Every public entry
+    point that fills the kernel-private cache checks the environment first."""
     from softrank_cert.errors import FloatingPointEnvironmentError
     from softrank_cert.geometry import bounds as geometry_bounds
     from softrank_cert.kernel import probability_balls, score_balls

@@ -768,7 +768,7 @@ def test_kernel_caches_do_not_keep_an_operator_alive():
 
 def test_one_environment_probe_per_claim(monkeypatch):
     """Issue 13, item 3: one entry gate checks the floating-point environment per claim, whatever
-    the engine, the precision retries and the cache state (it used to be up to eight probes)."""
+    the engine, the precision retries and the cache state."""
     from softrank_cert import exact_kernel
     from softrank_cert.kernel.float64 import fpenv
 

@@ -27,8 +27,8 @@ def _write(path: Path, op: Operator, brackets: list[Bracket]) -> Path:
 
 
 def test_kernel_arb_max_memory_1M_checks_trivial_claims(tmp_path):
-    """``--kernel arb --max-memory 1M`` refused trivial claims (which need no arithmetic) with exit 5;
-    they are decided now, and a claim that does need the Arb path is still refused."""
+    """``--kernel arb --max-memory 1M`` decides trivial claims (which need no arithmetic) instead
+    of refusing them with exit 5, and still refuses a claim that does need the Arb path."""
     rng = np.random.default_rng(2)
     scores = Operator("scores", {"S": rng.standard_normal((64, 64))})
     trivial = _write(tmp_path / "trivial.json", scores, [
@@ -47,8 +47,8 @@ def test_kernel_arb_max_memory_1M_checks_trivial_claims(tmp_path):
 
 
 def test_negative_probabilities_are_refused_by_kernel_format_api_and_npz(tmp_path):
-    """One rule: a ``probabilities`` operator is an attention matrix (A >= 0).  A certificate could
-    hold negative entries that the API and the ``.npz`` loader refused; all four refuse them now."""
+    """One rule: a ``probabilities`` operator is an attention matrix (A >= 0).  The kernel, the
+    format, the API and the ``.npz`` loader all refuse negative entries."""
     from softrank_cert.util.operator_files import load_operators
     from softrank_cert.verification import verify_certificate_bytes
 
@@ -91,9 +91,9 @@ def test_long_double_beta_in_npz_is_refused(tmp_path):
 
 
 def test_huge_qk_inputs_are_decided_by_the_arb_path():
-    """With |Q|, |K| ~ 1e160 the float64 ``Q K^T`` overflows and ``auto`` / ``arb`` returned
-    INCONCLUSIVE on every non-trivial claim where the exact kernel decides them; the Arb path
-    takes its softmax shift from the Arb scores now, and agrees with the exact kernel."""
+    """With |Q|, |K| ~ 1e160 the float64 ``Q K^T`` overflows; the Arb path takes its softmax
+    shift from the Arb scores, so ``auto`` / ``arb`` decide the non-trivial claims the exact
+    kernel decides (not INCONCLUSIVE), and agree with it."""
     rng = np.random.default_rng(0)
     Q, K = rng.standard_normal((6, 2)) * 1e160, rng.standard_normal((6, 2)) * 1e160
     op = Operator.from_qk(Q, K)

@@ -49,7 +49,7 @@ def _edit(path: Path, change) -> None:
 
 def test_bracket_resume_refuses_a_planted_certificate_with_forged_provenance(panel8, tmp_path, capsys):
     """Issue 25 point 6: a valid but trivial certificate (ends [0, p]) with forged provenance,
-    planted in the campaign folder, was kept by ``bracket --resume``: provenance is compared now."""
+    planted in the campaign folder, is not kept by ``bracket --resume``: provenance is compared."""
     from softrank_cert.certio.certificate import Bracket, LowerEnd, UpperEnd
     from softrank_cert.certio.issuing import certificate_for
     from softrank_cert.plumbing.certificate_files import certificate_path
@@ -90,8 +90,8 @@ def test_bracket_refuses_an_operator_named_like_the_manifest(tmp_path, capsys):
 
 
 def test_bracket_resume_with_other_tolerances_is_refused(panel8, tmp_path, capsys):
-    """Issue 26 point 3: resuming with other tolerances silently left the old certificates in the
-    folder; it is refused now, naming both."""
+    """Issue 26 point 3: resuming with other tolerances is refused, naming both, rather than
+    leaving the certificates of the first ones in the folder."""
     out = tmp_path / "certs"
     assert cli(capsys, "bracket", str(panel8), "--all", "--eps", "0.25", "--out", str(out))[0] == 0
     before = {p: p.read_bytes() for p in out.rglob("*.json")}
@@ -110,9 +110,9 @@ def _budgets(capsys, panel8: Path, out: Path, *extra: str) -> dict:
 
 
 def test_budgets_resume_rederives_forged_classes(panel8, tmp_path, capsys):
-    """Issue 25 point 1: the classes (and ends) of a done operator edited in R-campaign.json were
-    kept ("budget 4 feasible" beside a verified lower end of 7); they are re-derived now from the
-    re-verified certificate, with and without --certificates."""
+    """Issue 25 point 1: the classes (and ends) of a done operator edited in R-campaign.json (say
+    "budget 4 feasible" beside a verified lower end of 7) are not kept; they are re-derived from
+    the re-verified certificate, with and without --certificates."""
     for certificates in (False, True):
         out = tmp_path / f"run{int(certificates)}" / "R.json"
         out.parent.mkdir()
@@ -163,9 +163,9 @@ def _audit(capsys, table: Path, panel8: Path, out: Path) -> dict:
 
 
 def test_audit_resume_rejudges_forged_rows(panel8, tmp_path, capsys):
-    """Issue 25 point 2: a published row [20, 21] for a head whose verified bracket is small was
-    reported "confirmed" with ends 20 and 21 after its manifest entry was edited; the rows of a
-    kept operator are judged again from its re-verified reproduction now."""
+    """Issue 25 point 2: a published row [20, 21] for a head whose verified bracket is small is
+    not reported "confirmed" after its manifest entry is edited; the rows of a kept operator are
+    judged again from its re-verified reproduction."""
     from softrank_cert.util.operator_files import operator_names
 
     names = operator_names(panel8)

@@ -358,9 +358,9 @@ def test_analyze_resume_keeps_finished_operators_after_an_interruption(toy, tmp_
 
 
 def test_analyze_resume_planted_cache_entry_cannot_count_a_rejected_certificate(toy, tmp_path, capsys):
-    """Issue 25 point 3: the cache key is computable from public inputs; a planted entry made a
-    REJECTED certificate count as the verified bracket [1, 2] (exit 0, where a fresh run exits 1).
-    Now the certificate is re-verified all the same and the brackets come from that verification."""
+    """Issue 25 point 3: the cache key is computable from public inputs, so an entry can be
+    planted that claims a REJECTED certificate's bracket [1, 2] verified.  The certificate is
+    re-verified all the same and the brackets come from that verification (exit 1, as fresh)."""
     from softrank_cert.kernel import DEFAULT_MAX_PREC
     from softrank_cert.util.operator_files import load_operators
     from softrank_cert.studies.analyze.study import cache_key
@@ -400,8 +400,8 @@ def test_analyze_resume_planted_cache_entry_cannot_count_a_rejected_certificate(
 
 
 def test_analyze_cache_key_has_the_version_and_the_shapes(monkeypatch):
-    """Issue 25 point 3: the key left out the software version and the array shapes, so results
-    of an older kernel (or of an operator with the same bytes in another shape) were reused."""
+    """Issue 25 point 3: the key includes the software version and the array shapes, so results
+    of another kernel (or of an operator with the same bytes in another shape) are not reused."""
     import softrank_cert.plumbing.campaign_inputs as inputs
     from softrank_cert.studies.analyze.study import cache_key
 

@@ -14,7 +14,7 @@ largest exact one (:class:`RowLP`).  The search is over the labels ``(lab, sign)
   complete-pivoting singletons (``pivot``); queries chosen by column-pivoted QR on centred
   square-root profiles, keys joining the chosen query that weights them most relative to
   their mean (``dev_qr``) or through the pseudo-inverse of the chosen rows (``pinv_qr``)
-  (k-means query clusters were measured as a fourth start and added nothing);
+  (a fourth start from k-means query clusters, measured beside them, adds nothing);
 * polish: greedy single-key moves (to another group, sign, or none) scored with ``X`` fixed,
   rows scaled to unit l1 norm, i.e. by ``||(X A Y')^{-1}||`` through Sherman-Morrison
   updates -- a valid certificate itself, so the LP re-solve that follows can only raise the

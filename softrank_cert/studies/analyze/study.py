@@ -88,7 +88,7 @@ if TYPE_CHECKING:
 
 #: Version of the per-operator results (:func:`analyze_task`): bump it whenever what they
 #: contain or how it is computed changes (study caches are keyed by it).
-RESULT_VERSION = "2"  # 2: certified strings with the report contract's 17 digits (were 9 and 6)
+RESULT_VERSION = "2"  # 2: certified strings with the report contract's 17 digits
 
 
 

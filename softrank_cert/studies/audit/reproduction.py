@@ -23,8 +23,8 @@ from .certificates import CheckedCertificate, audit_with_certificate, check_cert
 from .rows import (PublishedRow, RowResult, result_of)
 
 #: Version of the per-operator results a resumable audit records: part of their inputs key, so
-#: a manifest from before a change of their shape is recomputed, never mixed in.  3: the
-#: reproduction's certificate kept in the campaign's state folder (2: the one JSON contract).
+#: results recorded under another version are recomputed, never mixed in.  3: the results in the
+#: one JSON contract, with the reproduction's certificate kept in the campaign's state folder.
 RESULT_VERSION = 3
 
 
