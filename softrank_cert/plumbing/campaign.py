@@ -32,7 +32,7 @@ power cut, it is the last complete state and never a torn file.  Its ``format`` 
   ``softrank-campaign.json`` is refused with exit 2 (:func:`check_manifest_clear`).
 
 **Interface** (what a command does; ``bracket_cmd``, ``studies/budgets``, ``studies/audit``,
-``studies/analyze``, ``studies/supports_campaign`` use it)::
+``studies/analyze``, ``studies/supports`` use it)::
 
     campaign = Campaign(path, "budgets", parameters, entries, resume=resume,
                         must_match={"tolerances": "--eps"}, resume_command=hint)
@@ -50,30 +50,8 @@ power cut, it is the last complete state and never a torn file.  Its ``format`` 
                 campaign.done(name, outcome, seconds=..., output=...)
     campaign.finish(failed=bool(failures))      # 'complete' or 'incomplete' (exit 6)
 
-Schema (version 1)::
-
-    {"format": "softrank-campaign", "version": 1, "command": "bracket",
-     "state": "running" | "complete" | "incomplete" | "interrupted",
-     "panel": {"path": "panel.npz", "sha256": "<hex of the file>", "operators": 72},
-     "tolerances": ["0.1", "0.25"], "budget_seconds": null | 16.0 | "inf",
-     "max_memory": <bytes>, "jobs": 2, "scheduler": null, "signer": null | "did:key:...",
-     "generator": {"name": "softrank-cert", "version": "0.1.0"},
-     "created": "<RFC 3339>", "updated": "<RFC 3339>",
-     "runs": [{"started": ..., "finished": ..., "state": ..., "computed": 3, "skipped": 1, "failed": 0}],
-     "summary": {"done": 4, "failed": 0, "refused": 0, "pending": 0},
-     "operators": {"NAME": {"status": "pending" | "done" | "failed" | "refused",
-                            "operator_sha256": "<hex>", "inputs_sha256": "<hex>", "output": "NAME.json",
-                            "seconds": 1.25, "task_seconds": 1.41, "attempts": 1, "estimated_bytes": 180000000,
-                            "finished": "<RFC 3339>", "resumed": false, "reason": null}}}
-
-``seconds``: the operator's own time (``bracket``: the solver's search, which a time budget
-bounds; ``budgets``: the study's checks; ``audit``: the task); ``task_seconds``: the wall seconds
-of its last attempt in a worker (solving, kernel verification, packing; not the pool's start-up),
-the figure for cost models; both kept from the earlier run for an operator a resume keeps.
-
-``done``: the certificate (or result) is in place; ``failed``: the task failed (after its
-retry when its worker died), ``reason`` is its one line; ``refused``: never started, because
-its memory estimate exceeds ``max_memory``.
+The manifest's fields, per command and per operator, are defined by its JSON Schema,
+``certificates/schema/softrank-campaign-v1.schema.json`` (``docs/campaigns.md``, "The manifest").
 """
 
 from __future__ import annotations

@@ -400,7 +400,7 @@ def analysis(certificates: list[str], panels: list[str], eps: str | None = None,
                   for key, (_path, _raw, name, _eps) in zip(keys, read)]
         if manifest is not None:
             parameters = {"panel": [{"path": str(p)} for p in panels], "certificates": len(read),
-                          "tolerances": eps_list, "ranks": ranks, "state": Path(cache).name}
+                          "tolerances": eps_list, "ranks": ranks, "state_folder": Path(cache).name}
             campaign = Campaign(manifest, "analyze", parameters,
                                 [(name, {"inputs_sha256": key, "output": f"{key}.json"})
                                  for key, (_path, _raw, name, _eps) in zip(keys, read)],
