@@ -1,6 +1,6 @@
 """The Python API at the package top level (issue item 1) and the progress lines of item 3.
 
-* the README's "Python API" example runs as it stands;
+* the tutorial's notebook example (docs/tutorial.md) runs as it stands;
 * reprs are compact (no arrays), constructors from arrays, loaders and tolerances behave;
 * ``verify`` gives the same verdict pairs for a path, the bytes and the parsed dict, refuses
   what a file would be refused for, and writes no temporary file (nor does the audit);

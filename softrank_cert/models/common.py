@@ -12,8 +12,8 @@
   reads), :func:`embedding_matrix`;
 * the forward's pieces: :func:`layer_norm`, :func:`softmax_rows`, :func:`linear`,
   :func:`causal_scores`, :func:`attend` (one layer's attention heads) and
-  :class:`AttentionOutput`, what every model's ``forward`` returns; :func:`layer_depth`,
-  :func:`check_ids`;
+  :class:`AttentionOutput`, what every model's ``forward`` returns; :func:`selection` (of layers
+  or heads), :func:`layer_depth`, :func:`check_ids`;
 * text tokens: :class:`TextTokensMixin` (``word_pieces``, :func:`check_width`) and
   :class:`CausalTextMixin`; :func:`leading_special_ids` (the ids a tokenizer's
   post-processor puts before the text).
@@ -298,6 +298,17 @@ def leading_special_ids(tokenizer, text: str, pieces: list[int]) -> list[int]:
         if full[lead:lead + len(pieces)] == pieces:
             return list(full[:lead])
     raise InvalidInputError("the tokenizer's special-token template does not keep the text's ids together")
+
+
+def selection(values: Iterable[int] | None, limit: int, what: str) -> list[int]:
+    """Sorted distinct indices in 0..limit-1 (all of them when ``values`` is None); ``what``
+    (``"layers"``, ``"heads"``) names them in the one-line refusal of anything else."""
+    if values is None:
+        return list(range(limit))
+    chosen = sorted({int(v) for v in values})
+    if not chosen or chosen[0] < 0 or chosen[-1] >= limit:
+        raise InvalidInputError(f"{what} must be a non-empty selection of 0..{limit - 1}")
+    return chosen
 
 
 def layer_depth(layers: Iterable[int] | None, num_layers: int) -> tuple[set[int], int]:

@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable, Mapping
 import numpy as np
 
 from ..errors import InvalidInputError
+from .common import selection
 
 #: The name under which the capturing attention function is registered.
 CAPTURE_IMPLEMENTATION = "softrank_capture"
@@ -365,10 +366,4 @@ def record_notes(record: AttentionRecord, head: int) -> dict[str, Any]:
 
 def select_heads(records: list[AttentionRecord], heads: Iterable[int] | None) -> list[int]:
     """Sorted distinct query heads present in every record (all of them when None)."""
-    count = min(r.heads for r in records)
-    if heads is None:
-        return list(range(count))
-    chosen = sorted({int(h) for h in heads})
-    if not chosen or chosen[0] < 0 or chosen[-1] >= count:
-        raise InvalidInputError(f"heads must be a non-empty selection of 0..{count - 1}")
-    return chosen
+    return selection(heads, min(r.heads for r in records), "heads")

@@ -49,7 +49,7 @@ import numpy as np
 from ..errors import InvalidInputError
 from ..kernel import MAX_DIM
 from ..util.operator_files import MAX_NPZ_BYTES, PROVENANCE_KEY
-from .common import MINILM, minilm_dir, read_input_file, read_text
+from .common import read_input_file, read_text, resolve_model
 from .gguf_file import INSTALL_HINT as GGUF_INSTALL_HINT
 from .gguf_file import GGUFFile, check_memory, read_gguf, require_gguf
 from .hf_capture import AttentionRecord, capture_attention, record_notes, require_hf, select_heads
@@ -75,7 +75,7 @@ class HFCheckpoint:
             self.load_kwargs = {"gguf_file": self.gguf.path.name}
             meta = {"model_file": str(self.gguf.path), **self.gguf.provenance()}
         else:
-            folder, self.label = self._folder(model)
+            self.label, folder = resolve_model(model, ("config.json",))
             config_bytes = read_input_file(folder / "config.json", "config")
             meta = {"model_folder": str(folder), "config_sha256": hashlib.sha256(config_bytes).hexdigest()}
         self.folder = folder
@@ -99,21 +99,6 @@ class HFCheckpoint:
                      "dtype": "float64", "capture": "transformers"}
         if self.gguf is not None:
             self.model.softrank_provenance = self.gguf.provenance()  # read by softrank_cert.capture
-
-    @staticmethod
-    def _folder(model: str | Path) -> tuple[Path, str]:
-        """``(folder, label)`` of ``"minilm"`` or a checkpoint folder that has a config.json."""
-        if isinstance(model, str) and model == MINILM:
-            folder, label = minilm_dir(), MINILM
-        else:
-            folder = Path(model).expanduser()
-            if not folder.is_dir():
-                raise InvalidInputError(f"--hf {model}: not a checkpoint folder")
-            folder = folder.resolve()
-            label = folder.name
-        if not (folder / "config.json").is_file():
-            raise InvalidInputError(f"checkpoint folder {folder} lacks config.json")
-        return folder, label
 
     @property
     def is_vision(self) -> bool:

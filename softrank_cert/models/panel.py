@@ -45,7 +45,7 @@ import numpy as np
 from ..errors import InvalidInputError
 from ..util.operator_files import PROVENANCE_KEY
 from .bert import BertModel
-from .common import MINILM, AttentionOutput, check_width, read_config, read_text, resolve_model
+from .common import MINILM, AttentionOutput, check_width, read_config, read_text, resolve_model, selection
 from .gpt2 import GPT2Model
 from .llama import LlamaModel
 from .vit import ViTModel
@@ -54,17 +54,6 @@ from .vit import ViTModel
 MODEL_FAMILIES: dict[str, type] = {"bert": BertModel, "gpt2": GPT2Model, "llama": LlamaModel, "qwen2": LlamaModel,
                                    "vit": ViTModel}
 AnyModel = BertModel | GPT2Model | LlamaModel | ViTModel
-
-
-
-def _selection(values: Iterable[int] | None, limit: int, what: str) -> list[int]:
-    """Sorted distinct indices in 0..limit-1 (all of them when ``values`` is None)."""
-    if values is None:
-        return list(range(limit))
-    chosen = sorted({int(v) for v in values})
-    if not chosen or chosen[0] < 0 or chosen[-1] >= limit:
-        raise InvalidInputError(f"{what} must be a non-empty selection of 0..{limit - 1}")
-    return chosen
 
 
 def load_model(model: str | Path | AnyModel) -> AnyModel:
@@ -114,8 +103,8 @@ def build_panel(
     text, sha = read_text(text_path)
     stem = Path(text_path).stem
     widths = _widths(widths, bert.max_positions)
-    layers = _selection(layers, bert.num_layers, "layers")
-    heads = _selection(heads, bert.num_heads, "heads")
+    layers = selection(layers, bert.num_layers, "layers")
+    heads = selection(heads, bert.num_heads, "heads")
     extra = _operator_extras(bert, layers, heads, round_beta)
     pieces = bert.word_pieces(text)
     arrays: dict[str, np.ndarray] = {}
@@ -187,8 +176,8 @@ def _vit_panel(vit: ViTModel, image_path: str | Path, widths: Iterable[int] | No
         raise InvalidInputError(f"width must be an integer, got {chosen!r}")
     if sorted({int(w) for w in chosen}) != [n]:
         raise InvalidInputError(f"a ViT operator has the fixed width {n} (patches + CLS), got widths {chosen}")
-    layers = _selection(layers, vit.num_layers, "layers")
-    heads = _selection(heads, vit.num_heads, "heads")
+    layers = selection(layers, vit.num_layers, "layers")
+    heads = selection(heads, vit.num_heads, "heads")
     pixels, sha = vit.load_image(image_path)
     base = f"{vit.label}/{Path(image_path).stem}/w{n}"
     arrays: dict[str, np.ndarray] = {f"{base}/pixel_values": pixels}

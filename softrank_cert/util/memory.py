@@ -14,7 +14,7 @@ Nothing here decides a claim; it decides whether a computation is *started*.  Tw
 
 The coefficients come from measurements of peak RSS (``resource.getrusage``) on this project's
 development machine (python-flint 0.9, CPython 3.11, x86-64 glibc); they are deliberately on
-the safe side (README, "Long campaigns"):
+the safe side (docs/campaigns.md, "Memory"):
 
 * Arb path, per matrix entry (m N): about 380 B at 64 bits (the enclosures of S and A, per-entry
   balls of ``S - c``, and the construction's temporaries), then 190-300 B more for

@@ -1,9 +1,14 @@
 """What the code's docstrings and comments (and the docs) point at exists.
 
-* dotted module names ``softrank_cert.x.y`` (optionally ``.name`` of something defined there);
-* source paths ``solvers/candidates.py`` / ``softrank_cert/util/files.py`` in the code;
-* README headings cited as ``README "Heading"``;
+* dotted module names ``softrank_cert.x.y`` (optionally ``.name`` of something defined there),
+  and their short forms in backquotes, ``plumbing.campaign`` for ``softrank_cert.plumbing.campaign``;
+* source paths ``solvers/candidates.py`` / ``softrank_cert/util/files.py`` in the code, and in
+  backquotes the paths of packages and modules without ``.py`` (``studies/supports``);
+* README headings cited as ``README "Heading"`` (also ``README, "Heading"`` and ``README's "Heading"``);
 * ``docs/...`` paths named in the code.
+
+The code is the package and the test suite's Python files, less those that plant bad references
+on purpose (:data:`PLANTING`).
 
 A stale reference after a move or a rename fails here with the file that names it.
 """
@@ -20,12 +25,22 @@ PACKAGE = ROOT / "softrank_cert"
 
 DOTTED = re.compile(r"(?<![\w.])softrank_cert(?:\.\w+)+")
 SOURCE_PATH = re.compile(r"(?<![\w/.-])((?:[A-Za-z_]\w*/)+[A-Za-z_]\w*\.py)\b")
-README_HEADING = re.compile(r'README "([^"]+)"')
+README_HEADING = re.compile(r'(?<![\w/])README(?:\.md)?(?:,|\'s)? "([^"]+)"')
 DOCS_PATH = re.compile(r"(?<![\w/.-])docs/[\w./-]*\w")
+#: The subpackages of softrank_cert: the first part of a short dotted name or a package path.
+SUBPACKAGES = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
+QUOTED = re.compile(r"`+([^`\n]+)`+")
+SHORT_DOTTED = re.compile(rf"(?<![\w.~/-])(?:{'|'.join(SUBPACKAGES)})(?:\.[A-Za-z_]\w*)+(?![\w.])")
+PACKAGE_PATH = re.compile(rf"(?<![\w.~/-])(?:softrank_cert/)?((?:{'|'.join(SUBPACKAGES)})(?:/\w+)*)/?(?![\w-])")
+
+
+#: Test files whose bad references are planted on purpose (this one, the layering and docs tests).
+PLANTING = {"test_references.py", "test_layering.py", "test_docs.py"}
 
 
 def code_files() -> list[Path]:
-    return sorted(PACKAGE.rglob("*.py"))
+    tests = [p for p in sorted((ROOT / "tests").rglob("*.py")) if p.name not in PLANTING]
+    return [*sorted(PACKAGE.rglob("*.py")), *tests]
 
 
 def doc_pages() -> list[Path]:
@@ -54,7 +69,7 @@ def _dotted_exists(name: str, root: Path) -> bool:
         found = _module_file(parts[:i], root)
         if found is None:
             continue
-        if i == len(parts):
+        if i == len(parts) or parts[i].startswith("__"):  # the module itself, or a module attribute
             return True
         attr = parts[i]
         return re.search(rf"\b{re.escape(attr)}\b", found.read_text(encoding="utf-8")) is not None
@@ -76,6 +91,11 @@ def stale_references(texts: dict[str, str], root: Path = ROOT, *, code: set[str]
     for where, text in texts.items():
         found += [f"{where}: {m}" for m in DOTTED.findall(text) if not _dotted_exists(m, root)]
         found += [f"{where}: README \"{h}\"" for h in README_HEADING.findall(text) if h not in headings]
+        for quoted in QUOTED.findall(text):
+            found += [f"{where}: {m}" for m in SHORT_DOTTED.findall(quoted)
+                      if not _dotted_exists(f"softrank_cert.{m}", root)]
+            found += [f"{where}: {m}" for m in PACKAGE_PATH.findall(quoted)
+                      if not any((root / "softrank_cert" / m).with_suffix(suffix).exists() for suffix in ("", ".py"))]
         if where in code:
             found += [f"{where}: {p}" for p in SOURCE_PATH.findall(text)
                       if not any((base / p).exists() for base in (root, root / "softrank_cert", root / "tests"))]
@@ -95,6 +115,10 @@ def test_every_reference_in_the_code_and_docs_exists():
     'see README "A heading that is not there"',
     "see docs/no-such-page.md",
     "the loop in solvers/no_such_file.py",
+    "the sweeps of ``studies/supports_sweeps``",
+    "the writer of ``plumbing.no_such_module``",
+    'see README, "A heading that is not there"',
+    "see the README's \"A heading that is not there\"",
 ])
 def test_a_planted_bad_reference_is_caught(planted):
     found = stale_references({"planted.py": f'"""{planted}."""\n'})
@@ -105,6 +129,8 @@ def test_a_planted_bad_reference_is_caught(planted):
     "see :mod:`softrank_cert.util.files` and :func:`softrank_cert.util.files.write_text_atomic`",
     'see README "Layout: the trust boundary"',
     "see docs/design.md and solvers/candidates.py",
+    "``studies/supports/``, ``softrank_cert/util``, ``kernel/verdict.decide`` and ``kernel.float64``",
+    "``plumbing.campaign.Campaign``, ``docs/hf-models.md``, ``hf-models.md`` and tests/README.md, \"Docs that run\"",
 ])
 def test_true_references_pass(good):
     assert stale_references({"good.py": f'"""{good}."""\n'}) == []
