@@ -1,6 +1,6 @@
 """The trusted kernel of softrank-cert: everything a verdict depends on, and nothing else.
 
-Parts: ``operator.py`` (:class:`Operator`, the exact attention operator), ``exact.py`` (exact
+Parts: ``operator.py`` (:class:`Operator`, the exact attention operator), ``exact_inputs.py`` (exact
 parsing and conversions), ``enclosure.py`` (Arb balls containing S and A, cached privately per
 operator), ``checks.py`` (the four checks), ``verdict.py`` (:class:`Verdict`, :class:`Status`,
 :func:`decide`, their one constructor, and Arb's precision) and ``float64/`` (the float64 path:

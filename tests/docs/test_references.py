@@ -134,3 +134,26 @@ def test_a_planted_bad_reference_is_caught(planted):
 ])
 def test_true_references_pass(good):
     assert stale_references({"good.py": f'"""{good}."""\n'}) == []
+
+
+
+#: A bare module file name in double backquotes (``checks.py``), as a package docstring names its parts.
+PART_NAME = re.compile(r"``([A-Za-z_]\w*\.py)``")
+
+
+def missing_parts(init: Path) -> list[str]:
+    """The bare ``name.py`` parts that the package docstring in ``init`` names and that are not in
+    its folder."""
+    return [name for name in PART_NAME.findall(init.read_text(encoding="utf-8")) if not (init.parent / name).exists()]
+
+
+def test_package_docstrings_name_their_own_parts():
+    found = [f"{init.relative_to(ROOT)}: {name}" for init in sorted(PACKAGE.rglob("__init__.py"))
+             for name in missing_parts(init)]
+    assert not found, "parts named in a package docstring that are not in its folder:\n" + "\n".join(found)
+
+
+def test_a_missing_part_is_caught(tmp_path):
+    (tmp_path / "__init__.py").write_text('"""Parts: ``checks.py`` and ``exact.py``."""\n', encoding="utf-8")
+    (tmp_path / "checks.py").write_text("", encoding="utf-8")
+    assert missing_parts(tmp_path / "__init__.py") == ["exact.py"]
