@@ -40,7 +40,7 @@ SQUEEZE_EXTRA_STAGES = 3
 #: Passes over all tolerances with ever longer squeezes, for work the shares leave unused.
 LEFTOVER_PASSES = 3
 #: Operators of at least this many entries start a new rank from the nearest rank above
-#: (:func:`truncated`) when that start has the smaller error.
+#: (:func:`truncated`) or below (:func:`padded`) when that start has the smaller error.
 WARM_FROM = 512 * 512
 
 
@@ -49,6 +49,13 @@ def truncated(st: SmoothState, r: int) -> tuple[np.ndarray, np.ndarray]:
     q, t = np.linalg.qr(st.best_W)
     u, s, vt = np.linalg.svd(st.best_U @ t.T, full_matrices=False)
     return u[:, :r] * s[:r], q @ vt[:r].T
+
+
+def padded(st: SmoothState, d: Dense, r: int) -> tuple[np.ndarray, np.ndarray]:
+    """``st``'s best pair with the truncated SVD's singular pairs ``rank .. r - 1`` appended."""
+    u, s, vt = d.svd
+    q = st.rank
+    return np.hstack([st.best_U, u[:, q:r] * s[q:r]]), np.hstack([st.best_W, vt[q:r].T])
 
 
 def truncation_units(m: int, n: int, q: int, r: int) -> float:
@@ -113,6 +120,13 @@ class UpperSearch:
                 if self.until is not None:
                     self.until.charge(truncation_units(m, n, q, r))
                 warm = SmoothState.start(self.d.A, *truncated(self.states[q], r))
+                state = warm if warm.best_error < state.best_error else state
+            below = [q for q in self.states if q < r]
+            if below and m * n >= WARM_FROM:
+                q = max(below)
+                if self.until is not None:
+                    self.until.charge(entries_units((m + n) * r) + check_units(m, n, r))
+                warm = SmoothState.start(self.d.A, *padded(self.states[q], self.d, r))
                 state = warm if warm.best_error < state.best_error else state
             self.states[r] = state
         return self.states[r]
