@@ -27,7 +27,7 @@ import numpy as np
 from ...util.dense import Dense
 from ..candidates import UpperCandidate
 from .smooth import ABORT, CHECK_EVERY, STAGES, SmoothState, run_stages, tsvd_start
-from ..work import Until, check_units, entries_units, evaluation_units
+from ..work import Until, check_units, evaluation_units
 
 #: L-BFGS iterations per continuation stage in a probe: as many as the tolerance's share of
 #: work allows for the probes its bisection will need, within these bounds (more iterations
@@ -39,30 +39,6 @@ EVALS_PER_ITERATION = 1.15
 SQUEEZE_EXTRA_STAGES = 3
 #: Passes over all tolerances with ever longer squeezes, for work the shares leave unused.
 LEFTOVER_PASSES = 3
-#: Operators of at least this many entries start a new rank from the nearest rank above
-#: (:func:`truncated`) or below (:func:`padded`) when that start has the smaller error.
-WARM_FROM = 512 * 512
-
-
-def truncated(st: SmoothState, r: int) -> tuple[np.ndarray, np.ndarray]:
-    """The best rank-r factors of the product of ``st``'s best pair (an SVD of the small factors)."""
-    q, t = np.linalg.qr(st.best_W)
-    u, s, vt = np.linalg.svd(st.best_U @ t.T, full_matrices=False)
-    return u[:, :r] * s[:r], q @ vt[:r].T
-
-
-def padded(st: SmoothState, d: Dense, r: int) -> tuple[np.ndarray, np.ndarray]:
-    """``st``'s best pair with the truncated SVD's singular pairs ``rank .. r - 1`` appended."""
-    u, s, vt = d.svd
-    q = st.rank
-    return np.hstack([st.best_U, u[:, q:r] * s[q:r]]), np.hstack([st.best_W, vt[q:r].T])
-
-
-def truncation_units(m: int, n: int, q: int, r: int) -> float:
-    """Work units of :func:`truncated` from rank q to r: the QR of W, ``U R^T``, the thin SVD
-    (``4 m q^2 + 22 q^3`` flops) and the rank-r factors, with the start's error check."""
-    flops = 2.0 * n * q * q + 2.0 * m * q * q + 4.0 * m * q * q + 22.0 * q ** 3 + 2.0 * n * q * r + m * r
-    return entries_units(flops) + check_units(m, n, r)
 
 
 class UpperSearch:
@@ -112,23 +88,7 @@ class UpperSearch:
     # -- internals ------------------------------------------------------------------
     def _state(self, r: int) -> SmoothState:
         if r not in self.states:
-            state = SmoothState.start(self.d.A, *tsvd_start(self.d, r))
-            m, n = self.d.shape
-            above = [q for q in self.states if q > r]
-            if above and m * n >= WARM_FROM:
-                q = min(above)
-                if self.until is not None:
-                    self.until.charge(truncation_units(m, n, q, r))
-                warm = SmoothState.start(self.d.A, *truncated(self.states[q], r))
-                state = warm if warm.best_error < state.best_error else state
-            below = [q for q in self.states if q < r]
-            if below and m * n >= WARM_FROM:
-                q = max(below)
-                if self.until is not None:
-                    self.until.charge(entries_units((m + n) * r) + check_units(m, n, r))
-                warm = SmoothState.start(self.d.A, *padded(self.states[q], self.d, r))
-                state = warm if warm.best_error < state.best_error else state
-            self.states[r] = state
+            self.states[r] = SmoothState.start(self.d.A, *tsvd_start(self.d, r))
         return self.states[r]
 
     def _publish(self, r: int, st: SmoothState) -> None:
