@@ -24,6 +24,15 @@ time, one core each; every run resumable with --resume)::
 Runs of a driver variant that was not kept (a witness share of 0.85 from 512 x 512 on;
 docs/solvers.md, "Wide operators"): ``solvers_share_w512``, ``solvers_share_w512_quarter`` (the
 pydoc_w512 and quarter_w512 commands) and ``solvers_share_w1024`` (the stack_w1024 command).
+Warm starts of new ranks in the witness search (not kept; docs/solvers.md, "Wide operators"):
+``solvers_warm_w512_{before,above,both}`` and their ``_quarter`` runs (``--work 390007``) came from
+one call per head, today's tree and a variant's tree alternating (``PYTHONPATH``), then one call
+over all four with ``--resume`` (and ``--before benchmarks/results/solvers_warm_w512_before.json``)
+for the summary::
+
+    nice -n 5 python benchmarks/bench_solvers.py --docs gfdl13 --width 512 --heads H1 --layers 1 --jobs 1 \
+        --resume --name warm_w512_before                 # then H6 1, H1 4, H6 4; likewise warm_w512_above
+    python benchmarks/bench_solvers.py --docs gfdl13 --width 128 --every 12 --offset 1 --jobs 1 --name warm_w128_before
 
 Earlier committed results (older drivers; ``PYTHONPATH=/path/to/that/tree`` runs another
 tree's solvers)::

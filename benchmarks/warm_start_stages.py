@@ -1,0 +1,73 @@
+"""Does a warm start survive the continuation?  Error after each smoothed-minimax stage at rank
+r, started from the truncated SVD and from the best rank-r part of a smoothed rank-q state.
+
+Usage (what produced the figures in docs/solvers.md, "Wide operators", warm starts)::
+
+    nice -n 10 python benchmarks/warm_start_stages.py --doc gfdl13 L1H1:50:60 L1H1:150:170 L4H6:160:180
+
+Each ``HEAD:r:q`` runs the five stages of :data:`~softrank_cert.solvers.upper.smooth.STAGES`
+(``--iterations`` L-BFGS steps each) at rank q from the truncated SVD (the donor), then at
+rank r from the truncated SVD and from the donor's best pair truncated to rank r (a QR of its
+``W`` and an SVD of the small ``U R^T``), and prints the float64 error before and after each
+stage.  Width 512, single-threaded BLAS, as the driver runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def truncated(U: np.ndarray, W: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
+    """The best rank-r factors of ``U W^T``."""
+    q, t = np.linalg.qr(W)
+    u, s, vt = np.linalg.svd(U @ t.T, full_matrices=False)
+    return u[:, :r] * s[:r], q @ vt[:r].T
+
+
+def compare(op: object, run: str, iterations: int) -> None:
+    """Print the error per stage at rank r from both starts (``run`` is ``HEAD:r:q``)."""
+    from softrank_cert.solvers import Dense
+    from softrank_cert.solvers.upper.smooth import STAGES, SmoothState, run_stages, tsvd_start
+
+    head, r_text, q_text = run.split(":")
+    r, q = int(r_text), int(q_text)
+    d = Dense.of(op)
+    donor = SmoothState.start(d.A, *tsvd_start(d, q))
+    run_stages(d, donor, stages=len(STAGES), iterations=iterations, abort=False)
+    for label, start in (("tsvd", tsvd_start(d, r)), ("warm", truncated(donor.best_U, donor.best_W, r))):
+        st = SmoothState.start(d.A, *start)
+        errors = [st.best_error]
+        for _ in STAGES:
+            run_stages(d, st, stages=1, iterations=iterations, abort=False)
+            errors.append(st.best_error)
+        print(f"{head} r={r} from q={q} (donor error {donor.best_error:.4f}) start {label}:",
+              " ".join(f"{e:.4f}" for e in errors), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", help="HEAD:r:q, e.g. L1H1:50:60")
+    parser.add_argument("--doc", default="gfdl13", help="examples/data document or pydoc:TOPIC")
+    parser.add_argument("--iterations", type=int, default=150, help="L-BFGS steps per stage")
+    args = parser.parse_args()
+    from bench_solvers import document_text, minilm_panel
+
+    from softrank_cert.solvers.work import one_blas_thread
+
+    path, _ = document_text(args.doc, Path(tempfile.mkdtemp()), 8000)
+    ops = {name.rsplit("/", 1)[-1]: op for name, op in minilm_panel(512, args.doc, path)}
+    with one_blas_thread():
+        for run in args.runs:
+            compare(ops[run.split(":")[0]], run, args.iterations)
+
+
+if __name__ == "__main__":
+    main()
