@@ -43,7 +43,6 @@ import budget_study  # noqa: E402
 from softrank_cert.studies.analyze.study import analysis  # noqa: E402
 from softrank_cert.studies.analyze.plot import analysis_figure  # noqa: E402
 from softrank_cert.studies.analyze.report import markdown_report  # noqa: E402
-from softrank_cert.certio.issuing import certificate_for  # noqa: E402
 from softrank_cert.cli.bracket_cmd import bracket_task  # noqa: E402
 from softrank_cert.cli.common import comma_items, int_list  # noqa: E402
 from softrank_cert.plumbing.certificate_files import certificate_path  # noqa: E402
@@ -77,19 +76,20 @@ def bracket_missing(panel: Path, certs: Path, eps_list: list[str], budgets: dict
     seconds: dict[str, list[float]] = {}
     if not todo:
         return seconds
-    tasks = [(pack_operator(item.operator), eps_list, budgets[int(name_fields(item.name, '')[1])]) for item in todo]
+    tasks = [(pack_operator(item.operator), eps_list, budgets[int(name_fields(item.name, '')[1])], None, None, item.name,
+              item.provenance) for item in todo]
     start = time.perf_counter()
     with closing(run_ordered(bracket_task, tasks, jobs=jobs)) as results:
-        for i, (item, (brackets, solver_s)) in enumerate(zip(todo, results)):
-            write_json_atomic(certificate_path(certs, item.name),
-                              certificate_for(item.name, item.operator, brackets, item.provenance))
+        for i, (item, (document, solver_s)) in enumerate(zip(todo, results)):
+            write_json_atomic(certificate_path(certs, item.name), document)
+            brackets = [(b["eps"], b["lower"]["k"], b["upper"]["r"]) for b in document["brackets"]]
             width = str(name_fields(item.name, "")[1])
             seconds.setdefault(width, []).append(solver_s)
             with open(log, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps({"operator": item.name, "width": int(width), "solver_s": round(solver_s, 3),
-                                         "brackets": [[b.eps, b.lower.k, b.upper.r] for b in brackets]}) + "\n")
+                                         "brackets": [list(b) for b in brackets]}) + "\n")
             print(f"  [{i + 1}/{len(todo)}] {item.name}: "
-                  + ", ".join(f"{b.eps} [{b.lower.k}, {b.upper.r}]" for b in brackets)
+                  + ", ".join(f"{eps} [{k}, {r}]" for eps, k, r in brackets)
                   + f" in {solver_s:.1f} s ({time.perf_counter() - start:.0f} s)", flush=True)
     return seconds
 

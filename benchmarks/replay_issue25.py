@@ -163,14 +163,14 @@ def main() -> int:
     run(*args)
     py("""
         import json
-        from softrank_cert.certio.certificate import Bracket, LowerEnd, UpperEnd
-        from softrank_cert.certio.issuing import certificate_for
+        from softrank_cert.certio.certificate import Bracket, LowerEnd, UpperEnd, certificate_document
         from softrank_cert.plumbing.certificate_files import certificate_path
         from softrank_cert.util.operator_files import load_operators
         from pathlib import Path
         item = load_operators('panel.npz')[0]
-        doc = certificate_for(item.name, item.operator, [Bracket('0.25', LowerEnd(0, 'trivial'),
-                              UpperEnd(item.operator.p, 'identity'))], {'source': 'forged'})
+        doc = certificate_document(item.name, item.operator, [Bracket('0.25', LowerEnd(0, 'trivial'),
+                                   UpperEnd(item.operator.p, 'identity'))], created='2026-01-01T00:00:00Z',
+                                   provenance={'source': 'forged'})
         certificate_path(Path('certs'), item.name).write_text(json.dumps(doc))
         print('ok')""")
     done = json.loads(run(*args, "--resume").stdout)

@@ -1,9 +1,10 @@
 """Issuing certificates (UNTRUSTED: assembles and signs, decides nothing).
 
 :func:`certificate_for` turns kernel-verified brackets into a certificate document (schema-checked,
-signed when a key is given); :class:`BracketResult` is the Python API's result of bracketing one
-operator (``softrank_cert.bracket``, ``Profile.bracket``), which saves such a certificate.  Every
-end in a document was VERIFIED by :mod:`softrank_cert.kernel`; ``softrank-verify`` re-checks it.
+signed when a key is given): it accepts only ends sealed by the kernel's VERIFIED verdict
+(:mod:`softrank_cert.certio.verified`); ``softrank-verify`` re-checks every one.
+:class:`BracketResult` is the Python API's result of bracketing one operator
+(``softrank_cert.bracket``, ``Profile.bracket``), which saves such a certificate.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ..kernel import Operator, parse_tolerance
 from ..meta import utc_now_rfc3339
+from ..errors import InternalInvariantError
 from ..util.files import canonical_dump, check_output_file, write_text_atomic
-from .certificate import Bracket, certificate_document
+from .certificate import Bracket, LowerEnd, UpperEnd, certificate_document
 from .signing import load_private_key, sign_now
+from .verified import VerifiedBracket, VerifiedLower, VerifiedUpper, check_sealed
 
 
 def _load_key(key: Any) -> Ed25519PrivateKey:
@@ -28,16 +31,35 @@ def _load_key(key: Any) -> Ed25519PrivateKey:
     return key if isinstance(key, Ed25519PrivateKey) else load_private_key(key)
 
 
-def certificate_for(name: str, op: Operator, brackets: Iterable[Any], provenance: Mapping[str, Any] | None = None,
-                    key: Any = None) -> dict[str, Any]:
-    """A certificate document (schema-checked) of verified brackets, signed with ``key`` (a key
-    file written by ``softrank keygen`` or an ``Ed25519PrivateKey``) when one is given.
+def certificate_for(name: str, op: Operator, brackets: Iterable[VerifiedBracket],
+                    provenance: Mapping[str, Any] | None = None, key: Any = None) -> dict[str, Any]:
+    """A certificate document (schema-checked) of kernel-verified brackets, signed with ``key`` (a
+    key file written by ``softrank keygen`` or an ``Ed25519PrivateKey``) when one is given.
 
-    ``brackets``: :class:`~softrank_cert.solvers.bracket.VerifiedBracket` values (the driver's,
-    converted by their :meth:`~softrank_cert.solvers.bracket.VerifiedBracket.to_certificate`) or
-    plain :class:`~softrank_cert.certio.certificate.Bracket` values."""
-    plain = [b if isinstance(b, Bracket) else b.to_certificate() for b in brackets]
+    The one writer of certificates: every bracket must be a
+    :class:`~softrank_cert.certio.verified.VerifiedBracket` whose two ends were sealed by the
+    kernel's VERIFIED verdict for exactly the operator object ``op`` and the bracket's tolerance
+    string (:func:`~softrank_cert.certio.verified.check_sealed`); anything else raises
+    :class:`~softrank_cert.errors.InternalInvariantError` (exit 4) and nothing is written."""
+    plain = []
+    for b in brackets:
+        if type(b) is not VerifiedBracket:
+            raise InternalInvariantError(f"refusing to write a {type(b).__name__} as a bracket: only kernel-verified "
+                                         "ends (VerifiedBracket) go into a certificate")
+        check_sealed(b.lower, VerifiedLower, op, b.eps)
+        check_sealed(b.upper, VerifiedUpper, op, b.eps)
+        if b.lower.k > b.upper.r:
+            raise InternalInvariantError(f"verified lower end {b.lower.k} exceeds verified upper end {b.upper.r} "
+                                         f"at eps {b.eps}")
+        plain.append(Bracket(b.eps, LowerEnd(b.lower.k, b.lower.method, b.lower.X, b.lower.Y),
+                             UpperEnd(b.upper.r, b.upper.construction, b.upper.U, b.upper.W)))
     document = certificate_document(name, op, plain, created=utc_now_rfc3339(), provenance=dict(provenance or {}) or None)
+    return signed(document, key)
+
+
+def signed(document: dict[str, Any], key: Any = None) -> dict[str, Any]:
+    """``document`` (as :func:`certificate_for` made it, possibly in a worker process) signed with
+    ``key`` as :func:`certificate_for` signs; unchanged when ``key`` is None."""
     return document if key is None else sign_now(document, _load_key(key))
 
 
@@ -50,7 +72,7 @@ class BracketResult:
     """
 
     operator: Operator = field(repr=False)
-    brackets: tuple[Any, ...] = field(repr=False)
+    brackets: tuple[VerifiedBracket, ...] = field(repr=False)
     operator_id: str = "operator"
     provenance: dict[str, Any] = field(default_factory=dict, repr=False)
     seconds: float = 0.0
@@ -75,14 +97,14 @@ class BracketResult:
         """Whether the two ends meet (``r_eps`` known exactly) per tolerance."""
         return {b.eps: b.lower.k == b.upper.r for b in self.brackets}
 
-    def __getitem__(self, eps: str) -> Any:
+    def __getitem__(self, eps: str) -> VerifiedBracket:
         value = parse_tolerance(eps)
         for b in self.brackets:
             if parse_tolerance(b.eps) == value:
                 return b
         raise KeyError(eps)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[VerifiedBracket]:
         return iter(self.brackets)
 
     def __len__(self) -> int:
@@ -102,7 +124,7 @@ class BracketResult:
         """A plain summary (no arrays): ends, methods and verdicts per tolerance."""
         return {"operator": self.operator_id, "p": self.operator.p, "seconds": round(self.seconds, 3),
                 "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r, "resolved": b.lower.k == b.upper.r,
-                              "lower_method": b.lower.origin, "upper_construction": b.upper.origin}
+                              "lower_method": b.lower.method, "upper_construction": b.upper.construction}
                              for b in self.brackets]}
 
     def __repr__(self) -> str:

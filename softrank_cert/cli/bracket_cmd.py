@@ -8,8 +8,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from ..certio.certificate import Bracket
-from ..certio.issuing import certificate_for
+from ..certio.issuing import certificate_for, signed
 from ..certio.signing import load_private_key
 from ..errors import InvalidInputError
 from ..plumbing.campaign import budget_json, check_manifest_clear
@@ -116,23 +115,30 @@ def _select(args: Any) -> list[NamedOperator]:
 
 
 def bracket_task(spec: dict[str, Any], eps_list: list[str], budget_seconds: float | None,
-                 progress: Any = None, work: float | None = None) -> tuple[list[Bracket], float]:
-    """One operator's verified brackets (plain certificate ends) and solver seconds; runs in a
-    worker (``progress``: the driver's stage callback, only when it runs in this process)."""
+                 progress: Any = None, work: float | None = None, name: str = "operator",
+                 provenance: dict[str, Any] | None = None) -> tuple[dict[str, Any], float]:
+    """One operator's unsigned certificate (written here, from the ends the kernel sealed) and solver
+    seconds; runs in a worker (``progress``: the driver's stage callback, only when it runs in this
+    process)."""
     from ..api import bracket
     from ..plumbing.parallel import unpack_operator
 
     result = bracket(unpack_operator(spec), eps_list, work=work, budget_seconds=budget_seconds, progress=progress)
-    return [b.to_certificate() for b in result.brackets], result.seconds
+    return certificate_for(name, result.operator, result.brackets, provenance), result.seconds
 
 
-def _entry(item: NamedOperator, target: Path, brackets: list[Any], seconds: float | None, signed: bool,
+def document_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The summary rows of a certificate document's brackets (no arrays)."""
+    return [{"eps": b["eps"], "lower": b["lower"]["k"], "upper": b["upper"]["r"],
+             "resolved": b["lower"]["k"] == b["upper"]["r"], "lower_method": b["lower"]["method"],
+             "upper_construction": b["upper"]["construction"]} for b in document["brackets"]]
+
+
+def _entry(item: NamedOperator, target: Path, rows: list[dict[str, Any]], seconds: float | None, signed: bool,
            resumed: bool = False) -> dict[str, Any]:
     entry = {"operator": item.name, "certificate": str(target),
              "seconds": None if seconds is None else round(seconds, 3), "p": item.operator.p, "signed": signed,
-             "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r, "resolved": b.lower.k == b.upper.r,
-                           "lower_method": b.lower.method, "upper_construction": b.upper.construction}
-                          for b in brackets]}
+             "brackets": rows}
     if resumed:
         entry["resumed"] = True
     return entry
@@ -167,7 +173,8 @@ def run_bracket(args: Any) -> int:
             bar.advance(operators[i].name)
             bar.finished(operators[i].name, "kept (resumed: verified certificate)")
         tasks = [(pack_operator(operators[i].operator), eps_list, args.budget_seconds,
-                  bar.stage_callback(operators[i].name) if in_process else None, args.work) for i in todo]
+                  bar.stage_callback(operators[i].name) if in_process else None, args.work, operators[i].name,
+                  operators[i].provenance) for i in todo]
         memory = [operator_task_bytes(operators[i].operator) for i in todo]
         results = run_tasks(bracket_task, tasks, jobs=jobs, scheduler=args.scheduler, memory=memory,
                             max_memory=max_memory, done=lambda j: bar.advance(operators[todo[j]].name))
@@ -183,11 +190,12 @@ def run_bracket(args: Any) -> int:
                         print(f"softrank bracket: {plain_text(item.name)}: {record['status']}: {outcome.failure}",
                               file=sys.stderr)
                     continue
-                brackets, seconds = outcome.value
-                write_json_atomic(target, certificate_for(item.name, item.operator, brackets, item.provenance, key))
+                document, seconds = outcome.value
+                write_json_atomic(target, signed(document, key))
                 manifest.done(item.name, outcome, seconds)
-                bar.finished(item.name, brackets_summary(brackets, seconds))
-                entries[i] = _entry(item, target, brackets, seconds, bool(key))
+                rows = document_rows(document)
+                bar.finished(item.name, brackets_summary(rows, seconds))
+                entries[i] = _entry(item, target, rows, seconds, bool(key))
     manifest.finish(failed=bool(failed))
     summary = [entries[i] for i in sorted(entries)]
     if args.json:
@@ -215,15 +223,16 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
     in_process = not args.scheduler
     with OperatorProgress("softrank bracket", 1, bar=not args.json) as bar:
         task = (pack_operator(item.operator), eps_list, args.budget_seconds,
-                bar.stage_callback(item.name) if in_process else None, args.work)
+                bar.stage_callback(item.name) if in_process else None, args.work, item.name, item.provenance)
         with closing(run_tasks(bracket_task, [task], jobs=jobs, scheduler=args.scheduler,
                                memory=[operator_task_bytes(item.operator)], max_memory=max_memory,
                                done=lambda i: bar.advance(item.name))) as results:
             (outcome,) = list(results)
-        brackets, seconds = outcome.unwrap()
-        write_json_atomic(target, certificate_for(item.name, item.operator, brackets, item.provenance, key))
-        bar.finished(item.name, brackets_summary(brackets, seconds))
-    summary = [_entry(item, target, brackets, seconds, bool(key))]
+        document, seconds = outcome.unwrap()
+        write_json_atomic(target, signed(document, key))
+        rows = document_rows(document)
+        bar.finished(item.name, brackets_summary(rows, seconds))
+    summary = [_entry(item, target, rows, seconds, bool(key))]
     if args.json:
         print(dumps(envelope("bracket", {"operator_file": str(args.operator_file), "eps": eps_list,
                                          "budget_seconds": budget_json(args.budget_seconds),
@@ -273,7 +282,7 @@ def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], target
             campaign.keep(item.name, before)
             seconds = campaign.manifest.operators[item.name]["seconds"]
             # every claim of these brackets was just VERIFIED by the kernel: they are what is reported
-            kept[i] = _entry(item, target, list(report.certificate.brackets), seconds, bool(key), resumed=True)
+            kept[i] = _entry(item, target, document_rows(report.certificate.document), seconds, bool(key), resumed=True)
     campaign.save()
     return campaign, kept
 

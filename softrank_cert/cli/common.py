@@ -287,10 +287,10 @@ def check_budget_options(args: Any) -> None:
         raise InvalidInputError("--budget-seconds must be > 0")
 
 
-def brackets_summary(brackets: list[Any], seconds: float | None = None) -> str:
-    """``eps 0.1 [5, 7], 0.25 3 (resolved) in 4.0 s`` for brackets with ``eps``, ``lower.k``, ``upper.r``."""
-    ends = ", ".join(f"{b.eps} {b.lower.k} (resolved)" if b.lower.k == b.upper.r else f"{b.eps} [{b.lower.k}, {b.upper.r}]"
-                     for b in brackets)
+def brackets_summary(rows: list[dict[str, Any]], seconds: float | None = None) -> str:
+    """``eps 0.1 [5, 7], 0.25 3 (resolved) in 4.0 s`` for bracket rows with ``eps``, ``lower``, ``upper``."""
+    ends = ", ".join(f"{b['eps']} {b['lower']} (resolved)" if b["lower"] == b["upper"] else f"{b['eps']} [{b['lower']}, {b['upper']}]"
+                     for b in rows)
     return f"eps {ends}" + (f" in {seconds:.1f} s" if seconds is not None else "")
 
 

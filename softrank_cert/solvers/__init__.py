@@ -15,11 +15,11 @@ operator (:func:`.bracket.bracket_operator`, bounded by the work budget of :mod:
    :class:`~.candidates.CandidatePool` with the kernel (:mod:`.settle`, :class:`~.bracket.Ends`).
 """
 
-from .bracket import Ends, VerifiedBracket, VerifiedLower, VerifiedUpper, bracket_operator
+from .bracket import Ends, bracket_operator
 from .candidates import CandidatePool, LowerCandidate, UpperCandidate
 from ..util.dense import Dense, attention_matrix, norm, threshold, witness_error
 
 __all__ = [
-    "CandidatePool", "Dense", "Ends", "LowerCandidate", "UpperCandidate", "VerifiedBracket", "VerifiedLower",
-    "VerifiedUpper", "attention_matrix", "bracket_operator", "norm", "threshold", "witness_error",
+    "CandidatePool", "Dense", "Ends", "LowerCandidate", "UpperCandidate", "attention_matrix", "bracket_operator",
+    "norm", "threshold", "witness_error",
 ]

@@ -14,14 +14,12 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from dataclasses import dataclass
+from typing import TypeVar
 from collections.abc import Callable
 
-import numpy as np
-
-from ..certio.certificate import Bracket, LowerEnd, UpperEnd
+from ..certio.verified import VerifiedBracket, VerifiedLower, VerifiedUpper, verify_lower_end, verify_upper_end
 from ..errors import InternalInvariantError
-from ..kernel import Operator, Status, Verdict, parse_tolerance, verify_trivial_lower, verify_trivial_upper
+from ..kernel import Operator, parse_tolerance
 from .candidates import CandidatePool
 from ..util.dense import Dense
 from .lower.search import LowerSearch
@@ -30,50 +28,14 @@ from .upper.search import UpperSearch
 from .work import Budget, Until, default_seconds, default_work, one_blas_thread, units_per_second
 
 
-@dataclass(frozen=True, eq=False)
-class VerifiedLower:
-    """Kernel-verified claim ``r_eps >= k``; ``X``/``Y`` None for the trivial ends (k <= 1)."""
-
-    k: int
-    X: np.ndarray | None
-    Y: np.ndarray | None
-    origin: str
-    verdict: Verdict
-    threshold: float | None = None  # float64 estimate of 1/(||X|| ||Y|| ||(XAY)^-1||)
+End = TypeVar("End", VerifiedLower, VerifiedUpper)
 
 
-@dataclass(frozen=True, eq=False)
-class VerifiedUpper:
-    """Kernel-verified claim ``r_eps <= r``; ``U``/``W`` None for the trivial ends (r = 0 or p)."""
-
-    r: int
-    U: np.ndarray | None
-    W: np.ndarray | None
-    origin: str
-    verdict: Verdict
-    error: float | None = None  # float64 estimate of ||A - U W^T||
-
-
-@dataclass(frozen=True, eq=False)
-class VerifiedBracket:
-    """Both verified ends at one tolerance ``eps`` (an exact decimal string)."""
-
-    eps: str
-    lower: VerifiedLower
-    upper: VerifiedUpper
-
-    @property
-    def resolved(self) -> bool:
-        return self.lower.k == self.upper.r
-
-    def to_certificate(self) -> Bracket:
-        """The certificate format's bracket of these ends (ranks, arrays and origins as the
-        format's ``method`` / ``construction``; the kernel's verdicts and the float64 estimates
-        stay here): the one conversion from solver results to a certificate document
-        (:func:`~softrank_cert.certio.issuing.certificate_for`)."""
-        lower, upper = self.lower, self.upper
-        return Bracket(self.eps, LowerEnd(lower.k, lower.origin, lower.X, lower.Y),
-                       UpperEnd(upper.r, upper.origin, upper.U, upper.W))
+def _always(end: End | None, eps: str) -> End:
+    """A trivial end that always holds (k = 0, r = p): the kernel not verifying it is a checker bug."""
+    if end is None:
+        raise InternalInvariantError(f"a trivial end that always holds is not VERIFIED at eps {eps}")
+    return end
 
 
 class Ends:
@@ -82,12 +44,10 @@ class Ends:
 
     def __init__(self, op: Operator, eps: str) -> None:
         self.op, self.eps, self.value = op, eps, float(parse_tolerance(eps))
-        one = verify_trivial_lower(op, eps, 1)
-        self.lower = (VerifiedLower(1, None, None, "trivial", one) if one.status is Status.VERIFIED
-                      else VerifiedLower(0, None, None, "trivial", verify_trivial_lower(op, eps, 0)))
-        zero = verify_trivial_upper(op, eps, 0)
-        self.upper = (VerifiedUpper(0, None, None, "zero", zero) if zero.status is Status.VERIFIED
-                      else VerifiedUpper(op.p, None, None, "identity", verify_trivial_upper(op, eps, op.p)))
+        self.lower: VerifiedLower = (verify_lower_end(op, eps, 1, None, None, "trivial")
+                                     or _always(verify_lower_end(op, eps, 0, None, None, "trivial"), eps))
+        self.upper: VerifiedUpper = (verify_upper_end(op, eps, 0, None, None, "zero")
+                                     or _always(verify_upper_end(op, eps, op.p, None, None, "identity"), eps))
         # Candidates already tried, kept alive so that id() is never reused by a new one.
         self._checked: dict[int, object] = {}
 
@@ -106,13 +66,11 @@ class Ends:
         lower = itertools.takewhile(lambda c: c.k > self.lower.k, pool.lower_candidates(self.value))
         found = first_verified(self.op, ((self.eps, c) for c in lower if self._fresh(c)))
         if found is not None:
-            _, c, v = found
-            self.lower = VerifiedLower(c.k, c.X, c.Y, c.origin, v, c.threshold)
+            self.lower = found[2]
         upper = itertools.takewhile(lambda w: w.r < self.upper.r, pool.upper_candidates(self.value))
         found = first_verified(self.op, ((self.eps, w) for w in upper if self._fresh(w)))
         if found is not None:
-            _, w, v = found
-            self.upper = VerifiedUpper(w.r, w.U, w.W, w.origin, v, w.error)
+            self.upper = found[2]
         if self.lower.k > self.upper.r:
             raise InternalInvariantError(
                 f"verified lower end {self.lower.k} exceeds verified upper end {self.upper.r} at eps {self.eps}")

@@ -20,7 +20,6 @@ import re
 import shutil
 from fractions import Fraction
 from pathlib import Path
-from types import SimpleNamespace
 
 import jsonschema
 import numpy as np
@@ -324,9 +323,14 @@ def test_budgets_certificates_hold_the_sharpened_ends(monkeypatch):
     from softrank_cert.verification import verify_certificate_document
 
     (item,) = load_operators(PANEL, ["minilm/apache2/w32/L5H1"])
-    trivial = SimpleNamespace(lower=SimpleNamespace(k=1, origin="trivial", X=None, Y=None),
-                              upper=SimpleNamespace(r=item.operator.p, origin="identity", U=None, W=None))
-    monkeypatch.setattr(driver, "bracket_operator", lambda op, eps, budget_seconds=None: [trivial])
+    from softrank_cert.certio.verified import VerifiedBracket, verify_lower_end, verify_upper_end
+
+    def trivial(op, eps, budget_seconds=None):  # the trivial ends [1, p], sealed by the kernel
+        (e,) = eps
+        return [VerifiedBracket(e, verify_lower_end(op, e, 1, None, None, "trivial"),
+                                verify_upper_end(op, e, op.p, None, None, "identity"))]
+
+    monkeypatch.setattr(driver, "bracket_operator", trivial)
     result = study_operator(pack_operator(item.operator), item.name, "stem", "0.25", [2, 3, 8], 30.0,
                             certificate=True, provenance={"test": "sharpened"})
     assert (result.lower, result.upper) == (3, 3) and result.sharpened

@@ -50,8 +50,8 @@ def _edit(path: Path, change) -> None:
 def test_bracket_resume_refuses_a_planted_certificate_with_forged_provenance(panel8, tmp_path, capsys):
     """Issue 25 point 6: a valid but trivial certificate (ends [0, p]) with forged provenance,
     planted in the campaign folder, is not kept by ``bracket --resume``: provenance is compared."""
-    from softrank_cert.certio.certificate import Bracket, LowerEnd, UpperEnd
     from softrank_cert.certio.issuing import certificate_for
+    from softrank_cert.certio.verified import VerifiedBracket, verify_lower_end, verify_upper_end
     from softrank_cert.plumbing.certificate_files import certificate_path
     from softrank_cert.util.operator_files import load_operators
 
@@ -60,9 +60,9 @@ def test_bracket_resume_refuses_a_planted_certificate_with_forged_provenance(pan
     code, first, err = cli(capsys, *args)
     assert code == 0, err
     item = load_operators(panel8)[0]
-    trivial = certificate_for(item.name, item.operator,
-                              [Bracket("0.25", LowerEnd(0, "trivial"), UpperEnd(item.operator.p, "identity"))],
-                              {"source": "forged"})
+    ends = (verify_lower_end(item.operator, "0.25", 0, None, None, "trivial"),
+            verify_upper_end(item.operator, "0.25", item.operator.p, None, None, "identity"))
+    trivial = certificate_for(item.name, item.operator, [VerifiedBracket("0.25", *ends)], {"source": "forged"})
     certificate_path(out, item.name).write_text(json.dumps(trivial))
     code, again, err = cli(capsys, *args, "--resume")
     assert code == 0, err

@@ -108,11 +108,11 @@ def test_near_one_hot_resolves_at_p() -> None:
 def test_trivial_ends() -> None:
     op = qk_operator(2)
     (big,) = bracket_operator(op, ["1"])
-    assert (big.lower.k, big.upper.r) == (0, 0) and big.upper.origin == "zero"
+    assert (big.lower.k, big.upper.r) == (0, 0) and big.upper.construction == "zero"
     (none,) = bracket_operator(op, ["0.3"], budget_seconds=0)
     assert none.lower.k == 1 and none.lower.X is None
     # No search time at all: the truncated SVD (computed in the set-up) still gives an upper end.
-    assert none.upper.origin == "tsvd" and none.upper.r < op.p
+    assert none.upper.construction == "tsvd" and none.upper.r < op.p
 
 
 def test_rank_one_attention_resolves_at_one() -> None:

@@ -8,7 +8,8 @@ import pytest
 
 from softrank_cert.kernel import Operator, Status, verify_upper
 from softrank_cert.solvers import Dense, UpperCandidate, bracket_operator, norm
-from softrank_cert.solvers.bracket import VerifiedBracket, default_budget_seconds, search_operator
+from softrank_cert.certio.verified import VerifiedBracket
+from softrank_cert.solvers.bracket import default_budget_seconds, search_operator
 from softrank_cert.solvers.candidates import tsvd_errors
 from softrank_cert.solvers.upper.search import UpperSearch
 from softrank_cert.solvers.upper.smooth import SmoothState, run_stages, smooth, tsvd_start

@@ -110,7 +110,7 @@ def test_sharpen_settles_budgets_from_weak_ends():
 def test_sharpen_counts_only_verified_ends(monkeypatch):
     """Candidates the kernel does not verify never move an end: here the kernel is asked about a
     much harder claim (tiny eps for witnesses, huge eps for certificates) and rejects them all."""
-    import softrank_cert.solvers.settle as settle
+    import softrank_cert.certio.verified as sealing
 
     (item,) = load_operators(PANEL, ["minilm/apache2/w32/L5H1"])
     op = item.operator
@@ -124,8 +124,8 @@ def test_sharpen_counts_only_verified_ends(monkeypatch):
         verdicts.append(verify_lower(op_, "1000", k, X, Y, **kw))
         return verdicts[-1]
 
-    monkeypatch.setattr(settle, "verify_upper", hard_upper)  # the one settle routine sharpen uses
-    monkeypatch.setattr(settle, "verify_lower", hard_lower)
+    monkeypatch.setattr(sealing, "verify_upper", hard_upper)  # the one sealing routine sharpen's settling uses
+    monkeypatch.setattr(sealing, "verify_lower", hard_lower)
     ends = sharpen(op, "0.25", [2, 3, 8], (1, "trivial"), (op.p, "identity"))
     assert ends == ((1, "trivial"), (op.p, "identity"), [])
     assert verdicts and all(v.status is Status.REJECTED for v in verdicts)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ...certio.verified import verify_bracket
 from ...plumbing.campaign import Campaign, budget_json, file_sha256, operator_sha256, recheck_certificate
 from ...plumbing.campaign_inputs import inputs_sha256, read_kept_bytes
 from ...plumbing.certificate_files import certificate_path, certificate_paths
@@ -83,8 +84,11 @@ class AuditCampaign(Campaign):
             if report is None:
                 why.append(reason)
                 return None
-            ends = [(bracket, lower, upper) for bracket, (lower, upper) in zip(report.certificate.brackets, report.pairs)]
-            return ends, seconds, None
+            sealed = [verify_bracket(item.operator, bracket) for bracket in report.certificate.brackets]
+            if any(b is None for b in sealed):  # the kernel again, on the panel's operator
+                why.append("a claim of the kept certificate is not VERIFIED again")
+                return None
+            return [(b, b.lower.verdict, b.upper.verdict) for b in sealed if b is not None], seconds, None
 
         audited = audit_rows(name, item.operator, rows, raw, table_dir, evidence_path, trusted_keys, reproduce, provenance)
         if audited is None:

@@ -17,7 +17,8 @@ from typing import Any
 from collections.abc import Callable, Sequence
 
 from ...certio.issuing import certificate_for
-from ...kernel import Operator, Status, parse_tolerance
+from ...certio.verified import VerifiedBracket
+from ...kernel import Operator, Verdict, parse_tolerance
 from ...plumbing.parallel import unpack_operator
 from .certificates import CheckedCertificate, audit_with_certificate, check_certificate_bytes
 from .rows import (PublishedRow, RowResult, result_of)
@@ -30,8 +31,8 @@ RESULT_VERSION = 3
 
 # --------------------------------------------------------------------------- reproduction
 
-#: One reproduced tolerance: its certificate bracket and the kernel's (lower, upper) verdicts on it.
-Ends = tuple[Any, Any, Any]
+#: One reproduced tolerance: its sealed bracket and the kernel's (lower, upper) verdicts on it.
+Ends = tuple[VerifiedBracket, Verdict, Verdict]
 
 
 def reproduction_tolerances(rows: Sequence[PublishedRow]) -> list[str]:
@@ -46,16 +47,15 @@ def judge_reproduction(op_name: str, op: Operator, rows: list[PublishedRow], end
                        solver_seconds: float | None, evidence_path: Path, provenance: dict[str, Any]
                        ) -> tuple[list[RowResult], dict[str, Any] | None]:
     """The rows judged by a reproduction: ``ends`` holds one ``(bracket, lower verdict, upper
-    verdict)`` per tolerance of :func:`reproduction_tolerances` (in that order); only VERIFIED
-    verdicts count.  Returns the row results and the evidence certificate of the refuting or
+    verdict)`` per tolerance of :func:`reproduction_tolerances` (in that order), every verdict
+    VERIFIED (the ends are sealed).  Returns the row results and the evidence certificate of the refuting or
     tightening brackets (or None)."""
     by_eps = dict(zip((parse_tolerance(eps) for eps in reproduction_tolerances(rows)), ends))
-    ok = lambda v: v if v.status is Status.VERIFIED else None  # noqa: E731
     results, kept = [], {}
     for row in rows:
         bracket, lower, upper = by_eps[row.eps_value]
         evidence = {"source": "reproduction", "solver_seconds": solver_seconds}
-        result = result_of(row, ok(lower), ok(upper), evidence, evidence_path.as_posix())
+        result = result_of(row, lower, upper, evidence, evidence_path.as_posix())
         if result.status in ("refuted", "tightened"):
             kept[bracket.eps] = bracket
             result.evidence["file"] = evidence_path.as_posix()
@@ -130,7 +130,7 @@ def audit_operator(name: str, spec: dict[str, Any], rows: list[PublishedRow], ce
         start = time.perf_counter()
         brackets = bracket_operator(op, reproduction_tolerances(plain), budget_seconds=budget_seconds)
         seconds = round(time.perf_counter() - start, 3)
-        ends = [(b.to_certificate(), b.lower.verdict, b.upper.verdict) for b in brackets]
+        ends = [(b, b.lower.verdict, b.upper.verdict) for b in brackets]
         state = certificate_for(name, op, [e[0] for e in ends], provenance) if keep_reproduction else None
         return ends, seconds, state
 

@@ -141,6 +141,8 @@ def _reissue(target: Path, item: NamedOperator, verified: Any, key: str | None) 
     when given)."""
     from ...certio.issuing import certificate_for
     from ...certio.signing import did_key, load_private_key
+    from ...certio.verified import verify_bracket
+    from ...errors import InternalInvariantError
     from ...plumbing.campaign import reusable_certificate
 
     signer = did_key(load_private_key(key).public_key()) if key else None
@@ -150,7 +152,10 @@ def _reissue(target: Path, item: NamedOperator, verified: Any, key: str | None) 
     if present is not None and [(b.lower.k, b.upper.r) for b in present.brackets] == [(bracket.lower.k,
                                                                                           bracket.upper.r)]:
         return
-    write_json_atomic(target, certificate_for(item.name, item.operator, verified.brackets, item.provenance, key))
+    sealed = verify_bracket(item.operator, bracket)  # the kernel again, on the panel's operator
+    if sealed is None:
+        raise InternalInvariantError(f"{item.name}: a re-checked certificate's claim is no longer VERIFIED")
+    write_json_atomic(target, certificate_for(item.name, item.operator, [sealed], item.provenance, key))
 
 
 def _run_study(operators: list[tuple[NamedOperator, str]], tasks: list[tuple], todo: list[int], results: dict[int, Any],

@@ -128,7 +128,7 @@ def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], 
     (:func:`~softrank_cert.solvers.work.default_work`: the same ends however busy the machine),
     or by ``seconds`` of wall time when given (``math.inf``: no limit).
     Returns the new ends and one note per end that moved; ``evidence`` (a dict), when given,
-    receives the arrays of each moved end: ``"upper": (U, W)``, ``"lower": (X, Y)``.
+    receives each moved end as the kernel sealed it (``"upper"``, ``"lower"``).
     """
     from ...solvers.candidates import POOLED_MAX_K, CandidatePool
     from ...util.dense import Dense
@@ -153,15 +153,16 @@ def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], 
         r, r_method = b, found[1].origin
         notes.append(f"upper {b} ({r_method})")
         if evidence is not None:
-            evidence["upper"] = (found[1].U, found[1].W)
+            evidence["upper"] = found[2]
     for b in sorted(b for b in budgets if k <= b < r and b + 1 <= POOLED_MAX_K):
         c = prof.lower_pair("pooled", b + 1)
-        if c is None or c.threshold <= value * (1 - 1e-12) or first_verified(op, [(eps, c)]) is None:
+        found = None if c is None or c.threshold <= value * (1 - 1e-12) else first_verified(op, [(eps, c)])
+        if found is None:
             break
-        k, k_method = b + 1, c.origin
-        notes.append(f"lower {b + 1} ({c.origin})")
+        k, k_method = b + 1, found[2].method
+        notes.append(f"lower {k} ({k_method})")
         if evidence is not None:
-            evidence["lower"] = (c.X, c.Y)
+            evidence["lower"] = found[2]
     if k > r:
         raise InternalInvariantError(f"verified lower end {k} exceeds verified upper end {r} at eps {eps}")
     return (k, k_method), (r, r_method), notes
@@ -188,7 +189,7 @@ def study_operator(spec: dict[str, Any], name: str, document: str, eps: str, bud
     start = time.perf_counter()
     with stdout_to_stderr():  # solver banners must not spoil --json output
         (b,) = bracket_operator(op, [eps], budget_seconds=budget_seconds)
-        lower, upper = (b.lower.k, b.lower.origin), (b.upper.r, b.upper.origin)
+        lower, upper = (b.lower.k, b.lower.method), (b.upper.r, b.upper.construction)
         notes: list[str] = []
         moved: dict[str, Any] = {}
         if sharpen_ends:
@@ -197,13 +198,11 @@ def study_operator(spec: dict[str, Any], name: str, document: str, eps: str, bud
     result = OperatorBudgets(name, doc, width, layer, head, op.p, eps, lower[0], upper[0], lower[1], upper[1],
                              classify(lower[0], upper[0], budgets), notes, time.perf_counter() - start)
     if certificate:
-        from ...certio.certificate import Bracket, LowerEnd, UpperEnd
         from ...certio.issuing import certificate_for
+        from ...certio.verified import VerifiedBracket
 
-        X, Y = moved.get("lower", (b.lower.X, b.lower.Y))
-        U, W = moved.get("upper", (b.upper.U, b.upper.W))
-        result.certificate = certificate_for(
-            name, op, [Bracket(eps, LowerEnd(lower[0], lower[1], X, Y), UpperEnd(upper[0], upper[1], U, W))], provenance)
+        final = VerifiedBracket(eps, moved.get("lower", b.lower), moved.get("upper", b.upper))
+        result.certificate = certificate_for(name, op, [final], provenance)
     return result
 
 

@@ -109,7 +109,8 @@ class Profile:
         itself (the claim a certificate at ``eps`` makes); a step that does not verify there
         gives way to the next one, down to the trivial ends.
         """
-        from ...solvers.bracket import Ends, VerifiedBracket, VerifiedLower, VerifiedUpper
+        from ...certio.verified import VerifiedBracket
+        from ...solvers.bracket import Ends
 
         start = time.perf_counter()
         brackets = []
@@ -118,12 +119,10 @@ class Profile:
             trivial = Ends(self.operator, e)  # k = 1 (or 0), and r = p (or 0)
             lower = sorted((s for s in self.lower if value <= s.value), key=lambda s: -s.k)
             found = first_verified(self.operator, ((e, s) for s in lower))
-            lower_end = trivial.lower if found is None or found[1].k <= trivial.lower.k else \
-                VerifiedLower(found[1].k, found[1].X, found[1].Y, found[1].origin, found[2], found[1].threshold)
+            lower_end = trivial.lower if found is None or found[1].k <= trivial.lower.k else found[2]
             upper = sorted((s for s in self.upper if s.everywhere or value >= s.value), key=lambda s: s.r)
             found = first_verified(self.operator, ((e, s) for s in upper))
-            upper_end = trivial.upper if found is None or found[1].r >= trivial.upper.r else \
-                VerifiedUpper(found[1].r, found[1].U, found[1].W, found[1].origin, found[2], found[1].error)
+            upper_end = trivial.upper if found is None or found[1].r >= trivial.upper.r else found[2]
             if lower_end.k > upper_end.r:
                 raise InternalInvariantError(f"{self.operator_id}: verified lower end {lower_end.k} exceeds "
                                              f"verified upper end {upper_end.r} at eps {e}")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from ...errors import InternalInvariantError
-from ...kernel import Operator, Status, Verdict, parse_tolerance
+from ...kernel import Operator, Verdict, parse_tolerance
 from ...solvers.settle import first_verified
 from ...util.numbers import decimal_above, decimal_below
 
@@ -129,9 +129,9 @@ def lower_steps(op: Operator, pool: Any, ends: Iterable[Any], floor_eps: str) ->
     options: dict[int, list[LowerStep]] = {}  # already verified (the driver's ends at grid tolerances)
     for e in ends:
         end = e.lower
-        if end.k >= 1 and end.verdict.status is Status.VERIFIED:
+        if end.k >= 1:  # sealed: VERIFIED
             options.setdefault(end.k, []).append(
-                LowerStep(end.k, end.verdict.eps, end.origin, end.threshold, end.X, end.Y, end.verdict))
+                LowerStep(end.k, end.eps, end.method, end.threshold, end.X, end.Y, end.verdict))
     low = parse_tolerance(floor_eps)
     proposals = {c.k: c for c in pool.lower_pairs.values() if c.k >= 1 and c.threshold > low}
     norm = 1.0 if op.row_sums_exactly_one() else _float_norm(pool)
@@ -151,7 +151,7 @@ def lower_steps(op: Operator, pool: Any, ends: Iterable[Any], floor_eps: str) ->
                              LowerStep(k, eps, c.origin, c.threshold, c.X, c.Y)))
         found = first_verified(op, attempts)
         if found is not None:
-            best = replace(found[1], verdict=found[2])
+            best = replace(found[1], verdict=found[2].verdict)
         if best is not None and best.value >= low and (frontier is None or best.value > frontier):
             steps.append(best)
             frontier = best.value
@@ -166,9 +166,9 @@ def upper_steps(op: Operator, pool: Any, ends: Iterable[Any], floor_eps: str) ->
     options: dict[int, list[UpperStep]] = {}
     for e in ends:
         end = e.upper
-        if end.r < p and end.verdict.status is Status.VERIFIED:
+        if end.r < p:  # sealed: VERIFIED
             options.setdefault(end.r, []).append(
-                UpperStep(end.r, end.verdict.eps, end.origin, end.error, end.U, end.W, end.verdict))
+                UpperStep(end.r, end.eps, end.construction, end.error, end.U, end.W, end.verdict))
     proposals = {w.r: w for w in pool.witnesses.values() if 1 <= w.r < p}
     exact_norm = op.row_sums_exactly_one()
     norm = 1.0 if exact_norm else _float_norm(pool)
@@ -190,7 +190,7 @@ def upper_steps(op: Operator, pool: Any, ends: Iterable[Any], floor_eps: str) ->
                              UpperStep(r, eps, w.origin, w.error, w.U, w.W)))
         found = first_verified(op, attempts)
         if found is not None:
-            best = replace(found[1], verdict=found[2])
+            best = replace(found[1], verdict=found[2].verdict)
         if best is not None and (frontier is None or best.value < frontier):
             steps.append(best)
             frontier = best.value
@@ -200,7 +200,7 @@ def upper_steps(op: Operator, pool: Any, ends: Iterable[Any], floor_eps: str) ->
     found = first_verified(op, [(at, UpperStep(p, at, "identity", 0.0))])
     if found is None:  # the identity witness B = A is exact: anything else is a checker bug
         raise InternalInvariantError(f"the identity witness r = p = {p} is not VERIFIED at eps {at}")
-    steps.append(replace(found[1], verdict=found[2]))
+    steps.append(replace(found[1], verdict=found[2].verdict))
     return steps
 
 

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidInputError
-from .points import SweepPoint, effective_work, point_details, point_from_task, point_name, support_point_task
+from .points import (SweepPoint, effective_work, point_details, point_from_task, point_name, provenance,
+                     support_point_task)
 
 #: Sweep parameters a resume may not change, and the option that sets each.
 SWEEP_OPTIONS = {"support": "SUPPORT", "dim": "--dim", "n": "--n", "kappas": "--kappas (or --x-min/--x-max/--points)"}
@@ -79,7 +80,7 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
     ``out`` is given, keep re-verified ones with ``resume`` (module docstring).  ``bar``: an
     :class:`~softrank_cert.util.progress.OperatorProgress` (stage names in process);
     ``resume_command``: the line an interruption names to continue."""
-    from ...certio.issuing import certificate_for
+    from ...certio.issuing import signed
     from ...geometry.supports import support_operator
     from ...plumbing.certificate_files import certificate_paths
     from ...util.files import check_output_file, write_json_atomic
@@ -120,8 +121,7 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
                     continue
                 point = point_from_task(kappas[i], eps, ops[i].p, outcome.value)
                 if campaign is not None:
-                    write_json_atomic(targets[i], certificate_for(names[i], ops[i], [outcome.value["bracket"]],
-                                                                  provenance(support, dim, n, kappas[i]), key))
+                    write_json_atomic(targets[i], signed(outcome.value["certificate"], key))
                     point.certificate = str(targets[i])
                     campaign.done(names[i], outcome, outcome.value["seconds"])
                 result.computed += 1
@@ -133,12 +133,6 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
         campaign.finish(failed=bool(result.failed))
     result.points = [points[i] for i in sorted(points)]
     return result
-
-
-def provenance(support: str, dim: int, n: int, kappa: float) -> dict[str, Any]:
-    """The provenance a point's certificate carries (and a resume requires, exactly)."""
-    return {"study": "softrank supports", "support": support, "dim": dim, "n": n, "kappa": repr(float(kappa)),
-            "construction": "Q = kappa P, K = P, beta = 1 (softrank_cert.geometry.supports.support_operator)"}
 
 
 def _failure(campaign: Any, name: str, kappa: float, outcome: Any) -> dict[str, Any]:

@@ -30,6 +30,12 @@ def point_name(support: str, dim: int, n: int, eps: str, kappa: float) -> str:
     return f"{support}-d{dim}-n{n}-eps{eps}-kappa{kappa:.6g}"
 
 
+def provenance(support: str, dim: int, n: int, kappa: float) -> dict[str, Any]:
+    """The provenance a point's certificate carries (and a resume requires, exactly)."""
+    return {"study": "softrank supports", "support": support, "dim": dim, "n": n, "kappa": repr(float(kappa)),
+            "construction": "Q = kappa P, K = P, beta = 1 (softrank_cert.geometry.supports.support_operator)"}
+
+
 @dataclass
 class SweepPoint:
     """One kappa of a sweep: the kernel-verified ends ``lower <= r_eps(A) <= upper``."""
@@ -87,13 +93,15 @@ def point_details(op: Operator, eps: str, lower: int, ranks: list[int] | None) -
 
 def support_point_task(support: str, dim: int, n: int, kappa: float, eps: str, work: float | None,
                        budget_seconds: float | None, ranks: list[int] | None, progress: Any = None) -> dict[str, Any]:
-    """One kappa of a sweep (a worker task: plain data in, plain data out): the support operator's
-    verified bracket at ``eps`` as a certificate bracket, the solver seconds and :func:`point_details`.
+    """One kappa of a sweep (a worker task: plain data in, plain data out): the unsigned certificate
+    of the support operator's verified bracket at ``eps`` (written here, from the sealed ends), the
+    solver seconds and :func:`point_details`.
 
     The search is bounded as ``softrank bracket``'s: ``work`` units (None: the driver's default
     work for the operator's size, :func:`~softrank_cert.solvers.work.default_work`), capped by
     ``budget_seconds`` of wall time when given (alone, it replaces the work bound).  Without a
     time cap the same arguments give the same bracket, byte for byte, however busy the machine."""
+    from ...certio.issuing import certificate_for
     from ...geometry.supports import stdout_to_stderr, support_operator
     from ...solvers.bracket import bracket_operator
 
@@ -102,13 +110,15 @@ def support_point_task(support: str, dim: int, n: int, kappa: float, eps: str, w
     with stdout_to_stderr():
         (b,) = bracket_operator(op, [eps], work=work, budget_seconds=budget_seconds, progress=progress)
     seconds = time.perf_counter() - start
-    return {"bracket": b.to_certificate(), "seconds": seconds, **point_details(op, eps, b.lower.k, ranks)}
+    certificate = certificate_for(point_name(support, dim, n, eps, kappa), op, [b], provenance(support, dim, n, kappa))
+    return {"certificate": certificate, "seconds": seconds, **point_details(op, eps, b.lower.k, ranks)}
 
 
 def point_from_task(kappa: float, eps: str, p: int, value: dict[str, Any]) -> SweepPoint:
     """The :class:`SweepPoint` of a :func:`support_point_task` result."""
-    b = value["bracket"]
-    return SweepPoint(float(kappa), eps, b.lower.k, b.upper.r, p, b.lower.method, b.upper.construction,
+    (b,) = value["certificate"]["brackets"]
+    lower, upper = b["lower"], b["upper"]
+    return SweepPoint(float(kappa), eps, lower["k"], upper["r"], p, lower["method"], upper["construction"],
                       value["seconds"], value["geometry"], value["spread"])
 
 
