@@ -43,7 +43,7 @@ import budget_study  # noqa: E402
 from softrank_cert.studies.analyze.study import analysis  # noqa: E402
 from softrank_cert.studies.analyze.plot import analysis_figure  # noqa: E402
 from softrank_cert.studies.analyze.report import markdown_report  # noqa: E402
-from softrank_cert.cli.bracket_cmd import bracket_task  # noqa: E402
+from softrank_cert.plumbing.bracketing import issue_packed  # noqa: E402
 from softrank_cert.cli.common import comma_items, int_list  # noqa: E402
 from softrank_cert.plumbing.certificate_files import certificate_path  # noqa: E402
 from softrank_cert.util.files import OutputFiles, write_json_atomic  # noqa: E402
@@ -76,13 +76,14 @@ def bracket_missing(panel: Path, certs: Path, eps_list: list[str], budgets: dict
     seconds: dict[str, list[float]] = {}
     if not todo:
         return seconds
-    tasks = [(pack_operator(item.operator), eps_list, budgets[int(name_fields(item.name, '')[1])], None, None, item.name,
-              item.provenance) for item in todo]
+    tasks = [(pack_operator(item.operator), item.name, item.provenance, eps_list, None,
+              budgets[int(name_fields(item.name, '')[1])]) for item in todo]
     start = time.perf_counter()
-    with closing(run_ordered(bracket_task, tasks, jobs=jobs)) as results:
-        for i, (item, (document, solver_s)) in enumerate(zip(todo, results)):
-            write_json_atomic(certificate_path(certs, item.name), document)
-            brackets = [(b["eps"], b["lower"]["k"], b["upper"]["r"]) for b in document["brackets"]]
+    with closing(run_ordered(issue_packed, tasks, jobs=jobs)) as results:
+        for i, (item, issued) in enumerate(zip(todo, results)):
+            write_json_atomic(certificate_path(certs, item.name), issued.signed())
+            solver_s = issued.seconds
+            brackets = [(b["eps"], b["lower"], b["upper"]) for b in issued.rows]
             width = str(name_fields(item.name, "")[1])
             seconds.setdefault(width, []).append(solver_s)
             with open(log, "a", encoding="utf-8") as handle:

@@ -46,7 +46,7 @@ from .meta import __version__  # noqa: E402 (after pin_kernels, above)
 _API = {
     "Operator": "kernel", "Status": "kernel", "Verdict": "kernel",
     "load_operator": "api", "load_panel": "api", "operator_id": "api", "bracket": "api", "verify": "api",
-    "profile": "api", "operator_provenance": "api", "capture": "api", "load_gguf": "api", "BracketResult": "certio.issuing", "VerifyReport": "api",
+    "profile": "api", "operator_provenance": "api", "capture": "api", "load_gguf": "api", "BracketResult": "plumbing.bracketing", "VerifyReport": "api",
     "Profile": "studies.profile.curves", "LowerStep": "studies.profile.curves", "UpperStep": "studies.profile.curves",
     "SoftrankError": "errors", "InvalidInputError": "errors",
 }

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 import weakref
 from pathlib import Path
 from typing import Any
@@ -34,10 +33,10 @@ from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
-from .certio.issuing import BracketResult
+from .plumbing.bracketing import BracketResult
 from .errors import InvalidInputError, InvalidOperatorError
 from .kernel import DEFAULT_MAX_PREC, Operator
-from .util.tolerances import parse_eps
+from .util.tolerances import check_budget, parse_eps
 from .verification import VerifyReport, verify_certificate_bytes, verify_certificate_document, verify_certificate_file
 
 Progress = Callable[[str, float, float], None]
@@ -159,7 +158,7 @@ def _require_operator(op: Any) -> Operator:
 
 
 # --------------------------------------------------------------------------------------
-# Brackets and profiles (tolerances: util.tolerances; certificates: certio.issuing)
+# Brackets and profiles (inputs: util.tolerances; the task: plumbing.bracketing)
 # --------------------------------------------------------------------------------------
 
 def bracket(op: Operator, eps: str | Iterable[str], *, work: float | None = None,
@@ -175,18 +174,13 @@ def bracket(op: Operator, eps: str | Iterable[str], *, work: float | None = None
     with which the ends may depend on the load.  ``progress(stage, elapsed, budget)`` after each
     search stage.
     """
-    from .solvers.bracket import bracket_operator
+    from .plumbing.bracketing import bracket_result
 
     op = _require_operator(op)
     eps_list = parse_eps(eps)
-    if budget_seconds is not None and not budget_seconds > 0:
-        raise InvalidInputError("budget_seconds must be > 0")
-    if work is not None and not work > 0:
-        raise InvalidInputError("work must be > 0")
-    start = time.perf_counter()
-    brackets = bracket_operator(op, eps_list, work=work, budget_seconds=budget_seconds, progress=progress)
-    return BracketResult(op, tuple(brackets), operator_id(op), operator_provenance(op), time.perf_counter() - start,
-                         budget_seconds)
+    check_budget(work, budget_seconds)
+    return bracket_result(op, eps_list, work=work, budget_seconds=budget_seconds, progress=progress,
+                          operator_id=operator_id(op), provenance=operator_provenance(op))
 
 
 def profile(op: Operator, grid: str | Iterable[str] | None = None, *, work: float | None = None,
@@ -202,8 +196,10 @@ def profile(op: Operator, grid: str | Iterable[str] | None = None, *, work: floa
     from .studies.profile.curves import compute_profile
 
     op = _require_operator(op)
-    return compute_profile(op, None if grid is None else parse_eps(grid), work=work, budget_seconds=budget_seconds,
-                           progress=progress, operator_id=operator_id(op), provenance=operator_provenance(op))
+    tolerances = None if grid is None else parse_eps(grid)
+    check_budget(work, budget_seconds)
+    return compute_profile(op, tolerances, work=work, budget_seconds=budget_seconds, progress=progress,
+                           operator_id=operator_id(op), provenance=operator_provenance(op))
 
 
 # --------------------------------------------------------------------------------------

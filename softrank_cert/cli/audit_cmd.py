@@ -10,6 +10,7 @@ from ..certio.signing import sign_certificate
 from ..errors import InvalidInputError
 from ..util.files import OutputFiles, check_output_file
 from ..util.numbers import format_down
+from ..util.tolerances import check_budget
 from ..plumbing.parallel import resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
 from ..util.progress import OperatorProgress
@@ -80,8 +81,7 @@ def run_audit(args: Any) -> int:
     from ..certio.signing import load_private_key, load_trusted_keys
     from .bracket_cmd import resume_hint
 
-    if args.budget_seconds is not None and not args.budget_seconds > 0:
-        raise InvalidInputError("--budget-seconds must be > 0")
+    check_budget(None, args.budget_seconds, options=True)
     if args.key:
         load_private_key(args.key)  # fail before any work
     trusted = load_trusted_keys(args.trusted_keys) if args.trusted_keys else None

@@ -8,19 +8,19 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from ..certio.issuing import certificate_for, signed
 from ..certio.signing import load_private_key
 from ..errors import InvalidInputError
 from ..plumbing.campaign import budget_json, check_manifest_clear
 from ..plumbing.certificate_files import certificate_paths
 from ..util.files import check_output_file, check_output_folder, write_json_atomic
 from ..util.operator_files import NamedOperator, choose_operator_message, load_operators, operator_names
-from ..plumbing.parallel import check_scheduler, pack_operator, resolve_jobs, run_tasks
+from ..plumbing.bracketing import bracket_rows, run_brackets
+from ..plumbing.parallel import check_scheduler, resolve_jobs
 from ..util.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
-from ..util.tolerances import parse_eps_list
+from ..util.tolerances import check_budget, parse_eps_list
 from ..util.escaping import plain_text
-from .common import (add_quiet_option, add_campaign_options, add_command, add_parallel_options, brackets_summary, add_budget_options, check_budget_options,
+from .common import (add_quiet_option, add_campaign_options, add_command, add_parallel_options, brackets_summary, add_budget_options,
                      campaign_memory, name_table, stdout_console)
 
 EPILOG = """\
@@ -114,26 +114,6 @@ def _select(args: Any) -> list[NamedOperator]:
     return load_operators(path)
 
 
-def bracket_task(spec: dict[str, Any], eps_list: list[str], budget_seconds: float | None,
-                 progress: Any = None, work: float | None = None, name: str = "operator",
-                 provenance: dict[str, Any] | None = None) -> tuple[dict[str, Any], float]:
-    """One operator's unsigned certificate (written here, from the ends the kernel sealed) and solver
-    seconds; runs in a worker (``progress``: the driver's stage callback, only when it runs in this
-    process)."""
-    from ..api import bracket
-    from ..plumbing.parallel import unpack_operator
-
-    result = bracket(unpack_operator(spec), eps_list, work=work, budget_seconds=budget_seconds, progress=progress)
-    return certificate_for(name, result.operator, result.brackets, provenance), result.seconds
-
-
-def document_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
-    """The summary rows of a certificate document's brackets (no arrays)."""
-    return [{"eps": b["eps"], "lower": b["lower"]["k"], "upper": b["upper"]["r"],
-             "resolved": b["lower"]["k"] == b["upper"]["r"], "lower_method": b["lower"]["method"],
-             "upper_construction": b["upper"]["construction"]} for b in document["brackets"]]
-
-
 def _entry(item: NamedOperator, target: Path, rows: list[dict[str, Any]], seconds: float | None, signed: bool,
            resumed: bool = False) -> dict[str, Any]:
     entry = {"operator": item.name, "certificate": str(target),
@@ -148,7 +128,7 @@ def run_bracket(args: Any) -> int:
     from ..errors import EXIT_SOME_FAILED
 
     eps_list = parse_eps_list(args.eps)
-    check_budget_options(args)
+    check_budget(args.work, args.budget_seconds, options=True)
     key = load_private_key(args.key) if args.key else None  # fail before any work
     operators = _select(args)
     out, targets = output_targets(args.out, [item.name for item in operators], several=bool(args.all))
@@ -163,7 +143,6 @@ def run_bracket(args: Any) -> int:
     check_scheduler(args.scheduler)  # before the manifest is written
     manifest, kept = _start_campaign(args, out, operators, targets, eps_list, key, jobs, max_memory)
     todo = [i for i in range(len(operators)) if i not in kept]
-    in_process = not args.scheduler and (jobs <= 1 or len(todo) <= 1)  # as run_tasks runs them
     entries: dict[int, dict[str, Any]] = {i: entry for i, entry in kept.items()}
     failed: list[dict[str, Any]] = []
     from ..util.memory import operator_task_bytes
@@ -172,12 +151,11 @@ def run_bracket(args: Any) -> int:
         for i in kept:
             bar.advance(operators[i].name)
             bar.finished(operators[i].name, "kept (resumed: verified certificate)")
-        tasks = [(pack_operator(operators[i].operator), eps_list, args.budget_seconds,
-                  bar.stage_callback(operators[i].name) if in_process else None, args.work, operators[i].name,
-                  operators[i].provenance) for i in todo]
-        memory = [operator_task_bytes(operators[i].operator) for i in todo]
-        results = run_tasks(bracket_task, tasks, jobs=jobs, scheduler=args.scheduler, memory=memory,
-                            max_memory=max_memory, done=lambda j: bar.advance(operators[todo[j]].name))
+        results = run_brackets([(operators[i].operator, operators[i].name, operators[i].provenance) for i in todo],
+                               eps_list, work=args.work, budget_seconds=args.budget_seconds, jobs=jobs,
+                               scheduler=args.scheduler, progress=bar.stage_callback,
+                               memory=[operator_task_bytes(operators[i].operator) for i in todo],
+                               max_memory=max_memory, done=lambda j: bar.advance(operators[todo[j]].name))
         with closing(results):
             for outcome in results:
                 i = todo[outcome.index]
@@ -190,12 +168,11 @@ def run_bracket(args: Any) -> int:
                         print(f"softrank bracket: {plain_text(item.name)}: {record['status']}: {outcome.failure}",
                               file=sys.stderr)
                     continue
-                document, seconds = outcome.value
-                write_json_atomic(target, signed(document, key))
-                manifest.done(item.name, outcome, seconds)
-                rows = document_rows(document)
-                bar.finished(item.name, brackets_summary(rows, seconds))
-                entries[i] = _entry(item, target, rows, seconds, bool(key))
+                issued = outcome.value
+                write_json_atomic(target, issued.signed(key))
+                manifest.done(item.name, outcome, issued.seconds)
+                bar.finished(item.name, brackets_summary(issued.rows, issued.seconds))
+                entries[i] = _entry(item, target, issued.rows, issued.seconds, bool(key))
     manifest.finish(failed=bool(failed))
     summary = [entries[i] for i in sorted(entries)]
     if args.json:
@@ -220,19 +197,16 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
     """One operator to one certificate file (no manifest): a failure is the command's error."""
     from ..util.memory import operator_task_bytes
 
-    in_process = not args.scheduler
     with OperatorProgress("softrank bracket", 1, bar=not args.json) as bar:
-        task = (pack_operator(item.operator), eps_list, args.budget_seconds,
-                bar.stage_callback(item.name) if in_process else None, args.work, item.name, item.provenance)
-        with closing(run_tasks(bracket_task, [task], jobs=jobs, scheduler=args.scheduler,
-                               memory=[operator_task_bytes(item.operator)], max_memory=max_memory,
-                               done=lambda i: bar.advance(item.name))) as results:
+        with closing(run_brackets([(item.operator, item.name, item.provenance)], eps_list, work=args.work,
+                                  budget_seconds=args.budget_seconds, jobs=jobs, scheduler=args.scheduler,
+                                  progress=bar.stage_callback, memory=[operator_task_bytes(item.operator)],
+                                  max_memory=max_memory, done=lambda i: bar.advance(item.name))) as results:
             (outcome,) = list(results)
-        document, seconds = outcome.unwrap()
-        write_json_atomic(target, signed(document, key))
-        rows = document_rows(document)
-        bar.finished(item.name, brackets_summary(rows, seconds))
-    summary = [_entry(item, target, rows, seconds, bool(key))]
+        issued = outcome.unwrap()
+        write_json_atomic(target, issued.signed(key))
+        bar.finished(item.name, brackets_summary(issued.rows, issued.seconds))
+    summary = [_entry(item, target, issued.rows, issued.seconds, bool(key))]
     if args.json:
         print(dumps(envelope("bracket", {"operator_file": str(args.operator_file), "eps": eps_list,
                                          "budget_seconds": budget_json(args.budget_seconds),
@@ -282,7 +256,7 @@ def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], target
             campaign.keep(item.name, before)
             seconds = campaign.manifest.operators[item.name]["seconds"]
             # every claim of these brackets was just VERIFIED by the kernel: they are what is reported
-            kept[i] = _entry(item, target, document_rows(report.certificate.document), seconds, bool(key), resumed=True)
+            kept[i] = _entry(item, target, bracket_rows(report.certificate.brackets), seconds, bool(key), resumed=True)
     campaign.save()
     return campaign, kept
 

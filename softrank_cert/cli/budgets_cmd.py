@@ -7,7 +7,7 @@ from typing import Any
 
 from ..certio.signing import load_private_key
 from ..errors import InvalidInputError
-from ..util.tolerances import parse_one_eps
+from ..util.tolerances import check_budget, parse_one_eps
 from ..plumbing.certificate_files import certificate_paths
 from ..util.files import OutputFiles, check_output_file, check_output_folder
 from ..plumbing.parallel import resolve_jobs
@@ -97,8 +97,7 @@ def run_budgets(args: Any) -> int:
 
     budgets = parse_budgets(args.budgets)
     args.eps = parse_one_eps(args.eps)
-    if args.budget_seconds is not None and not args.budget_seconds > 0:
-        raise InvalidInputError("--budget-seconds must be > 0")
+    check_budget(None, args.budget_seconds, options=True)
     if args.key and not args.certificates:
         raise InvalidInputError("--key signs the --certificates: give --certificates DIR")
     if args.key:

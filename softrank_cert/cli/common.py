@@ -279,14 +279,6 @@ def add_budget_options(p: Any, what: str) -> None:
     p.add_argument("--budget-seconds", type=float, metavar="S", help=budget_help(what))
 
 
-def check_budget_options(args: Any) -> None:
-    """``--work`` and ``--budget-seconds`` must be > 0 when given."""
-    if getattr(args, "work", None) is not None and not args.work > 0:
-        raise InvalidInputError(f"--work must be > 0 (work units), not {args.work:g}")
-    if args.budget_seconds is not None and not args.budget_seconds > 0:
-        raise InvalidInputError("--budget-seconds must be > 0")
-
-
 def brackets_summary(rows: list[dict[str, Any]], seconds: float | None = None) -> str:
     """``eps 0.1 [5, 7], 0.25 3 (resolved) in 4.0 s`` for bracket rows with ``eps``, ``lower``, ``upper``."""
     ends = ", ".join(f"{b['eps']} {b['lower']} (resolved)" if b["lower"] == b["upper"] else f"{b['eps']} [{b['lower']}, {b['upper']}]"

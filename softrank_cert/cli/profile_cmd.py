@@ -10,8 +10,9 @@ from ..util.files import OutputFiles, check_output_file
 from ..util.operator_files import choose_operator_message, operator_names
 from ..plumbing.plotting import PLOT_SUFFIXES
 from ..util.progress import OperatorProgress
+from ..util.tolerances import check_budget
 from ..plumbing.reports import dumps
-from .common import (add_quiet_option, PLOT_HELP, add_budget_options, add_command, check_budget_options, check_distinct_outputs,
+from .common import (add_quiet_option, PLOT_HELP, add_budget_options, add_command, check_distinct_outputs,
                      stdout_console)
 
 EPILOG = """\
@@ -72,7 +73,7 @@ def run_profile(args: Any) -> int:
         raise InvalidInputError("--out needs --eps: the tolerances of the certificate")
     if args.key and not args.out:
         raise InvalidInputError("--key signs the --out certificate: give --out CERT.json (and --eps)")
-    check_budget_options(args)
+    check_budget(args.work, args.budget_seconds, options=True)
     if args.key:
         load_private_key(args.key)  # fail before any work
     source = Path(args.operator_file)

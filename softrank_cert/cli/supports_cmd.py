@@ -9,7 +9,7 @@ from typing import Any
 from rich.table import Table
 
 from ..errors import EXIT_SOME_FAILED, InvalidInputError
-from ..util.tolerances import parse_one_eps
+from ..util.tolerances import check_budget, parse_one_eps
 from ..plumbing.campaign import budget_json
 from ..util.files import OutputFiles, check_output_file
 from ..plumbing.parallel import check_scheduler, resolve_jobs
@@ -17,7 +17,7 @@ from ..plumbing.plotting import PLOT_SUFFIXES
 from ..util.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
 from .common import (add_quiet_option, PLOT_HELP, add_budget_options, add_campaign_options, add_command, add_parallel_options,
-                     campaign_memory, check_budget_options, comma_items, stdout_console)
+                     campaign_memory, comma_items, stdout_console)
 
 EPILOG = """\
 examples:
@@ -120,7 +120,7 @@ def run_supports(args: Any) -> int:
 
     args.eps = parse_one_eps(args.eps)
     check_sweep_size(args.dim, args.n)
-    check_budget_options(args)
+    check_budget(args.work, args.budget_seconds, options=True)
     kappas = _sweep_kappas(args)
     try:
         ranks = comma_items(args.geometry_ranks, int)

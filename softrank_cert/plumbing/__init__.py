@@ -5,6 +5,8 @@ the studies and this package, never the reverse -- nothing outside ``softrank_ce
 the CLI (``tests/plumbing/test_layering.py`` checks it).  The utilities these build on (files,
 numbers, memory, progress, operator files) are in :mod:`softrank_cert.util`.
 
+* :mod:`~softrank_cert.plumbing.bracketing` -- the bracket task on an ``Operator`` (packed only
+  when it leaves the process) and :class:`~softrank_cert.plumbing.bracketing.BracketResult`;
 * :mod:`~softrank_cert.plumbing.parallel` -- worker pools (``--jobs``), Dask (``--scheduler``),
   one retry for a task whose worker died;
 * :mod:`~softrank_cert.plumbing.campaign` -- campaign manifests and ``--resume`` (the manifest's

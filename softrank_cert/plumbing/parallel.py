@@ -95,6 +95,12 @@ def unpack_operator(spec: dict[str, Any]) -> Operator:
     return Operator(spec["kind"], spec["arrays"], beta=spec["beta"], mask=spec["mask"])
 
 
+def in_process(jobs: int, scheduler: str | None, count: int) -> bool:
+    """Whether :func:`run_tasks` runs ``count`` tasks in this process (no scheduler, and one job
+    or at most one task): then the tasks' arguments never leave it and need not be packed."""
+    return not scheduler and (jobs <= 1 or count <= 1)
+
+
 def resolve_jobs(jobs: int) -> int:
     """``--jobs`` value: N >= 1 as given, 0 = one worker per CPU; negative values are refused."""
     if jobs < 0:
@@ -194,10 +200,10 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *, jobs: int = 1, 
     """
     if memory is not None and len(memory) != len(tasks):
         raise ValueError("memory needs one estimate per task")
-    if scheduler:
-        runner = _run_dask(fn, tasks, scheduler, memory, max_memory, attempts)
-    elif jobs <= 1 or len(tasks) <= 1:
+    if in_process(jobs, scheduler, len(tasks)):
         runner = _run_serial(fn, tasks, memory, max_memory, attempts)
+    elif scheduler:
+        runner = _run_dask(fn, tasks, scheduler, memory, max_memory, attempts)
     else:
         runner = _run_pool(fn, tasks, jobs, memory, max_memory, attempts)
     try:

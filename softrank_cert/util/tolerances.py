@@ -1,4 +1,4 @@
-"""Lists of tolerances as the front ends take them (UNTRUSTED: parsing only, no bound).
+"""Lists of tolerances, and the search budget, as the front ends take them (UNTRUSTED: parsing only, no bound).
 
 Each tolerance stays the exact decimal string it was given (the kernel parses it to an exact
 rational with :func:`softrank_cert.kernel.parse_tolerance`); lists are sorted by value.
@@ -30,6 +30,15 @@ def parse_eps(eps: str | Iterable[str]) -> list[str]:
     if len(set(values)) != len(values):
         raise InvalidToleranceError(f"a tolerance is listed twice: {', '.join(items)}")
     return [item for _, item in sorted(zip(values, items))]
+
+
+def check_budget(work: float | None, budget_seconds: float | None, *, options: bool = False) -> None:
+    """The search bound of the front ends: ``work`` units and ``budget_seconds`` of wall time, each
+    > 0 when given (NaN is refused too); ``options``: name them as the command line does."""
+    if work is not None and not work > 0:
+        raise InvalidInputError(f"--work must be > 0 (work units), not {work:g}" if options else "work must be > 0")
+    if budget_seconds is not None and not budget_seconds > 0:
+        raise InvalidInputError("--budget-seconds must be > 0" if options else "budget_seconds must be > 0")
 
 
 #: Hint added to a refused command-line tolerance list.

@@ -328,12 +328,12 @@ INJECT = '''
 import os, signal, sys
 from pathlib import Path
 
-import softrank_cert.cli.bracket_cmd as bracket_cmd
+import softrank_cert.plumbing.bracketing as bracketing
 
-_original = bracket_cmd.bracket_task
+_original = bracketing.issue_packed
 
 
-def bracket_task(spec, *args):
+def issue_packed(spec, *args):
     """Kill this worker (SIGKILL, as the OOM killer would) under the target operator's task:
     on its first attempt only (mode "once") or on every attempt (mode "always")."""
     if float(spec["arrays"]["Q"][0, 0]) == float(os.environ["FAULT_TARGET"]):
@@ -346,7 +346,7 @@ def bracket_task(spec, *args):
     return _original(spec, *args)
 
 
-bracket_cmd.bracket_task = bracket_task  # also in the workers: spawn re-imports this file first
+bracketing.issue_packed = issue_packed  # also in the workers: spawn re-imports this file first
 
 if __name__ == "__main__":
     from softrank_cert.cli.main import main

@@ -36,7 +36,7 @@ from fractions import Fraction
 from typing import Any
 from collections.abc import Callable, Iterable, Sequence
 
-from ...certio.issuing import BracketResult
+from ...plumbing.bracketing import BracketResult
 from ...errors import InternalInvariantError, InvalidInputError
 from ...kernel import Operator, Verdict, parse_tolerance
 from ...util.tolerances import parse_eps
@@ -66,7 +66,7 @@ class Profile:
     ``lower`` (k ascending) and ``upper`` (r ascending) hold only kernel-VERIFIED steps;
     :meth:`lower_at` / :meth:`upper_at` read the certified ends at any tolerance, and
     :meth:`bracket` turns them into a certificate-ready
-    :class:`~softrank_cert.certio.issuing.BracketResult` (re-verified at the tolerances asked for).
+    :class:`~softrank_cert.plumbing.bracketing.BracketResult` (re-verified at the tolerances asked for).
     """
 
     operator: Operator = field(repr=False)
@@ -103,7 +103,7 @@ class Profile:
 
     def bracket(self, eps: str | Iterable[str]) -> Any:
         """Kernel-verified brackets at ``eps`` read off the profile, as a
-        :class:`~softrank_cert.certio.issuing.BracketResult` (``.save(path)`` writes the certificate).
+        :class:`~softrank_cert.plumbing.bracketing.BracketResult` (``.save(path)`` writes the certificate).
 
         Each end is the best profile step that covers ``eps``, VERIFIED again at ``eps``
         itself (the claim a certificate at ``eps`` makes); a step that does not verify there
@@ -217,10 +217,6 @@ def compute_profile(op: Operator, grid: Sequence[str] | None = None, *, work: fl
     grid = tuple(_sorted_unique(DEFAULT_GRID if grid is None else grid))
     if not grid:
         raise InvalidInputError("the profile needs at least one grid tolerance")
-    if budget_seconds is not None and not budget_seconds > 0:
-        raise InvalidInputError("budget_seconds must be > 0")
-    if work is not None and not work > 0:
-        raise InvalidInputError("work must be > 0")
     nominal = default_budget_seconds(*op.shape) if budget_seconds is None else float(budget_seconds)
     bound = search_budget(*op.shape, work=work, budget_seconds=budget_seconds).work
     start = time.perf_counter()

@@ -85,7 +85,7 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
     from ...plumbing.certificate_files import certificate_paths
     from ...util.files import check_output_file, write_json_atomic
     from ...util.memory import operator_task_bytes
-    from ...plumbing.parallel import run_tasks
+    from ...plumbing.parallel import in_process, run_tasks
 
     names = [point_name(support, dim, n, eps, kappa) for kappa in kappas]
     if len(set(names)) != len(names):
@@ -98,7 +98,7 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
                       if out else (None, {}))
     points: dict[int, SweepPoint] = dict(kept)
     todo = [i for i in range(len(kappas)) if i not in kept]
-    in_process = not scheduler and (jobs <= 1 or len(todo) <= 1)  # as run_tasks runs them
+    here = in_process(jobs, scheduler, len(todo))
     result = CampaignResult([], budget_work, manifest=None if campaign is None else str(campaign.path), kept=len(kept))
     with campaign.running() if campaign is not None else nullcontext():
         for i in kept:
@@ -106,7 +106,7 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
                 bar.advance(names[i])
                 bar.finished(names[i], "kept (resumed: verified certificate)")
         tasks = [(support, dim, n, kappas[i], eps, budget_work, budget_seconds, ranks,
-                  bar.stage_callback(names[i]) if bar is not None and in_process else None) for i in todo]
+                  bar.stage_callback(names[i]) if bar is not None and here else None) for i in todo]
         outcomes = run_tasks(support_point_task, tasks, jobs=jobs, scheduler=scheduler, max_memory=max_memory,
                              memory=[operator_task_bytes(ops[i]) for i in todo],
                              done=lambda j: bar.advance(names[todo[j]]) if bar is not None else None)

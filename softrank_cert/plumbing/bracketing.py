@@ -1,0 +1,179 @@
+"""The bracket task: one operator's kernel-verified brackets, here or in a worker (orchestration only).
+
+The front ends (``softrank_cert.bracket``, ``softrank bracket``) validate their inputs once
+(tolerances: :func:`~softrank_cert.util.tolerances.parse_eps`; the budget:
+:func:`~softrank_cert.util.tolerances.check_budget`) and then come here with an
+:class:`~softrank_cert.kernel.Operator`:
+
+* :func:`bracket_result` runs the driver (:func:`~softrank_cert.solvers.bracket.bracket_operator`)
+  in this process and returns a :class:`BracketResult` of sealed ends
+  (:mod:`softrank_cert.certio.verified`);
+* :func:`run_brackets` runs it for several operators through
+  :func:`~softrank_cert.plumbing.parallel.run_tasks`.  In this process the operator object is
+  handed over as it is; only a task that goes to a worker process or a Dask cluster carries it
+  packed (:func:`~softrank_cert.plumbing.parallel.pack_operator`).  Either way a task returns an
+  :class:`Issued`: the unsigned certificate written by
+  :func:`~softrank_cert.certio.issuing.certificate_for` from the sealed ends where the kernel
+  verified them, signed by the caller (:meth:`Issued.signed`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..certio.issuing import certificate_for, signed
+from ..certio.verified import VerifiedBracket
+from ..kernel import Operator, parse_tolerance
+from ..util.files import canonical_dump, check_output_file, write_text_atomic
+from . import parallel
+
+Progress = Callable[[str, float, float], None]
+
+
+def bracket_rows(brackets: Sequence[Any]) -> list[dict[str, Any]]:
+    """The summary of brackets (``eps``, ``lower.k``, ``lower.method``, ``upper.r``,
+    ``upper.construction``: sealed or decoded ones) as the reports show it, no arrays."""
+    return [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r, "resolved": b.lower.k == b.upper.r,
+             "lower_method": b.lower.method, "upper_construction": b.upper.construction} for b in brackets]
+
+
+@dataclass(frozen=True, eq=False)
+class BracketResult:
+    """Kernel-verified brackets of one operator, one per tolerance (ascending).
+
+    ``lower`` / ``upper`` / ``resolved`` map each tolerance to its verified ends; ``brackets``
+    holds the sealed ends themselves (ranks, arrays, methods and the kernel's verdicts).
+    """
+
+    operator: Operator = field(repr=False)
+    brackets: tuple[VerifiedBracket, ...] = field(repr=False)
+    operator_id: str = "operator"
+    provenance: dict[str, Any] = field(default_factory=dict, repr=False)
+    seconds: float = 0.0
+    budget_seconds: float | None = None
+
+    @property
+    def eps(self) -> tuple[str, ...]:
+        return tuple(b.eps for b in self.brackets)
+
+    @property
+    def lower(self) -> dict[str, int]:
+        """Verified lower end ``k`` (``r_eps >= k``) per tolerance."""
+        return {b.eps: b.lower.k for b in self.brackets}
+
+    @property
+    def upper(self) -> dict[str, int]:
+        """Verified upper end ``r`` (``r_eps <= r``) per tolerance."""
+        return {b.eps: b.upper.r for b in self.brackets}
+
+    @property
+    def resolved(self) -> dict[str, bool]:
+        """Whether the two ends meet (``r_eps`` known exactly) per tolerance."""
+        return {b.eps: b.lower.k == b.upper.r for b in self.brackets}
+
+    def __getitem__(self, eps: str) -> VerifiedBracket:
+        value = parse_tolerance(eps)
+        for b in self.brackets:
+            if parse_tolerance(b.eps) == value:
+                return b
+        raise KeyError(eps)
+
+    def __iter__(self) -> Iterator[VerifiedBracket]:
+        return iter(self.brackets)
+
+    def __len__(self) -> int:
+        return len(self.brackets)
+
+    def to_certificate(self, key: Any = None, *, operator_id: str | None = None) -> dict[str, Any]:
+        """The certificate document (a dict), signed when ``key`` is given."""
+        return certificate_for(operator_id or self.operator_id, self.operator, self.brackets, self.provenance, key)
+
+    def save(self, path: str | os.PathLike[str], key: Any = None, *, operator_id: str | None = None) -> Path:
+        """Write the certificate to ``path`` (atomically; a folder or unwritable place is refused)."""
+        target = check_output_file(path, "path")
+        write_text_atomic(target, canonical_dump(self.to_certificate(key, operator_id=operator_id)))
+        return target
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain summary (no arrays): ends, methods and verdicts per tolerance."""
+        return {"operator": self.operator_id, "p": self.operator.p, "seconds": round(self.seconds, 3),
+                "brackets": bracket_rows(self.brackets)}
+
+    def __repr__(self) -> str:
+        m, n = self.operator.shape
+        ends = ", ".join(f"{b.eps}: {b.lower.k} (resolved)" if b.lower.k == b.upper.r else f"{b.eps}: [{b.lower.k}, {b.upper.r}]"
+                         for b in self.brackets)
+        return f"<BracketResult {self.operator_id} ({m}x{n} {self.operator.kind}) eps {ends}; {self.seconds:.1f} s>"
+
+
+def bracket_result(op: Operator, eps_list: list[str], *, work: float | None = None, budget_seconds: float | None = None,
+                   progress: Progress | None = None, operator_id: str = "operator",
+                   provenance: Mapping[str, Any] | None = None) -> BracketResult:
+    """The driver's kernel-verified brackets of ``op`` at ``eps_list`` (validated by the front end:
+    exact decimal strings, ascending; ``work`` and ``budget_seconds`` as for
+    :func:`~softrank_cert.solvers.bracket.bracket_operator`), timed, in this process."""
+    from ..solvers.bracket import bracket_operator
+
+    start = time.perf_counter()
+    brackets = bracket_operator(op, eps_list, work=work, budget_seconds=budget_seconds, progress=progress)
+    return BracketResult(op, tuple(brackets), operator_id, dict(provenance or {}), time.perf_counter() - start,
+                         budget_seconds)
+
+
+@dataclass(frozen=True)
+class Issued:
+    """What one bracket task returns: the unsigned certificate document that
+    :func:`~softrank_cert.certio.issuing.certificate_for` wrote from the task's sealed ends (plain
+    data, so it may come back from a worker) and the solver seconds."""
+
+    document: dict[str, Any]
+    seconds: float
+
+    def signed(self, key: Any = None) -> dict[str, Any]:
+        """The certificate, signed with ``key`` when one is given."""
+        return signed(self.document, key)
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """:func:`bracket_rows` of the certificate's brackets."""
+        return [{"eps": b["eps"], "lower": b["lower"]["k"], "upper": b["upper"]["r"],
+                 "resolved": b["lower"]["k"] == b["upper"]["r"], "lower_method": b["lower"]["method"],
+                 "upper_construction": b["upper"]["construction"]} for b in self.document["brackets"]]
+
+
+def issue(op: Operator, name: str, provenance: Mapping[str, Any], eps_list: list[str], work: float | None,
+          budget_seconds: float | None, progress: Progress | None = None) -> Issued:
+    """The bracket task in this process: :func:`bracket_result`, then its unsigned certificate."""
+    result = bracket_result(op, eps_list, work=work, budget_seconds=budget_seconds, progress=progress,
+                            operator_id=name, provenance=provenance)
+    return Issued(result.to_certificate(), result.seconds)
+
+
+def issue_packed(spec: dict[str, Any], name: str, provenance: Mapping[str, Any], eps_list: list[str],
+                 work: float | None, budget_seconds: float | None) -> Issued:
+    """The bracket task in a worker: the operator arrives packed and is rebuilt (and re-checked)."""
+    return issue(parallel.unpack_operator(spec), name, provenance, eps_list, work, budget_seconds)
+
+
+def run_brackets(operators: Sequence[tuple[Operator, str, Mapping[str, Any]]], eps_list: list[str], *,
+                 work: float | None, budget_seconds: float | None, jobs: int = 1, scheduler: str | None = None,
+                 progress: Callable[[str], Progress | None] | None = None, memory: Sequence[int] | None = None,
+                 max_memory: int | None = None, done: Callable[[int], None] | None = None
+                 ) -> Iterator[parallel.TaskOutcome]:
+    """One :class:`Issued` per ``(operator, name, provenance)`` (as :class:`TaskOutcome` values of
+    :func:`~softrank_cert.plumbing.parallel.run_tasks`, in completion order).  ``progress(name)``:
+    the stage callback of an operator, used when the tasks run in this process."""
+    if parallel.in_process(jobs, scheduler, len(operators)):
+        tasks: list[tuple[Any, ...]] = [(op, name, provenance, eps_list, work, budget_seconds,
+                                         None if progress is None else progress(name))
+                                        for op, name, provenance in operators]
+        return parallel.run_tasks(issue, tasks, memory=memory, max_memory=max_memory, done=done)
+    tasks = [(parallel.pack_operator(op), name, dict(provenance), eps_list, work, budget_seconds)
+             for op, name, provenance in operators]
+    return parallel.run_tasks(issue_packed, tasks, jobs=jobs, scheduler=scheduler, memory=memory,
+                              max_memory=max_memory, done=done)
