@@ -23,7 +23,8 @@ from __future__ import annotations
 import hashlib
 import weakref
 from dataclasses import dataclass
-from typing import NoReturn
+from collections.abc import Callable
+from typing import Generic, NoReturn, TypeVar, overload
 
 import numpy as np
 
@@ -37,6 +38,7 @@ _SEAL = object()
 _ISSUED: weakref.WeakSet[VerifiedEnd] = weakref.WeakSet()
 
 Arrays = tuple[np.ndarray, np.ndarray] | None
+T = TypeVar("T")
 
 
 def _frozen(name: str, value: object) -> np.ndarray:
@@ -95,9 +97,6 @@ class VerifiedEnd:
         """The factors the kernel checked (read-only), None for a trivial end."""
         return self._arrays
 
-    def _factor(self, i: int) -> np.ndarray | None:
-        return None if self._arrays is None else self._arrays[i]
-
     def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError("verified ends are immutable")
 
@@ -117,57 +116,61 @@ class VerifiedEnd:
         return f"{type(self).__name__}({self.verdict.claim}, eps={self.eps}, {self.method})"
 
 
+class _Alias(Generic[T]):
+    """A read-only name of the subclasses for a part of the claim (``k`` for ``rank``, ``X`` for the
+    first factor, ...); there is no slot behind it to set."""
+
+    def __init__(self, get: Callable[[VerifiedEnd], T]) -> None:
+        self._get = get
+
+    @overload
+    def __get__(self, end: None, owner: type) -> _Alias[T]: ...
+
+    @overload
+    def __get__(self, end: VerifiedEnd, owner: type) -> T: ...
+
+    def __get__(self, end: VerifiedEnd | None, owner: type) -> T | _Alias[T]:
+        return self if end is None else self._get(end)
+
+
+def _rank(end: VerifiedEnd) -> int:
+    return end.rank
+
+
+def _method(end: VerifiedEnd) -> str:
+    return end.method
+
+
+def _first(end: VerifiedEnd) -> np.ndarray | None:
+    return None if end.arrays is None else end.arrays[0]
+
+
+def _second(end: VerifiedEnd) -> np.ndarray | None:
+    return None if end.arrays is None else end.arrays[1]
+
+
 class VerifiedLower(VerifiedEnd):
     """VERIFIED ``r_eps >= k`` at ``eps``: certified by ``X`` (k x m), ``Y`` (N x k), or trivial
-    (``X``/``Y`` None, k <= 1); ``threshold``: the solver's float64 estimate."""
+    (``X``/``Y`` None, k <= 1); ``estimate``: the solver's float64 threshold."""
 
     __slots__ = ()
     side = "lower"
-
-    @property
-    def k(self) -> int:
-        return self.rank
-
-    @property
-    def X(self) -> np.ndarray | None:
-        return self._factor(0)
-
-    @property
-    def Y(self) -> np.ndarray | None:
-        return self._factor(1)
-
-    @property
-    def threshold(self) -> float | None:
-        return self.estimate
+    k = _Alias(_rank)
+    X = _Alias(_first)
+    Y = _Alias(_second)
 
 
 class VerifiedUpper(VerifiedEnd):
     """VERIFIED ``r_eps <= r`` at ``eps``: witnessed by ``U W^T`` (U m x r, W N x r), or trivial
-    (``U``/``W`` None: ``zero``, r = 0, or ``identity``, r = p); ``error``: the solver's float64
-    estimate of ``||A - U W^T||``."""
+    (``U``/``W`` None: ``zero``, r = 0, or ``identity``, r = p); ``estimate``: the solver's float64
+    error ``||A - U W^T||``."""
 
     __slots__ = ()
     side = "upper"
-
-    @property
-    def r(self) -> int:
-        return self.rank
-
-    @property
-    def construction(self) -> str:
-        return self.method
-
-    @property
-    def U(self) -> np.ndarray | None:
-        return self._factor(0)
-
-    @property
-    def W(self) -> np.ndarray | None:
-        return self._factor(1)
-
-    @property
-    def error(self) -> float | None:
-        return self.estimate
+    r = _Alias(_rank)
+    construction = _Alias(_method)
+    U = _Alias(_first)
+    W = _Alias(_second)
 
 
 def _pair(names: str, first: object, second: object) -> Arrays:

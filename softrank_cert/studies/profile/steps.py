@@ -131,7 +131,7 @@ def lower_steps(op: Operator, pool: Any, ends: Iterable[Any], floor_eps: str) ->
         end = e.lower
         if end.k >= 1:  # sealed: VERIFIED
             options.setdefault(end.k, []).append(
-                LowerStep(end.k, end.eps, end.method, end.threshold, end.X, end.Y, end.verdict))
+                LowerStep(end.k, end.eps, end.method, end.estimate, end.X, end.Y, end.verdict))
     low = parse_tolerance(floor_eps)
     proposals = {c.k: c for c in pool.lower_pairs.values() if c.k >= 1 and c.threshold > low}
     norm = 1.0 if op.row_sums_exactly_one() else _float_norm(pool)
@@ -168,7 +168,7 @@ def upper_steps(op: Operator, pool: Any, ends: Iterable[Any], floor_eps: str) ->
         end = e.upper
         if end.r < p:  # sealed: VERIFIED
             options.setdefault(end.r, []).append(
-                UpperStep(end.r, end.eps, end.construction, end.error, end.U, end.W, end.verdict))
+                UpperStep(end.r, end.eps, end.construction, end.estimate, end.U, end.W, end.verdict))
     proposals = {w.r: w for w in pool.witnesses.values() if 1 <= w.r < p}
     exact_norm = op.row_sums_exactly_one()
     norm = 1.0 if exact_norm else _float_norm(pool)
