@@ -145,7 +145,7 @@ def load_tokenizer(folder: Path):
 
     try:
         tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    except Exception as exc:
+    except Exception as exc:  # tokenizers raises a plain Exception for a file it cannot parse
         raise InvalidInputError(f"cannot read {folder / 'tokenizer.json'}: {exc}") from None
     tokenizer.no_truncation()
     tokenizer.no_padding()
