@@ -199,8 +199,8 @@ def solve(task: tuple[str, dict, list[str], float | None]) -> dict:
     return {
         "operator": name, "seconds": seconds, "cpu_seconds": cpu, "budget_seconds": budget, "work": work,
         "stages": {k: round(v, 3) for k, v in stages.items()},
-        "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r, "method": b.lower.origin,
-                      "construction": b.upper.origin,
+        "brackets": [{"eps": b.eps, "lower": b.lower.k, "upper": b.upper.r, "method": b.lower.method,
+                      "construction": b.upper.construction,
                       "tsvd_rank": tsvd_rank(errors, float(b.eps), op.p)} for b in brackets],
     }
 

@@ -137,8 +137,8 @@ def profile_head(name: str, op, eps: list[str], work: float | None = None, profi
             "charged_units": {k: round(v) for k, v in charged.items()},
             "charged_parts_cpu_seconds": {k: round(v, 2) for k, v in timed.items()}, "cprofile": profile,
             "units_per_second": units_per_second(*op.shape),
-            "brackets": [{"eps": e.eps, "lower": e.lower.k, "upper": e.upper.r, "lower_origin": e.lower.origin,
-                          "upper_origin": e.upper.origin} for e in ends]}
+            "brackets": [{"eps": e.eps, "lower": e.lower.k, "upper": e.upper.r, "lower_origin": e.lower.method,
+                          "upper_origin": e.upper.construction} for e in ends]}
 
 
 def markdown(report: dict) -> str:

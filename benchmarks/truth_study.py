@@ -191,8 +191,8 @@ def study_operator(name: str, op: Operator, args: argparse.Namespace) -> dict:
         ends = {}
         for b in brackets:
             lo, up = b.lower, b.upper
-            ends[b.eps] = {"lower": lo.k, "lower_method": lo.origin, "lower_status": lo.verdict.status.value,
-                           "upper": up.r, "upper_construction": up.origin, "upper_status": up.verdict.status.value}
+            ends[b.eps] = {"lower": lo.k, "lower_method": lo.method, "lower_status": lo.verdict.status.value,
+                           "upper": up.r, "upper_construction": up.construction, "upper_status": up.verdict.status.value}
             old = best.get(b.eps)
             if old is None or lo.k > old["lower"]:
                 best.setdefault(b.eps, {}).update(lower=lo.k, lower_from=level)
