@@ -75,7 +75,7 @@ def main() -> None:
         "benchmark": "startup_help",
         "label": args.label,
         "commit": commit.strip(),
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "repeats": args.repeats,

@@ -103,7 +103,7 @@ def version_wall(repeats: int) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     parser.add_argument("--out", default=str(RESULTS / f"verify-{stamp}.json"),
                         help="result file (default: a new file named after the time; never the committed verify.json)")
     parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists (e.g. to update verify.json)")

@@ -19,7 +19,8 @@ import time
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import softrank_cert  # noqa: F401  first, before numpy: it pins the BLAS kernels (softrank_cert/blas_kernels.py),
 # so that this process, its subprocesses and the pools' workers all run the same ones

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import math
 from fractions import Fraction
-from typing import Callable
+from collections.abc import Callable
 
 import mpmath
 import numpy as np

@@ -9,7 +9,8 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import base58
 import pytest

@@ -199,7 +199,7 @@ def test_invalid_invocations(certs, tmp_path):
     ]
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda a: run_verify(*a), cases))
-    for args, res in zip(cases, results):
+    for res in results:
         assert_one_line_error(res, code=2)
 
 
@@ -251,7 +251,7 @@ def test_trusted_keys_file_formats(certs, keys_dir, tmp_path):
     cases = [([lines], 0), ([as_list], 0), ([empty], 2), ([garbage], 2)]
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda c: run_verify("--trusted-keys", c[0][0], certs["valid_signed"]), cases))
-    for (args, code), res in zip(cases, results):
+    for (_args, code), res in zip(cases, results):
         if code:
             assert_one_line_error(res, code=code)
         else:

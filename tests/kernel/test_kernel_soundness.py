@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from mpmath import mp, mpf
 
 import softrank_cert.kernel as arb_kernel
+from softrank_cert.errors import InvalidInputError
 from softrank_cert.kernel import (
     Operator,
     Status,
@@ -447,7 +448,7 @@ def test_duplicate_and_reordered_claims_are_independent(kernel):
         assert kernel.verify_upper(op, above, 1, U, W).status is V
         assert kernel.verify_upper(op, below, 1, U, W).status is not V
     # editing r up (the witness still has only 1 column) is refused, not re-interpreted
-    with pytest.raises(Exception):
+    with pytest.raises(InvalidInputError):
         kernel.verify_upper(op, below, 2, U, W)
 
 

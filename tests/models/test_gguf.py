@@ -55,7 +55,7 @@ def smollm2() -> HFCheckpoint:
 
 
 @pytest.fixture(scope="module")
-def ids(smollm2) -> "torch.Tensor":
+def ids(smollm2) -> torch.Tensor:
     return torch.as_tensor(text_blocks(smollm2.tokenizer(), APACHE.read_text("utf-8"), [WIDTH])[WIDTH])[None]
 
 

@@ -254,7 +254,7 @@ def test_duplicate_keys_in_a_trusted_keys_file_are_refused(tmp_path):
 
     k1, k2 = (did_key(generate_private_key().public_key()) for _ in range(2))
     path = tmp_path / "trusted.json"
-    path.write_text('{"did": "%s", "did": "%s"}' % (k2, k1))
+    path.write_text(f'{{"did": "{k2}", "did": "{k1}"}}')
     with pytest.raises(KeyFileError, match="duplicate JSON key 'did'"):
         load_trusted_keys(path)
     path.write_text(json.dumps({"did": k1}))

@@ -332,7 +332,9 @@ def test_norm_is_submultiplicative_for_rectangular_matrices():
     rng = random.Random(8)
     for _ in range(200):
         k, m, n = rng.randint(1, 3), rng.randint(1, 4), rng.randint(1, 4)
-        gen = lambda r, c: [[Fraction(rng.randint(-9, 9), rng.randint(1, 5)) for _ in range(c)] for _ in range(r)]
+        def gen(r: int, c: int) -> list[list[Fraction]]:
+            return [[Fraction(rng.randint(-9, 9), rng.randint(1, 5)) for _ in range(c)] for _ in range(r)]
+
         X, E, Y = gen(k, m), gen(m, n), gen(n, k)
         assert norm(matmul(matmul(X, E), Y)) <= norm(X) * norm(E) * norm(Y)
 
@@ -367,7 +369,7 @@ def test_arb_comparisons_and_max_are_sound():
 def test_kernel_upper_decision_matches_exact_error():
     """upper-witness.md, Theorem U: the kernel's verdict agrees with the exact ||A - U W^T||."""
     rng = np.random.default_rng(10)
-    for trial in range(6):
+    for _trial in range(6):
         m, n, r = 4, 5, 2
         A = rng.random((m, n))
         U, W = rng.normal(size=(m, r)) * 0.3, rng.normal(size=(n, r)) * 0.3
