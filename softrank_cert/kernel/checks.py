@@ -20,7 +20,7 @@ from flint import arb
 
 from ..errors import InvalidInputError
 from .enclosure import enclosure, row_norm_max
-from .exact_inputs import arb_lower_fraction, arb_upper_fraction, float64_matrix_to_arb, fraction_to_arb, parse_tolerance
+from .exact_inputs import ball_interval, float64_matrix_to_arb, fraction_to_arb, parse_tolerance
 from .float64.attempts import float64_stage, lower_attempt, norm_attempt, upper_attempt
 from .float64.fpenv import require_ieee_environment
 from .operator import Operator, checked_float64
@@ -29,12 +29,6 @@ from .verdict import DEFAULT_MAX_PREC, Outcome, Stage, Verdict, decide, precisio
 #: An Arb attempt at one precision: (decision, margin ball, value ball, reason), as Outcome.
 Attempt = tuple[bool | None, arb | None, arb | None, str]
 ENGINES = ("auto", "arb", "float64")
-
-
-def _interval(ball: arb | None) -> tuple[Fraction, Fraction] | None:
-    """Exact rational [lo, hi] containing the ball, or None (no ball, not finite, beyond 2**4096)."""
-    lo, hi = (None, None) if ball is None else (arb_lower_fraction(ball), arb_upper_fraction(ball))
-    return None if lo is None or hi is None else (lo, hi)
 
 
 def _entry(eps: str, max_prec: int, engine: str) -> Fraction:
@@ -54,7 +48,7 @@ def _arb_outcome(attempt: Callable[[int], Attempt], prec: int) -> Outcome:
     """One Arb attempt at ``prec`` bits, its balls turned into exact intervals at that precision."""
     with working_precision(prec):
         decision, margin, value, reason = attempt(prec)
-        return decision, _interval(margin), _interval(value), reason
+        return decision, ball_interval(margin), ball_interval(value), reason
 
 
 def _stages(engine: str, max_prec: int, float64_attempt: Callable[[], Outcome],

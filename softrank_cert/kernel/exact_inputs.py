@@ -129,3 +129,9 @@ def arb_lower_fraction(x: arb) -> Fraction | None:
 def arb_upper_fraction(x: arb) -> Fraction | None:
     """An exact rational >= every point of the ball ``x`` (None if x is not finite or huge)."""
     return _dyadic_bound(x, up=True)
+
+
+def ball_interval(ball: arb | None) -> tuple[Fraction, Fraction] | None:
+    """Exact rational [lo, hi] containing the ball, or None (no ball, not finite, beyond 2**4096)."""
+    lo, hi = (None, None) if ball is None else (arb_lower_fraction(ball), arb_upper_fraction(ball))
+    return None if lo is None or hi is None else (lo, hi)

@@ -27,7 +27,7 @@ from flint import arb, arb_mat
 
 from ...errors import InternalInvariantError
 from ..enclosure import row_norm_max
-from ..exact_inputs import arb_lower_fraction, arb_upper_fraction, fraction_to_arb
+from ..exact_inputs import ball_interval, fraction_to_arb
 from ..operator import Operator
 from ..verdict import working_precision
 from .bounds import (EXP_MAX, EXP_MIN, EXP_TINY_UP, down, down_nonneg, exp_bounds, fraction_down, fraction_up,
@@ -64,16 +64,10 @@ def _beta_bounds(op: Operator) -> tuple[float, float]:
         return fraction_down(op.beta_exact), fraction_up(op.beta_exact)
     with working_precision(128):
         ball = arb(op.head_dim).rsqrt()
-        bounds = _ball_interval(ball)
+        bounds = ball_interval(ball)
     if bounds is None:
         raise InternalInvariantError("1/sqrt(d) has no finite bounds")
     return fraction_down(bounds[0]), fraction_up(bounds[1])
-
-
-def _ball_interval(ball: arb) -> tuple[Fraction, Fraction] | None:
-    """Exact rational [lo, hi] containing the ball, or None (not finite, beyond 2**4096)."""
-    lo, hi = arb_lower_fraction(ball), arb_upper_fraction(ball)
-    return None if lo is None or hi is None else (lo, hi)
 
 
 def _shifted_score_bounds(op: Operator, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -233,5 +227,5 @@ def lower_attempt(op: Operator, eps: Fraction, X: np.ndarray, Y: np.ndarray) -> 
             decision = True if product < one else False if product >= one else None
             margin, value = one - product, one / scale
             if decision is not None or prec == 128:
-                return decision, _ball_interval(margin), _ball_interval(value), reason
+                return decision, ball_interval(margin), ball_interval(value), reason
     return None, None, None, reason
