@@ -20,6 +20,10 @@ time, one core each; every run resumable with --resume)::
     python benchmarks/bench_solvers.py --docs pydoc:typesseq --width 1024 --offset 13 --every 100 --jobs 1 \
         --name stack_w1024 --before benchmarks/results/solvers_share_w1024.json
                                      # L1H1 of two stacked 512-token windows (stacked_panel); ~400 s CPU
+    python benchmarks/bench_solvers.py --docs artistic,lgpl3,bsd --width 128 --every 3 --offset 0,1,2 --jobs 2 \
+        --name heldout_w128                                  # 72 heads of three licences no solver run had used
+    python benchmarks/bench_solvers.py --docs gpl3 --width 2048 --every 100 --offset 13 --jobs 1 --name gpl3_w2048
+                                     # L1H1 of four stacked windows at the default work (600 s nominal)
 
 Runs of a driver variant that was not kept (a witness share of 0.85 from 512 x 512 on;
 docs/solvers.md, "Wide operators"): ``solvers_share_w512``, ``solvers_share_w512_quarter`` (the
