@@ -18,11 +18,13 @@ kernel verifies every certificate, so nothing here needs ``C Y = I`` exactly.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.linalg
 
 from ..upper.lbfgs import minimise
-from ..work import CALL_UNITS, Until, entries_units
+from ..work import CALL_UNITS, Until, entries_units, seconds_units
 
 #: Continuation stages ``(tau * e, delta * k / e)`` for the current ``e = ||Y||``.
 STAGES: tuple[tuple[float, float], ...] = ((30.0, 3e-2), (100.0, 1e-2), (300.0, 3e-3), (1000.0, 1e-3))
@@ -39,13 +41,38 @@ def evaluation_flops(k: int, n: int) -> float:
     return 8.0 * n * k * k + 12.0 * n * k
 
 
-def smooth_key_side(C: np.ndarray, Y_start: np.ndarray, until: Until,
-                    stages: tuple[tuple[float, float], ...] = STAGES,
-                    evaluations: int = STAGE_EVALUATIONS) -> np.ndarray | None:
+@dataclass(frozen=True)
+class SmoothCharges:
+    """Work units of one evaluation: ``fixed`` plus ``scale`` per million flops of
+    :func:`evaluation_flops` (the defaults: the flop count itself; :meth:`for_shape`: the fitted CPU
+    seconds, converted at the unit rate of the operator's size)."""
+
+    fixed: float = CALL_UNITS
+    scale: float = 1.0
+
+    @classmethod
+    def for_shape(cls, m: int, n: int) -> SmoothCharges:
+        size = m * n / 128.0 ** 2
+        return cls(seconds_units(m, n, EVAL_FIXED_SECONDS),
+                   seconds_units(m, n, EVAL_PER_MFLOP * size ** EVAL_MFLOP_EXPONENT))
+
+    def evaluation_units(self, k: int, n: int) -> float:
+        return self.fixed + self.scale * entries_units(evaluation_flops(k, n))
+
+
+#: CPU seconds of one evaluation with its L-BFGS step: ``EVAL_FIXED_SECONDS + EVAL_PER_MFLOP
+#: (flops / 1e6) (mN/128^2)^EVAL_MFLOP_EXPONENT`` -- fitted on one core (the machine shared) on
+#: gfdl13 L1H1 and L4H6 cut to 128 x 128 (k = 30-110: 0.2-1.3 ms) and at 512 x 512 (k = 30-200:
+#: 0.43-9.7 ms); :class:`SmoothCharges`.
+EVAL_FIXED_SECONDS, EVAL_PER_MFLOP, EVAL_MFLOP_EXPONENT = 200e-6, 85e-6, -0.145
+
+
+def smooth_key_side(C: np.ndarray, Y_start: np.ndarray, until: Until, evaluations: int = STAGE_EVALUATIONS,
+                    charges: SmoothCharges = SmoothCharges()) -> np.ndarray | None:
     """``Y`` (N x k) near ``C Y = I`` of small ``max_j ||Y_j||_1``, from ``Y_start`` projected
     onto the affine set; None if ``C C^T`` is singular or the work runs out first."""
     k, n = C.shape
-    until.charge(CALL_UNITS + entries_units(2.0 * n * k * k + k ** 3 / 3.0 + 4.0 * n * k * k))
+    until.charge(charges.fixed + charges.scale * entries_units(6.0 * n * k * k + k ** 3 / 3.0))  # C C^T, Y0
     try:
         factor = scipy.linalg.cho_factor(C @ C.T)
     except np.linalg.LinAlgError:
@@ -59,8 +86,8 @@ def smooth_key_side(C: np.ndarray, Y_start: np.ndarray, until: Until,
         return None
     best, best_norm = Y0, float(np.abs(Y0).sum(axis=1).max())
     Z = np.zeros(n * k)
-    per_evaluation = CALL_UNITS + entries_units(evaluation_flops(k, n))
-    for tau_e, delta_k in stages:
+    per_evaluation = charges.evaluation_units(k, n)
+    for tau_e, delta_k in STAGES:
         tau, delta = tau_e / best_norm, delta_k * best_norm / k
 
         def fun(z: np.ndarray, tau: float = tau, delta: float = delta) -> tuple[float, np.ndarray]:
