@@ -305,7 +305,7 @@ def main() -> None:
     if args.signed_only:  # the worker processes are forked: they inherit the class attribute
         from softrank_cert.solvers.lower.search import LowerSearch
 
-        LowerSearch.general = ()
+        LowerSearch.general = LowerSearch.smooth = ()
     if args.smoke:
         args.panel, args.count, args.width, args.budget = "synthetic", 2, 48, 2.0
     eps_list = args.eps.split(",")

@@ -17,7 +17,6 @@ import argparse
 import json
 import math
 import time
-from pathlib import Path
 
 import numpy as np
 
