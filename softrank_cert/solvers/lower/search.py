@@ -38,7 +38,7 @@ import numpy as np
 from ..candidates import LowerCandidate
 from ...util.dense import Dense, threshold
 from .general import KeyLP, alternate
-from .smooth_key import SmoothCharges, smooth_key_side
+from .smooth_key import SmoothCharges, selection_pair
 from .lp import RowLP, feasible, normalised, signed_y
 from .moves import MoveCharges, key_moves
 from .pivot import pivot_order
@@ -51,6 +51,9 @@ MARGIN = 1e-9
 PERTURB = 0.07
 #: Iterated-local-search steps without improvement after which a k is given up.
 ILS_PATIENCE = 40
+#: The large-k family's units at a target k run only where its gallop probe there came within
+#: this factor of the tolerance (more evaluations and other selections gained 1-5 %, measured).
+SMOOTH_REACH = 1.1
 
 
 @dataclass(eq=False)
@@ -85,7 +88,9 @@ class LowerSearch:
     closed.  First, per tolerance, a gallop over k with cheap starts (:meth:`leap`); then
     units of work, round-robin over the open targets: growth from the best labels one k
     below (once per improvement there), each start once, then iterated local search until
-    :data:`ILS_PATIENCE` steps in a row fail.  A unit cut off by the deadline is discarded
+    :data:`ILS_PATIENCE` steps in a row fail; general key sides (:attr:`general`, and above
+    :attr:`general_max_k` :attr:`smooth`, which also gallops from each new target) come after
+    the starts.  A unit cut off by the deadline is discarded
     and redone by the next call (kept, if cut off a second time; a gallop always resumes),
     so the work done does not depend on how the time is sliced into calls.  ``add``
     receives every certificate that raises, for some eps, the largest k whose float64
@@ -211,8 +216,10 @@ class LowerSearch:
         below = self.states.get(k - 1)
         if k == 2 and below is None and ("ones",) not in self.done:
             return ("ones",), lambda until: self.polish_labels(1, self.ones(), "ones", until)
-        if self.grow and below is not None and ("grow", k, below.version) not in self.done:
-            return ("grow", k, below.version), lambda until: self.grow_from(below, until)
+        if below is None and k > self.general_max_k:  # a general pair above the signed groups:
+            below = self._chain_top(k)  # they grow on while they clear the tolerance
+        if self.grow and below is not None and ("grow", below.k + 1, below.version) not in self.done:
+            return ("grow", below.k + 1, below.version), lambda until: self.grow_from(below, until)
         for name in self.starts:
             if ("start", name, k) not in self.done:
                 return ("start", name, k), lambda until, name=name: self.polish_start(name, k, until)
@@ -226,10 +233,18 @@ class LowerSearch:
             return ("ils", k, n), lambda until: self.ils_step(s, n, until)
         return general  # else once the signed groups have saturated at k
 
+    def _chain_top(self, k: int) -> State | None:
+        """The signed state of largest k below ``k`` if it clears a tolerance whose target is k."""
+        top = max((s for s in self.states.values() if s.k < k), key=lambda s: s.k, default=None)
+        clears = top is not None and any(self.target(eps) == k and top.t > eps * (1 + MARGIN) for eps in self.eps_values)
+        return top if clears else None
+
     def _general_unit(self, k: int) -> Unit | None:
         """The next general-pair unit at k, if the family is still hopeful on this operator."""
         if k > self.general_max_k:
-            if self.smooth_misses >= self.general_patience:
+            near = any(self.target(eps) == k and self.smooth_probes.get(k, 0.0) * SMOOTH_REACH > eps
+                       for eps in self.eps_values)
+            if self.smooth_misses >= self.general_patience or not near:
                 return None
             for name in self.smooth:
                 if ("smooth", name, k) not in self.done:
@@ -285,23 +300,11 @@ class LowerSearch:
             self.general_misses += 1
         return None
 
-    def smooth_side(self, rows: np.ndarray, evaluations: int, until: Until) -> tuple[np.ndarray, np.ndarray, float] | None:
-        """Selection ``rows`` as ``X``, its smoothed key side (:func:`.smooth_key.smooth_key_side`
-        from the least-norm solution of ``A_I Y = I``) and the pair's float64 threshold."""
-        m, n = self.A.shape
-        k = len(rows)
-        Y = smooth_key_side(self.A[rows], np.zeros((n, k)), until, evaluations, self.smooth_charges)
-        if Y is None:
-            return None
-        until.charge(entries_units(2.0 * k * m * n + 2.0 * k * k * n + 2.0 * k ** 3))  # the threshold
-        X = selection(rows, m)
-        return X, Y, threshold(self.A, X, Y)
-
     def smooth_probe(self, k: int, until: Until) -> float:
         """Threshold of the pivoted-QR selection's smoothed pair at k (offered at once; each k
         solved once unless cut off by ``until``)."""
         if k not in self.smooth_probes:
-            found = self.smooth_side(self.queries()[:k], self.smooth_probe_evaluations, until)
+            found = selection_pair(self.A, self.queries()[:k], until, self.smooth_probe_evaluations, self.smooth_charges)
             if found is None:
                 return 0.0
             self.offer_pair(k, *found, "general_smooth_qr")
@@ -318,7 +321,7 @@ class LowerSearch:
         rows = self.selection_rows(name, k)
         if rows is None:
             return None
-        found = self.smooth_side(rows, self.smooth_evaluations, until)
+        found = selection_pair(self.A, rows, until, self.smooth_evaluations, self.smooth_charges)
         if until.reached():  # cut off: the unit is redone (or dropped), and counts for nothing
             return None
         signed = self.states.get(k)

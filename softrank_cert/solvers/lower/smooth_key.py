@@ -23,8 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
+from ...util.dense import threshold
 from ..upper.lbfgs import minimise
 from ..work import CALL_UNITS, Until, entries_units, seconds_units
+from .starts import selection
 
 #: Continuation stages ``(tau * e, delta * k / e)`` for the current ``e = ||Y||``.
 STAGES: tuple[tuple[float, float], ...] = ((30.0, 3e-2), (100.0, 1e-2), (300.0, 3e-3), (1000.0, 1e-3))
@@ -113,3 +115,18 @@ def smooth_key_side(C: np.ndarray, Y_start: np.ndarray, until: Until, evaluation
         if value < best_norm:
             best, best_norm = Y, value
     return best
+
+
+def selection_pair(A: np.ndarray, rows: np.ndarray, until: Until, evaluations: int = STAGE_EVALUATIONS,
+                   charges: SmoothCharges = SmoothCharges()) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """The query selection ``rows`` as ``X`` (``||X|| = 1``), its smoothed key side (from the
+    least-norm solution of ``A_I Y = I``) and the pair's float64 threshold; None as
+    :func:`smooth_key_side`."""
+    m, n = A.shape
+    k = len(rows)
+    Y = smooth_key_side(A[rows], np.zeros((n, k)), until, evaluations, charges)
+    if Y is None:
+        return None
+    until.charge(entries_units(2.0 * k * m * n + 2.0 * k * k * n + 2.0 * k ** 3))  # the threshold
+    X = selection(rows, m)
+    return X, Y, threshold(A, X, Y)
