@@ -7,8 +7,8 @@ finds at that k with a fixed work and (b) general pairs: a smoothed Y-step on ``
 selection starts (pivoted QR rows, complete-pivoting rows, the rows the signed pair leans on)
 and from the signed pair itself.  Usage::
 
-    python benchmarks/lower_large_k.py --doc gfdl13 --width 512 --heads L1H1:31,34,39,71,78,89 \
-        --signed-work 100000 --name lowk_probe
+    python benchmarks/lower_large_k.py --heads "L1H1:31,34,39,71,78,89,100,110;L4H6:68,75,85,127,140,159" \
+        --signed-work 0 --starts qr,pivot --name lowk_probe        # what produced results/lowk_probe.json
 """
 
 from __future__ import annotations
