@@ -38,6 +38,13 @@ for the summary::
         --resume --name warm_w512_before                 # then H6 1, H1 4, H6 4; likewise warm_w512_above
     python benchmarks/bench_solvers.py --docs gfdl13 --width 128 --every 12 --offset 1 --jobs 1 --name warm_w128_before
 
+The large-k lower family (``general_smooth_*``; docs/solvers.md, "Lower pairs beyond signed
+groups"): ``solvers_lowk_w512`` (kept) and ``solvers_lowk_w512_ungated`` (its first version, every
+per-k unit run)::
+
+    nice -n 5 python benchmarks/bench_solvers.py --docs gfdl13 --width 512 --heads H1,H6 --layers 1,4 --jobs 1 \
+        --name lowk_w512 --before benchmarks/results/solvers_warm_w512_before.json
+
 Earlier committed results (older drivers; ``PYTHONPATH=/path/to/that/tree`` runs another
 tree's solvers)::
 
@@ -309,7 +316,7 @@ def main() -> None:
     if args.signed_only:  # the worker processes are forked: they inherit the class attribute
         from softrank_cert.solvers.lower.search import LowerSearch
 
-        LowerSearch.general = ()
+        LowerSearch.general = LowerSearch.smooth = ()
     if args.smoke:
         args.panel, args.count, args.width, args.budget = "synthetic", 2, 48, 2.0
     eps_list = args.eps.split(",")

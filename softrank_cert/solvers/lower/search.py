@@ -38,6 +38,7 @@ import numpy as np
 from ..candidates import LowerCandidate
 from ...util.dense import Dense, threshold
 from .general import KeyLP, alternate
+from .smooth_key import SmoothCharges, selection_pair
 from .lp import RowLP, feasible, normalised, signed_y
 from .moves import MoveCharges, key_moves
 from .pivot import pivot_order
@@ -50,6 +51,9 @@ MARGIN = 1e-9
 PERTURB = 0.07
 #: Iterated-local-search steps without improvement after which a k is given up.
 ILS_PATIENCE = 40
+#: The large-k family's units at a target k run only where its gallop probe there came within
+#: this factor of the tolerance (more evaluations and other selections gained 1-5 %, measured).
+SMOOTH_REACH = 1.1
 
 
 @dataclass(eq=False)
@@ -84,7 +88,9 @@ class LowerSearch:
     closed.  First, per tolerance, a gallop over k with cheap starts (:meth:`leap`); then
     units of work, round-robin over the open targets: growth from the best labels one k
     below (once per improvement there), each start once, then iterated local search until
-    :data:`ILS_PATIENCE` steps in a row fail.  A unit cut off by the deadline is discarded
+    :data:`ILS_PATIENCE` steps in a row fail; general key sides (:attr:`general`, and above
+    :attr:`general_max_k` :attr:`smooth`, which also gallops from each new target) come after
+    the starts.  A unit cut off by the deadline is discarded
     and redone by the next call (kept, if cut off a second time; a gallop always resumes),
     so the work done does not depend on how the time is sliced into calls.  ``add``
     receives every certificate that raises, for some eps, the largest k whose float64
@@ -113,6 +119,14 @@ class LowerSearch:
     #: General pairs in a row that do not beat the signed groups at their k after which the
     #: family is given up on this operator (on diffuse high-rank heads it only costs).
     general_patience: int = 3
+    #: Query selections of the large-k family (:mod:`.smooth_key`: a smoothed Y-step on
+    #: ``A_I Y = I``), tried above :attr:`general_max_k` with the same patience (ablation knob);
+    #: their pairs are named ``general_smooth_<selection>``.
+    smooth: tuple[str, ...] = ("qr", "pivot", "lean")
+    #: L-BFGS evaluations per continuation stage of its gallop probes (pivoted-QR selection, per
+    #: tolerance and target) and of its units at one k (each selection once).
+    smooth_probe_evaluations: int = 100
+    smooth_evaluations: int = 300
 
     def __init__(self, d: Dense, eps_values: Sequence[float], add: Callable[[LowerCandidate], None],
                  ceiling: Callable[[float], int], floor: Callable[[float], int], seed: int = 0) -> None:
@@ -123,10 +137,14 @@ class LowerSearch:
         self.lp = RowLP(row_lp_scale(*d.shape))
         self.key_lp = KeyLP(key_lp_scale(*d.shape))
         self.move_charges = MoveCharges.for_shape(*d.shape)
+        self.smooth_charges = SmoothCharges.for_shape(*d.shape)
         self.states: dict[int, State] = {}
         self.pairs: dict[int, tuple[np.ndarray, np.ndarray, float, str]] = {}  # general pairs per k
         self.general_misses = 0  # general pairs in a row not better than the signed groups
         self.general_hits = 0  # general pairs better than the signed groups at their k
+        self.smooth_misses = 0  # likewise for the large-k family
+        self.smooth_hits = 0
+        self.smooth_probes: dict[int, float] = {}  # threshold of the gallop probe per k
         self.done: set[tuple] = set()  # keys of finished units
         self.cut: set[tuple] = set()  # keys of units once cut off by a deadline
         self.exhausted: set[int] = set()  # k with nothing left to try
@@ -153,10 +171,14 @@ class LowerSearch:
         """Open target k per tolerance (distinct, ascending)."""
         out = set()
         for eps in self.eps_values:
-            k = max(self.floor(eps), self.best_k(eps)) + 1
+            k = self.target(eps)
             if k <= min(self.ceiling(eps), self.d.p) and k not in self.exhausted:
                 out.add(k)
         return sorted(out)
+
+    def target(self, eps: float) -> int:
+        """One above the largest k known to work at eps (open or not)."""
+        return max(self.floor(eps), self.best_k(eps)) + 1
 
     def best_k(self, eps: float) -> int:
         """Largest k of this search whose threshold exceeds eps (0 if none)."""
@@ -172,7 +194,7 @@ class LowerSearch:
             return True
         key, work = unit
         candidate = work(until)
-        if until.reached() and (key not in self.cut or key[0] == "leap"):
+        if until.reached() and (key not in self.cut or key[0] in ("leap", "smooth_leap")):
             self.cut.add(key)  # a leap resumes from its cached probes; others get one redo
             return False
         self.done.add(key)
@@ -187,16 +209,23 @@ class LowerSearch:
         for eps in self.eps_values:
             if ("leap", eps) not in self.done:
                 return ("leap", eps), lambda until, eps=eps: self.leap(eps, until)
+        if k > self.general_max_k and self.smooth:  # the large-k family gallops from each new target
+            for eps in self.eps_values:
+                if self.target(eps) == k and ("smooth_leap", eps, k) not in self.done:
+                    return ("smooth_leap", eps, k), lambda until, eps=eps: self.smooth_leap(eps, until)
         below = self.states.get(k - 1)
         if k == 2 and below is None and ("ones",) not in self.done:
             return ("ones",), lambda until: self.polish_labels(1, self.ones(), "ones", until)
-        if self.grow and below is not None and ("grow", k, below.version) not in self.done:
-            return ("grow", k, below.version), lambda until: self.grow_from(below, until)
+        if below is None and k > self.general_max_k:  # a general pair above the signed groups:
+            below = self._chain_top(k)  # they grow on while they clear the tolerance
+        if self.grow and below is not None and ("grow", below.k + 1, below.version) not in self.done:
+            return ("grow", below.k + 1, below.version), lambda until: self.grow_from(below, until)
         for name in self.starts:
             if ("start", name, k) not in self.done:
                 return ("start", name, k), lambda until, name=name: self.polish_start(name, k, until)
         general = self._general_unit(k)
-        if general is not None and self.general_hits > 0:  # general pairs have won here: before ILS
+        hits = self.smooth_hits if k > self.general_max_k else self.general_hits
+        if general is not None and hits > 0:  # general pairs have won here: before ILS
             return general
         s = self.states.get(k)
         if self.ils and s is not None and self.failures.get(k, 0) < ILS_PATIENCE:
@@ -204,9 +233,24 @@ class LowerSearch:
             return ("ils", k, n), lambda until: self.ils_step(s, n, until)
         return general  # else once the signed groups have saturated at k
 
+    def _chain_top(self, k: int) -> State | None:
+        """The signed state of largest k below ``k`` if it clears a tolerance whose target is k."""
+        top = max((s for s in self.states.values() if s.k < k), key=lambda s: s.k, default=None)
+        clears = top is not None and any(self.target(eps) == k and top.t > eps * (1 + MARGIN) for eps in self.eps_values)
+        return top if clears else None
+
     def _general_unit(self, k: int) -> Unit | None:
         """The next general-pair unit at k, if the family is still hopeful on this operator."""
-        if k > self.general_max_k or self.general_misses >= self.general_patience:
+        if k > self.general_max_k:
+            near = any(self.target(eps) == k and self.smooth_probes.get(k, 0.0) * SMOOTH_REACH > eps
+                       for eps in self.eps_values)
+            if self.smooth_misses >= self.general_patience or not near:
+                return None
+            for name in self.smooth:
+                if ("smooth", name, k) not in self.done:
+                    return ("smooth", name, k), lambda until, name=name: self.smooth_pair(name, k, until)
+            return None
+        if self.general_misses >= self.general_patience:
             return None
         for name in self.general:
             if ("general", name, k) not in self.done:
@@ -254,6 +298,39 @@ class LowerSearch:
             self.offer_pair(k, *found, f"general_{name}")
         else:
             self.general_misses += 1
+        return None
+
+    def smooth_probe(self, k: int, until: Until) -> float:
+        """Threshold of the pivoted-QR selection's smoothed pair at k (offered at once; each k
+        solved once unless cut off by ``until``)."""
+        if k not in self.smooth_probes:
+            found = selection_pair(self.A, self.queries()[:k], until, self.smooth_probe_evaluations, self.smooth_charges)
+            if found is None:
+                return 0.0
+            self.offer_pair(k, *found, "general_smooth_qr")
+            self.smooth_probes[k] = found[2]
+        return self.smooth_probes[k]
+
+    def smooth_leap(self, eps: float, until: Until) -> None:
+        """Largest k where the smoothed pivoted-QR pair works at eps: the gallop of :meth:`leap`
+        with :meth:`smooth_probe`."""
+        self._gallop(eps, lambda k: self.smooth_probe(k, until) > eps * (1 + MARGIN), until)
+
+    def smooth_pair(self, name: str, k: int, until: Until) -> None:
+        """Selection ``name`` at k with its smoothed key side (:attr:`smooth_evaluations`), offered."""
+        rows = self.selection_rows(name, k)
+        if rows is None:
+            return None
+        found = selection_pair(self.A, rows, until, self.smooth_evaluations, self.smooth_charges)
+        if until.reached():  # cut off: the unit is redone (or dropped), and counts for nothing
+            return None
+        signed = self.states.get(k)
+        if found is not None and (signed is None or found[2] > signed.t):
+            self.smooth_misses = 0
+            self.smooth_hits += 1
+            self.offer_pair(k, *found, f"general_smooth_{name}")
+        else:
+            self.smooth_misses += 1
         return None
 
     def selection_rows(self, name: str, k: int) -> np.ndarray | None:
@@ -359,8 +436,11 @@ class LowerSearch:
     def leap(self, eps: float, until: Until) -> None:
         """Largest k where a cheap start already works at eps: probes of :attr:`leap_starts`
         galloping up from the target (steps 1, 2, 4, ...), then bisection."""
-        ok = lambda k: max((self.probe(name, k, until) for name in self.leap_starts), default=0.0) \
-            > eps * (1 + MARGIN)  # noqa: E731
+        self._gallop(eps, lambda k: max((self.probe(name, k, until) for name in self.leap_starts), default=0.0)
+                     > eps * (1 + MARGIN), until)
+
+    def _gallop(self, eps: float, ok: Callable[[int], bool], until: Until) -> None:
+        """Gallop up from the target of eps while ``ok`` (steps 1, 2, 4, ...), then bisect."""
         lo = max(self.floor(eps), self.best_k(eps))
         hi = min(self.ceiling(eps), self.d.p)
         step = 1
