@@ -9,7 +9,9 @@ Each ``HEAD:r:q`` runs the five stages of :data:`~softrank_cert.solvers.upper.sm
 (``--iterations`` L-BFGS steps each) at rank q from the truncated SVD (the donor), then at
 rank r from the truncated SVD and from the donor's best pair truncated to rank r (a QR of its
 ``W`` and an SVD of the small ``U R^T``), and prints the float64 error before and after each
-stage.  Width 512, single-threaded BLAS, as the driver runs.
+stage.  ``--enter S,...`` also runs the warm start entered at continuation stage S (its first
+``S`` smoothest stages skipped; stages past the last repeat it), five stages each, so that every
+line runs the same number of stages.  Width 512, single-threaded BLAS, as the driver runs.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def truncated(U: np.ndarray, W: np.ndarray, r: int) -> tuple[np.ndarray, np.ndar
     return u[:, :r] * s[:r], q @ vt[:r].T
 
 
-def compare(op: object, run: str, iterations: int) -> None:
+def compare(op: object, run: str, iterations: int, enter: list[int]) -> None:
     """Print the error per stage at rank r from both starts (``run`` is ``HEAD:r:q``)."""
     from softrank_cert.solvers import Dense
     from softrank_cert.solvers.upper.smooth import STAGES, SmoothState, run_stages, tsvd_start
@@ -42,8 +44,11 @@ def compare(op: object, run: str, iterations: int) -> None:
     d = Dense.of(op)
     donor = SmoothState.start(d.A, *tsvd_start(d, q))
     run_stages(d, donor, stages=len(STAGES), iterations=iterations, abort=False)
-    for label, start in (("tsvd", tsvd_start(d, r)), ("warm", truncated(donor.best_U, donor.best_W, r))):
+    warm = truncated(donor.best_U, donor.best_W, r)
+    starts = [("tsvd", tsvd_start(d, r), 0)] + [(f"warm@{s}", warm, s) for s in enter]
+    for label, start, stage in starts:
         st = SmoothState.start(d.A, *start)
+        st.stage = stage
         errors = [st.best_error]
         for _ in STAGES:
             run_stages(d, st, stages=1, iterations=iterations, abort=False)
@@ -57,6 +62,7 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", help="HEAD:r:q, e.g. L1H1:50:60")
     parser.add_argument("--doc", default="gfdl13", help="examples/data document or pydoc:TOPIC")
     parser.add_argument("--iterations", type=int, default=150, help="L-BFGS steps per stage")
+    parser.add_argument("--enter", default="0", help="stages the warm start enters at, comma-separated")
     args = parser.parse_args()
     from bench_solvers import document_text, minilm_panel
 
@@ -66,7 +72,7 @@ def main() -> None:
     ops = {name.rsplit("/", 1)[-1]: op for name, op in minilm_panel(512, args.doc, path)}
     with one_blas_thread():
         for run in args.runs:
-            compare(ops[run.split(":")[0]], run, args.iterations)
+            compare(ops[run.split(":")[0]], run, args.iterations, [int(s) for s in args.enter.split(",")])
 
 
 if __name__ == "__main__":
