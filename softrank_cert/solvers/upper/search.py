@@ -39,6 +39,9 @@ EVALS_PER_ITERATION = 1.15
 SQUEEZE_EXTRA_STAGES = 3
 #: Passes over all tolerances with ever longer squeezes, for work the shares leave unused.
 LEFTOVER_PASSES = 3
+#: Operators of at least this many entries abort a squeeze's single step at a rank no probe
+#: has started (docs/solvers.md, "Wide operators").
+ABORT_NEW_FROM = 512 * 512
 
 
 class UpperSearch:
@@ -153,7 +156,9 @@ class UpperSearch:
                  iterations: int | None = None) -> Generator[None, None, None]:
         """Continue ranks below the best one with longer stages while they succeed (a failed
         bisection probe is only a guess; the verified lower end is the limit): steps of 1, 2,
-        4, ... below the best rank, back to single steps after a failed longer one."""
+        4, ... below the best rank, back to single steps after a failed longer one.  A single
+        step continues without the abort rule, except at a rank no probe started on operators
+        of at least :data:`ABORT_NEW_FROM` entries."""
         step = 1
         while not over():
             hi = self.best_rank(eps)
@@ -161,8 +166,9 @@ class UpperSearch:
             if hi is None or hi - 1 < floor:
                 return
             r = max(hi - step, floor)
+            abort = step > 1 or (r not in self.states and self.d.A.size >= ABORT_NEW_FROM)
             ok = yield from self._probe(r, eps, iterations=iterations or self._iterations(index, r, 2),
-                                        max_stage=max_stage, abort=step > 1)
+                                        max_stage=max_stage, abort=abort)
             if ok:
                 step *= 2
             elif step > 1:
