@@ -39,9 +39,13 @@ EVALS_PER_ITERATION = 1.15
 SQUEEZE_EXTRA_STAGES = 3
 #: Passes over all tolerances with ever longer squeezes, for work the shares leave unused.
 LEFTOVER_PASSES = 3
-#: Operators of at least this many entries abort a squeeze's single step at a rank no probe
-#: has started (docs/solvers.md, "Wide operators").
-ABORT_NEW_FROM = 512 * 512
+#: Operators of at least this many entries are searched as wide (docs/solvers.md, "Wide
+#: operators"): a probe runs :data:`WIDE_STAGES` continuation stages, not all of
+#: :data:`STAGES`, with the iterations of the others, and a squeeze's single step at a rank
+#: no probe has started aborts like any probe.
+WIDE_FROM = 512 * 512
+#: Continuation stages of a probe on a wide operator (the smoothest ones).
+WIDE_STAGES = 2
 
 
 class UpperSearch:
@@ -64,6 +68,8 @@ class UpperSearch:
         self.until: Until | None = None
         self._run_started = 0.0
         self.states: dict[int, SmoothState] = {}
+        self.wide = d.A.size >= WIDE_FROM
+        self.stages = WIDE_STAGES if self.wide else len(STAGES)  # continuation stages of a probe
         self._plan = self._search()
         self.done = False
 
@@ -123,10 +129,10 @@ class UpperSearch:
         for index, eps in enumerate(self.eps_values):
             over = lambda index=index: self.spent_now() >= self.shares[index]  # noqa: E731
             yield from self._bisect(index, eps, over)
-            yield from self._squeeze(index, eps, len(STAGES) + SQUEEZE_EXTRA_STAGES, over)
+            yield from self._squeeze(index, eps, self.stages + SQUEEZE_EXTRA_STAGES, over)
         for extra in range(1, LEFTOVER_PASSES + 1):  # work the shares left: squeeze all again, longer
             for index, eps in enumerate(self.eps_values):
-                yield from self._squeeze(index, eps, len(STAGES) + SQUEEZE_EXTRA_STAGES * (extra + 1),
+                yield from self._squeeze(index, eps, self.stages + SQUEEZE_EXTRA_STAGES * (extra + 1),
                                          lambda: False, MAX_ITERATIONS)
 
     def _bisect(self, index: int, eps: float, over: Callable[[], bool]) -> Generator[None, None, None]:
@@ -142,7 +148,7 @@ class UpperSearch:
             r = min(max(r, bad + 1), hi - 1)
             iterations = self._iterations(index, r, probes_left)
             probes_left = max(probes_left - 1, 2)
-            ok = yield from self._probe(r, eps, iterations=iterations, max_stage=len(STAGES))
+            ok = yield from self._probe(r, eps, iterations=iterations, max_stage=self.stages)
             if ok:
                 hi = min(hi, r)
             else:
@@ -157,8 +163,8 @@ class UpperSearch:
         """Continue ranks below the best one with longer stages while they succeed (a failed
         bisection probe is only a guess; the verified lower end is the limit): steps of 1, 2,
         4, ... below the best rank, back to single steps after a failed longer one.  A single
-        step continues without the abort rule, except at a rank no probe started on operators
-        of at least :data:`ABORT_NEW_FROM` entries."""
+        step continues without the abort rule, except at a rank no probe started on a wide
+        operator (:data:`WIDE_FROM`)."""
         step = 1
         while not over():
             hi = self.best_rank(eps)
@@ -166,7 +172,7 @@ class UpperSearch:
             if hi is None or hi - 1 < floor:
                 return
             r = max(hi - step, floor)
-            abort = step > 1 or (r not in self.states and self.d.A.size >= ABORT_NEW_FROM)
+            abort = step > 1 or (r not in self.states and self.wide)
             ok = yield from self._probe(r, eps, iterations=iterations or self._iterations(index, r, 2),
                                         max_stage=max_stage, abort=abort)
             if ok:
@@ -185,7 +191,7 @@ class UpperSearch:
         """Iterations per stage so that ``probes`` probes of all stages fit in the work this
         tolerance has left."""
         left = max(self.shares[index] - self.spent_now(), 0.0)
-        per_iteration = EVALS_PER_ITERATION * self._units_per_evaluation(r) * len(STAGES) * probes
+        per_iteration = EVALS_PER_ITERATION * self._units_per_evaluation(r) * self.stages * probes
         return int(min(MAX_ITERATIONS, max(MIN_ITERATIONS, left / per_iteration)))
 
     def spent_now(self) -> float:
