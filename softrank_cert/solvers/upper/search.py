@@ -7,7 +7,9 @@ least rank r whose :mod:`.smooth` witness has float64 error ``<= eps``:
   the first probe is at ``0.7 hi``, then steps of ``0.1 hi`` (doubling) go down while probes
   succeed, and bisection follows the first failure;
 * a probe runs the continuation one stage at a time and is abandoned once its error cannot
-  reach ``eps`` (:data:`.smooth.ABORT`); no rank below the verified lower end is tried;
+  reach ``eps`` (:data:`.smooth.ABORT`); no rank below the verified lower end is tried; on
+  operators of at least :data:`WIDE_FROM` entries a probe runs only the :data:`WIDE_STAGES`
+  smoothest stages, with the iterations of all of them;
 * every rank keeps its solver state, so a later tolerance continues the iterate an earlier one
   left (nothing is recomputed), and every improved pair goes to the profiles at once;
 * when the bisection is done and work is left, the ranks below the best one are squeezed
