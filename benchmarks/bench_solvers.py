@@ -34,11 +34,12 @@ for the summary::
         --resume --name warm_w512_before                 # then H6 1, H1 4, H6 4; likewise warm_w512_above
     python benchmarks/bench_solvers.py --docs gfdl13 --width 128 --every 12 --offset 1 --jobs 1 --name warm_w128_before
 
-Two-stage probes on wide operators (kept; docs/solvers.md, "Wide operators"): ``solvers_upper512_wide2``
-and ``_wide2_quarter`` (the warm_w512 command over all four heads, ``--work 390007`` for the quarter,
-``--before benchmarks/results/solvers_warm_w512_before.json``); ``solvers_upper512_wide2_w128_ungated``
-(the warm_w128 command on a copy with ``WIDE_FROM = 0``); ``solvers_upper512_abortnew_quarter`` and the
-one-head ``solvers_upper512_abortnew.jsonl`` (the fresh-rank squeeze abort alone).
+Two-stage probes on wide operators (kept; docs/solvers.md, "Wide operators"): ``solvers_upper512_stagesonly``
+(the warm_w512 command over all four heads, ``--before benchmarks/results/solvers_warm_w512_before.json``).
+With a fresh-rank squeeze abort as well (not kept): ``solvers_upper512_wide2`` and ``_wide2_quarter``
+(``--work 390007``), ``solvers_upper512_wide2_w128_ungated`` (the warm_w128 command on a copy with
+``WIDE_FROM = 0``); the abort alone: ``solvers_upper512_abortnew_quarter`` and the one-head
+``solvers_upper512_abortnew.jsonl``.
 
 Earlier committed results (older drivers; ``PYTHONPATH=/path/to/that/tree`` runs another
 tree's solvers)::

@@ -158,8 +158,7 @@ def _recorded_search(monkeypatch: pytest.MonkeyPatch, wide: bool, work: float) -
 
 def test_wide_operators_probe_two_stages_with_the_iterations_of_all() -> None:
     """From WIDE_FROM entries on, a bisection probe runs WIDE_STAGES continuation stages with
-    len(STAGES) / WIDE_STAGES times the iterations per stage, and a squeeze's step at a rank
-    no probe started aborts; below it, probes run every stage."""
+    len(STAGES) / WIDE_STAGES times the iterations per stage; below it, probes run every stage."""
     with pytest.MonkeyPatch.context() as mp:
         narrow, narrow_probes = _recorded_search(mp, False, 3000.0)
         narrow.run(Until(Budget(), 3000.0))
@@ -174,15 +173,3 @@ def test_wide_operators_probe_two_stages_with_the_iterations_of_all() -> None:
     assert first_wide == pytest.approx(first_narrow * len(STAGES) / upper_search.WIDE_STAGES, rel=0.02)
     assert all(p[3] for p in narrow_probes + wide_probes if p[0] == "bisect")
 
-
-@pytest.mark.parametrize("wide", [False, True])
-def test_a_squeeze_step_at_a_rank_no_probe_started_aborts_on_wide_operators(monkeypatch: pytest.MonkeyPatch,
-                                                                            wide: bool) -> None:
-    """The best rank is 10 and rank 9 was never probed: the squeeze's single step there keeps
-    the abort rule on a wide operator (one stage, then hopeless) and drops it below
-    WIDE_FROM (every stage up to max_stage)."""
-    search, probes = _recorded_search(monkeypatch, wide, 1000.0)
-    search.best_rank = lambda eps: 10
-    assert list(search._squeeze(0, 1e-6, 4, lambda: False, 30)) == []
-    assert [p[:4] for p in probes] == [("squeeze", True, 4, wide)]
-    assert search.states[9].stage == (1 if wide else 4)

@@ -43,8 +43,7 @@ SQUEEZE_EXTRA_STAGES = 3
 LEFTOVER_PASSES = 3
 #: Operators of at least this many entries are searched as wide (docs/solvers.md, "Wide
 #: operators"): a probe runs :data:`WIDE_STAGES` continuation stages, not all of
-#: :data:`STAGES`, with the iterations of the others, and a squeeze's single step at a rank
-#: no probe has started aborts like any probe.
+#: :data:`STAGES`, with the iterations of the others.
 WIDE_FROM = 512 * 512
 #: Continuation stages of a probe on a wide operator (the smoothest ones).
 WIDE_STAGES = 2
@@ -70,8 +69,7 @@ class UpperSearch:
         self.until: Until | None = None
         self._run_started = 0.0
         self.states: dict[int, SmoothState] = {}
-        self.wide = d.A.size >= WIDE_FROM
-        self.stages = WIDE_STAGES if self.wide else len(STAGES)  # continuation stages of a probe
+        self.stages = WIDE_STAGES if d.A.size >= WIDE_FROM else len(STAGES)  # continuation stages of a probe
         self._plan = self._search()
         self.done = False
 
@@ -164,9 +162,7 @@ class UpperSearch:
                  iterations: int | None = None) -> Generator[None, None, None]:
         """Continue ranks below the best one with longer stages while they succeed (a failed
         bisection probe is only a guess; the verified lower end is the limit): steps of 1, 2,
-        4, ... below the best rank, back to single steps after a failed longer one.  A single
-        step continues without the abort rule, except at a rank no probe started on a wide
-        operator (:data:`WIDE_FROM`)."""
+        4, ... below the best rank, back to single steps after a failed longer one."""
         step = 1
         while not over():
             hi = self.best_rank(eps)
@@ -174,9 +170,8 @@ class UpperSearch:
             if hi is None or hi - 1 < floor:
                 return
             r = max(hi - step, floor)
-            abort = step > 1 or (r not in self.states and self.wide)
             ok = yield from self._probe(r, eps, iterations=iterations or self._iterations(index, r, 2),
-                                        max_stage=max_stage, abort=abort)
+                                        max_stage=max_stage, abort=step > 1)
             if ok:
                 step *= 2
             elif step > 1:
