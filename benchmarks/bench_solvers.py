@@ -45,6 +45,13 @@ per-k unit run)::
     nice -n 5 python benchmarks/bench_solvers.py --docs gfdl13 --width 512 --heads H1,H6 --layers 1,4 --jobs 1 \
         --name lowk_w512 --before benchmarks/results/solvers_warm_w512_before.json
 
+Two-stage probes on wide operators (kept; docs/solvers.md, "Wide operators"): ``solvers_upper512_stagesonly``
+(the warm_w512 command over all four heads, ``--before benchmarks/results/solvers_warm_w512_before.json``).
+With a fresh-rank squeeze abort as well (not kept): ``solvers_upper512_wide2`` and ``_wide2_quarter``
+(``--work 390007``), ``solvers_upper512_wide2_w128_ungated`` (the warm_w128 command on a copy with
+``WIDE_FROM = 0``); the abort alone: ``solvers_upper512_abortnew_quarter`` and the one-head
+``solvers_upper512_abortnew.jsonl``.
+
 Earlier committed results (older drivers; ``PYTHONPATH=/path/to/that/tree`` runs another
 tree's solvers)::
 

@@ -11,8 +11,9 @@ from softrank_cert.solvers import Dense, UpperCandidate, bracket_operator, norm
 from softrank_cert.certio.verified import VerifiedBracket
 from softrank_cert.solvers.bracket import default_budget_seconds, search_operator
 from softrank_cert.solvers.candidates import tsvd_errors
+from softrank_cert.solvers.upper import search as upper_search
 from softrank_cert.solvers.upper.search import UpperSearch
-from softrank_cert.solvers.upper.smooth import SmoothState, run_stages, smooth, tsvd_start
+from softrank_cert.solvers.upper.smooth import STAGES, SmoothState, run_stages, smooth, tsvd_start
 from softrank_cert.solvers.work import Budget, Until, seconds_units
 
 
@@ -119,3 +120,56 @@ def test_progress_names_stages() -> None:
     names = [s[0] for s in stages]
     assert names[:2] == ["tsvd", "pivot"] and any(n.startswith("smooth") for n in names)
     assert all(0 <= elapsed <= budget == 2.0 for _, elapsed, budget in stages)
+
+
+def _recorded_search(monkeypatch: pytest.MonkeyPatch, wide: bool, work: float) -> tuple[UpperSearch, list[tuple]]:
+    """An UpperSearch on a 48 x 48 operator, counted as wide or not, recording each probe as
+    ``(phase, fresh rank, max_stage, abort, iterations)``."""
+    if wide:
+        monkeypatch.setattr(upper_search, "WIDE_FROM", 48 * 48)
+    d = Dense.of(qk(4, 48))
+    tsvd = tsvd_errors(d.A, d.svd)
+    seen: list[UpperCandidate] = []
+
+    def best_rank(eps: float) -> int | None:
+        ranks = [w.r for w in seen if w.error <= eps] + [r for r in range(d.p + 1) if tsvd[r] <= eps]
+        return min(ranks, default=None)
+
+    search = UpperSearch(d, [0.25, 0.5], seen.append, best_rank, lambda eps: 1, work=work)
+    probes: list[tuple] = []
+    probe, bisect, squeeze = search._probe, search._bisect, search._squeeze
+    phase = [""]
+
+    def in_phase(name: str, method):
+        def run(*args, **kwargs):
+            phase[0] = name
+            yield from method(*args, **kwargs)
+        return run
+
+    def recorded(r: int, target: float, *, iterations: int, max_stage: int, abort: bool = True):
+        probes.append((phase[0], r not in search.states, max_stage, abort, iterations))
+        return (yield from probe(r, target, iterations=iterations, max_stage=max_stage, abort=abort))
+
+    monkeypatch.setattr(search, "_probe", recorded)
+    monkeypatch.setattr(search, "_bisect", in_phase("bisect", bisect))
+    monkeypatch.setattr(search, "_squeeze", in_phase("squeeze", squeeze))
+    return search, probes
+
+
+def test_wide_operators_probe_two_stages_with_the_iterations_of_all() -> None:
+    """From WIDE_FROM entries on, a bisection probe runs WIDE_STAGES continuation stages with
+    len(STAGES) / WIDE_STAGES times the iterations per stage; below it, probes run every stage."""
+    with pytest.MonkeyPatch.context() as mp:
+        narrow, narrow_probes = _recorded_search(mp, False, 3000.0)
+        narrow.run(Until(Budget(), 3000.0))
+    with pytest.MonkeyPatch.context() as mp:
+        wide, wide_probes = _recorded_search(mp, True, 3000.0)
+        wide.run(Until(Budget(), 3000.0))
+    assert (narrow.stages, wide.stages) == (len(STAGES), upper_search.WIDE_STAGES) and upper_search.WIDE_STAGES < len(STAGES)
+    assert {p[2] for p in narrow_probes if p[0] == "bisect"} == {len(STAGES)}
+    assert {p[2] for p in wide_probes if p[0] == "bisect"} == {upper_search.WIDE_STAGES}
+    first_narrow, first_wide = narrow_probes[0][4], wide_probes[0][4]  # same rank, same work left
+    assert upper_search.MIN_ITERATIONS < first_narrow < upper_search.MAX_ITERATIONS / 3
+    assert first_wide == pytest.approx(first_narrow * len(STAGES) / upper_search.WIDE_STAGES, rel=0.02)
+    assert all(p[3] for p in narrow_probes + wide_probes if p[0] == "bisect")
+

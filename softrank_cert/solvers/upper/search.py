@@ -7,7 +7,9 @@ least rank r whose :mod:`.smooth` witness has float64 error ``<= eps``:
   the first probe is at ``0.7 hi``, then steps of ``0.1 hi`` (doubling) go down while probes
   succeed, and bisection follows the first failure;
 * a probe runs the continuation one stage at a time and is abandoned once its error cannot
-  reach ``eps`` (:data:`.smooth.ABORT`); no rank below the verified lower end is tried;
+  reach ``eps`` (:data:`.smooth.ABORT`); no rank below the verified lower end is tried; on
+  operators of at least :data:`WIDE_FROM` entries a probe runs only the :data:`WIDE_STAGES`
+  smoothest stages, with the iterations of all of them;
 * every rank keeps its solver state, so a later tolerance continues the iterate an earlier one
   left (nothing is recomputed), and every improved pair goes to the profiles at once;
 * when the bisection is done and work is left, the ranks below the best one are squeezed
@@ -39,6 +41,12 @@ EVALS_PER_ITERATION = 1.15
 SQUEEZE_EXTRA_STAGES = 3
 #: Passes over all tolerances with ever longer squeezes, for work the shares leave unused.
 LEFTOVER_PASSES = 3
+#: Operators of at least this many entries are searched as wide (docs/solvers.md, "Wide
+#: operators"): a probe runs :data:`WIDE_STAGES` continuation stages, not all of
+#: :data:`STAGES`, with the iterations of the others.
+WIDE_FROM = 512 * 512
+#: Continuation stages of a probe on a wide operator (the smoothest ones).
+WIDE_STAGES = 2
 
 
 class UpperSearch:
@@ -61,6 +69,7 @@ class UpperSearch:
         self.until: Until | None = None
         self._run_started = 0.0
         self.states: dict[int, SmoothState] = {}
+        self.stages = WIDE_STAGES if d.A.size >= WIDE_FROM else len(STAGES)  # continuation stages of a probe
         self._plan = self._search()
         self.done = False
 
@@ -120,10 +129,10 @@ class UpperSearch:
         for index, eps in enumerate(self.eps_values):
             over = lambda index=index: self.spent_now() >= self.shares[index]  # noqa: E731
             yield from self._bisect(index, eps, over)
-            yield from self._squeeze(index, eps, len(STAGES) + SQUEEZE_EXTRA_STAGES, over)
+            yield from self._squeeze(index, eps, self.stages + SQUEEZE_EXTRA_STAGES, over)
         for extra in range(1, LEFTOVER_PASSES + 1):  # work the shares left: squeeze all again, longer
             for index, eps in enumerate(self.eps_values):
-                yield from self._squeeze(index, eps, len(STAGES) + SQUEEZE_EXTRA_STAGES * (extra + 1),
+                yield from self._squeeze(index, eps, self.stages + SQUEEZE_EXTRA_STAGES * (extra + 1),
                                          lambda: False, MAX_ITERATIONS)
 
     def _bisect(self, index: int, eps: float, over: Callable[[], bool]) -> Generator[None, None, None]:
@@ -139,7 +148,7 @@ class UpperSearch:
             r = min(max(r, bad + 1), hi - 1)
             iterations = self._iterations(index, r, probes_left)
             probes_left = max(probes_left - 1, 2)
-            ok = yield from self._probe(r, eps, iterations=iterations, max_stage=len(STAGES))
+            ok = yield from self._probe(r, eps, iterations=iterations, max_stage=self.stages)
             if ok:
                 hi = min(hi, r)
             else:
@@ -179,7 +188,7 @@ class UpperSearch:
         """Iterations per stage so that ``probes`` probes of all stages fit in the work this
         tolerance has left."""
         left = max(self.shares[index] - self.spent_now(), 0.0)
-        per_iteration = EVALS_PER_ITERATION * self._units_per_evaluation(r) * len(STAGES) * probes
+        per_iteration = EVALS_PER_ITERATION * self._units_per_evaluation(r) * self.stages * probes
         return int(min(MAX_ITERATIONS, max(MIN_ITERATIONS, left / per_iteration)))
 
     def spent_now(self) -> float:
