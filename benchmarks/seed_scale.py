@@ -1,37 +1,47 @@
-"""Seed-scale campaign (issue 16): more than 3,000 MiniLM operators at eps 0.1 / 0.25 / 0.5.
+"""The research's panel at its own scale and at the default work (issue 34), as one resumable campaign.
 
-The research bracketed 3,326 operators at three tolerances.  This script runs a campaign of the
-same size on this machine the way a user would: one ``softrank bracket PANEL --all --out DIR
---jobs 2 --resume`` per width, with a stated per-operator budget, and then summarises it.
+The research bracketed 3,326 operators at three tolerances without certificates.  This campaign
+brackets 3,240 operators of two real models at eps 0.1 / 0.25 / 0.5, every bracket at the
+driver's default work, every end kernel-VERIFIED and every certificate re-checked by
+``softrank-verify`` before its unit is recorded:
 
-Operators: all 72 heads of all-MiniLM-L6-v2 on the first w tokens of real documents that ship
-on the machine and that nobody here wrote (``examples/data/``: Debian's common-licenses texts
-and excerpts of Python 3.11's own documentation topics; see ``examples/data/README.md``):
+    width  64: apache2, py-compound, py-typesmapping, gpl3, py-execmodel   all heads   1,710 operators
+    width 128: apache2, py-compound, py-typesmapping                        all heads   1,026
+    width 256: py-typesmapping                                              all heads     342
+    width 512: py-typesmapping    MiniLM all 72 heads, SmolLM2 layers 0, 3, ..., 27     162
 
-    width  64: all 24 documents            budget 1 s per operator (all three tolerances)
-    width 128: the 14 licence texts        budget 1.5 s
-    width 256: apache2, mpl2, gpl3, py-compound   budget 3 s
-    width 512: apache2                     budget 6 s
+Models: all-MiniLM-L6-v2 (6 layers x 12 heads) and SmolLM2-135M-Instruct as distributed in its
+Q4_1 GGUF file (30 layers x 9 heads, causal; ``softrank panel --gguf smollm2``).  Documents:
+``examples/data/`` (real texts nobody here wrote); ``py-typesmapping`` was never used by any run
+before this campaign.  Widths 256 and 512 use it alone, so that rank against width can be read
+per head on one text.
 
-= 72 x (24 + 14 + 4 + 1) = 3,096 operators.  Outputs (committed):
+The campaign is cut into **units** (a model, a document, a width and a range of layers, at most
+about 40 minutes of CPU on two cores).  A unit is one ``softrank bracket PANEL --all --jobs 2
+--resume`` run followed by ``softrank-verify`` of its folder; only then is its record written
+(atomically) to ``benchmarks/results/seed_scale/units/UNIT.json``: the verified ends of every
+operator and eps (taken from the verify report, not from the certificate), the SHA-256 of
+every certificate, the solver seconds, the unit's CPU and wall seconds, the commit.  Every
+certificate is also copied to ``WORK/store/SHA256.json`` (content-addressed: a duplicated or
+resubmitted task writes the same name with the same bytes), and a deterministic sample (per
+model, document and width, the head whose name has the smallest SHA-256) to
+``benchmarks/results/seed_scale/sample/``.
 
-- ``benchmarks/results/seed_scale.jsonl``: one row per operator and eps -- ``operator``,
-  ``eps``, ``lower``, ``upper``, ``seconds`` (the manifest's solver seconds), ``sha256`` (of the
-  certificate file; the certificates themselves, 1.7 GB, stay in the work folder);
-- ``benchmarks/results/seed_scale.md``: median ratio and resolved share by width and eps,
-  seconds per operator, wall time of every campaign, failures / retries from the manifests, and
-  the 64-core Dask estimate from the measured per-operator cost (jobs x wall / operators);
-- ``--dask-check``: runs one width-64 campaign (72 operators) on a loopback Dask cluster of
-  two single-threaded worker processes and compares its wall time with the estimate the same
-  cost model gives for two workers (written into the summary).
+Resuming: a unit with a committed record is done (``--redo UNIT`` computes it again); an
+interrupted unit resumes from the certificates in ``WORK/certs/UNIT/`` that still verify.  Each
+run stops starting units after ``--max-hours`` (default 1.5), so that it fits one working
+session; run it again to go on.
 
-    python benchmarks/seed_scale.py                      # the full campaign (about 50 min, resumable)
-    python benchmarks/seed_scale.py --dask-check         # the loopback check (about 1 min)
-    python benchmarks/seed_scale.py --reverify           # softrank-verify every certificate (about 5 min)
-    python benchmarks/seed_scale.py --summary-only       # rewrite the table and summary from WORK
+    python benchmarks/seed_scale.py --list            # the plan: units, status, estimated CPU
+    python benchmarks/seed_scale.py                   # run units for at most 1.5 h, then the summary
+    python benchmarks/seed_scale.py --max-hours 8     # a night
+    python benchmarks/seed_scale.py --summary-only    # rewrite benchmarks/results/seed_scale/README.md
+    python benchmarks/seed_scale.py --reverify        # softrank-verify WORK/store once more
 
-Everything lives under ``--work-dir`` (default ``out/seed-scale``); rerunning resumes (each
-campaign with ``--resume``: finished certificates that still verify are kept).
+The summary (``README.md`` and ``summary.json`` beside the units) gives median upper/lower,
+resolved share and median ends per model x width x eps, CPU and wall hours, and the cost per
+operator by width.  The issue-16 campaign (MiniLM only, 1-6 s budgets) was produced by this
+script at commit 13bc742; its results are ``benchmarks/results/seed_scale.{md,jsonl,json}``.
 """
 
 from __future__ import annotations
@@ -40,11 +50,13 @@ import argparse
 import hashlib
 import json
 import os
-import platform
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,266 +64,432 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from softrank_cert.models import build_panel, write_panel  # noqa: E402
-from softrank_cert.util.operator_files import PROVENANCE_KEY  # noqa: E402
-
-LICENCES = ("apache2", "artistic", "bsd", "cc0", "gfdl12", "gfdl13", "gpl1", "gpl2", "gpl3", "lgpl2", "lgpl21",
-            "lgpl3", "mpl11", "mpl2")
-PYTHON_DOCS = ("py-assignment", "py-comparisons", "py-compound", "py-debugger", "py-execmodel", "py-formatstrings",
-               "py-specialnames", "py-string-methods", "py-types", "py-typesseq")
-#: width -> (documents, per-operator budget in seconds for the three tolerances together)
-PLAN: dict[int, tuple[tuple[str, ...], float]] = {
-    64: (LICENCES + PYTHON_DOCS, 1.0),
-    128: (LICENCES, 1.5),
-    256: (("apache2", "mpl2", "gpl3", "py-compound"), 3.0),
-    512: (("apache2",), 6.0),
-}
 EPS = ("0.1", "0.25", "0.5")
 JOBS = 2
-RESULTS = ROOT / "benchmarks" / "results"
+#: model -> (layers, heads per layer)
+MODELS = {"minilm": (6, 12), "smollm2": (30, 9)}
+WIDE_DOCUMENT = "py-typesmapping"
+#: width -> documents
+DOCUMENTS = {64: ("apache2", "py-compound", WIDE_DOCUMENT, "gpl3", "py-execmodel"),
+             128: ("apache2", "py-compound", WIDE_DOCUMENT), 256: (WIDE_DOCUMENT,), 512: (WIDE_DOCUMENT,)}
+#: (model, width) -> (layers bracketed, layers per unit)
+LAYERS = {("minilm", 64): (range(6), 6), ("minilm", 128): (range(6), 6), ("minilm", 256): (range(6), 6),
+          ("minilm", 512): (range(6), 2), ("smollm2", 64): (range(30), 30), ("smollm2", 128): (range(30), 10),
+          ("smollm2", 256): (range(30), 5), ("smollm2", 512): (range(0, 30, 3), 2)}
+RESULTS = ROOT / "benchmarks" / "results" / "seed_scale"
+RESEARCH = ("the research (float64, no certificates): median upper/lower 2.6-3.8 by family at eps 0.25 on its "
+            "2,302-operator primary panel; BERT resolves 219 of 512 operators")
 
 
-def make_panel(width: int, documents: tuple[str, ...], path: Path) -> Path:
-    """One panel with all 72 heads of every document at ``width`` (kept; rebuilt only when missing)."""
-    if path.is_file():
-        return path
-    merged: dict[str, np.ndarray] = {}
-    provenance: dict[str, dict] = {}
-    for document in documents:
-        arrays = build_panel("minilm", ROOT / "examples" / "data" / f"{document}.txt", [width])
-        provenance.update(json.loads(str(arrays.pop(PROVENANCE_KEY))))
-        merged.update(arrays)
-    merged[PROVENANCE_KEY] = np.array(json.dumps(provenance, sort_keys=True))
-    return write_panel(path, merged)
+@dataclass(frozen=True)
+class Unit:
+    """One ``softrank bracket --all`` campaign: every head of ``layers`` of ``model`` on the first
+    ``width`` tokens of ``document``."""
+
+    model: str
+    document: str
+    width: int
+    layers: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}-{self.document}-w{self.width}-L{self.layers[0]}-{self.layers[-1]}"
+
+    def operators(self) -> list[str]:
+        heads = MODELS[self.model][1]
+        return [f"{self.model}/{self.document}/w{self.width}/L{layer}H{head}" for layer in self.layers
+                for head in range(heads)]
 
 
-def campaign(panel: Path, out: Path, budget: float, *, scheduler: str | None = None, log: Path) -> dict:
-    """Run ``softrank bracket PANEL --all ... --resume`` once; its wall time and exit code."""
-    command = [sys.executable, "-m", "softrank_cert.cli.main", "bracket", str(panel), "--all", "--eps", ",".join(EPS),
-               "--out", str(out) + "/", "--budget-seconds", f"{budget:g}", "--resume"]
-    command += ["--scheduler", scheduler] if scheduler else ["--jobs", str(JOBS)]
+def plan() -> list[Unit]:
+    """Every unit, narrow widths first (so that any prefix of the campaign is whole widths)."""
+    units = []
+    for width, documents in DOCUMENTS.items():
+        for document in documents:
+            for model in MODELS:
+                layers, per_unit = LAYERS[(model, width)]
+                chosen = list(layers)
+                units += [Unit(model, document, width, tuple(chosen[i:i + per_unit]))
+                          for i in range(0, len(chosen), per_unit)]
+    return units
+
+
+def nominal_cpu_seconds(width: int) -> float:
+    """The driver's nominal seconds per operator at ``width`` (the default work's seconds on a quiet machine)."""
+    from softrank_cert.solvers.work import default_seconds
+
+    return default_seconds(width, width)
+
+
+def sample_operators(units: list[Unit]) -> set[str]:
+    """Per (model, document, width): the planned operator whose name has the smallest SHA-256."""
+    groups: dict[tuple[str, str, int], list[str]] = {}
+    for unit in units:
+        groups.setdefault((unit.model, unit.document, unit.width), []).extend(unit.operators())
+    return {min(names, key=lambda n: hashlib.sha256(n.encode()).hexdigest()) for names in groups.values()}
+
+
+def record_path(unit: Unit) -> Path:
+    return RESULTS / "units" / f"{unit.name}.json"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+# --- panels -------------------------------------------------------------------------------------
+
+class Panels:
+    """The panel files of the units, captured once per (model, document, width) and cut per unit."""
+
+    def __init__(self, work: Path) -> None:
+        self.folder = work / "panels"
+        self._smollm2 = None
+
+    def _capture(self, model: str, document: str, width: int) -> dict[str, np.ndarray]:
+        text = ROOT / "examples" / "data" / f"{document}.txt"
+        if model == "minilm":
+            from softrank_cert.models import build_panel
+
+            return build_panel("minilm", text, [width])
+        from softrank_cert.models.hf_panel import HFCheckpoint, hf_panel, open_gguf
+
+        if self._smollm2 is None:
+            print("[stage capture] loading SmolLM2-135M (GGUF, dequantized to float64)", file=sys.stderr, flush=True)
+            self._smollm2 = HFCheckpoint(open_gguf("smollm2"))
+        return hf_panel(self._smollm2, text, [width])
+
+    def unit_panel(self, unit: Unit) -> Path:
+        from softrank_cert.models import write_panel
+        from softrank_cert.util.operator_files import PROVENANCE_KEY
+
+        path = self.folder / "units" / f"{unit.name}.npz"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_file():
+            return path
+        full = self.folder / f"{unit.model}-{unit.document}-w{unit.width}.npz"
+        if full.is_file():
+            with np.load(full, allow_pickle=False) as data:
+                arrays = {key: data[key] for key in data.files}
+        else:
+            print(f"[stage capture] {unit.model} on {unit.document}, width {unit.width}", file=sys.stderr, flush=True)
+            arrays = self._capture(unit.model, unit.document, unit.width)
+            write_panel(full, arrays)
+        names = set(unit.operators())
+        provenance = json.loads(str(arrays[PROVENANCE_KEY]))
+        missing = names - set(provenance)
+        if missing:
+            raise SystemExit(f"seed_scale: the {unit.model} panel of {unit.document} at width {unit.width} lacks "
+                             f"{sorted(missing)[0]} (and {len(missing) - 1} more)")
+        subset = {k: v for k, v in arrays.items() if k.rsplit("/", 1)[0] in names}
+        subset[PROVENANCE_KEY] = np.array(json.dumps({n: provenance[n] for n in sorted(names)}, sort_keys=True))
+        return write_panel(path, subset)
+
+
+# --- one unit -----------------------------------------------------------------------------------
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _run(command: list[str], log: Path, capture: bool = False) -> tuple[int, str, float, float]:
+    """Run ``command`` (BLAS single-threaded); exit code, stdout when ``capture``, wall and CPU seconds."""
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu()
     with open(log, "a", encoding="utf-8") as handle:
         handle.write(f"$ {' '.join(command)}\n")
         handle.flush()
-        rc = subprocess.run(command, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT).returncode
-    return {"panel": panel.name, "budget_seconds": budget, "rc": rc, "wall_s": round(time.perf_counter() - start, 1)}
+        done = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE if capture else handle,
+                              stderr=handle, text=True)
+    return done.returncode, done.stdout or "", time.perf_counter() - start, _children_cpu() - cpu
 
 
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _commit() -> dict:
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "softrank_cert"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()
+    return {"commit": head, "package_modified": bool(dirty)}
 
 
-def table_rows(out: Path) -> list[dict]:
-    """Rows of seed_scale.jsonl for one campaign folder (from its manifest and certificates)."""
-    manifest = json.loads((out / "softrank-campaign.json").read_text(encoding="utf-8"))
-    rows = []
-    for name, entry in sorted(manifest["operators"].items()):
-        if entry["status"] != "done":
-            rows.append({"operator": name, "eps": None, "lower": None, "upper": None, "seconds": entry.get("seconds"),
-                         "sha256": None, "status": entry["status"], "reason": entry.get("reason")})
+def result_sha256(certificate: dict) -> str:
+    """SHA-256 of what a certificate proves (operator, claims, witnesses), without the issue time
+    and the signature: equal for the same result computed twice."""
+    body = {"operator": certificate.get("operator"), "brackets": certificate.get("brackets")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def verified_rows(report: dict, folder: Path, unit: Unit) -> tuple[list[dict], list[str]]:
+    """Rows (operator, eps, lower, upper, methods, sha256) from a ``softrank-verify --json`` report of
+    ``folder``, and the problems: a file not checked, a claim not VERIFIED, an operator missing."""
+    rows, problems, seen = [], [], set()
+    for entry in report["files"]:
+        operator = entry.get("operator")
+        if entry.get("status") == "skipped" and Path(entry.get("path", "")).name == "softrank-campaign.json":
+            continue  # the manifest (bookkeeping, not a certificate)
+        if entry.get("status") != "checked" or entry.get("exit_code") != 0:
+            problems.append(f"{entry.get('path')}: {entry.get('status')}, exit {entry.get('exit_code')}")
             continue
-        path = out / entry["output"]
-        certificate = json.loads(path.read_text(encoding="utf-8"))
-        digest = file_sha256(path)
-        for bracket in certificate["brackets"]:
-            rows.append({"operator": name, "eps": bracket["eps"], "lower": bracket["lower"]["k"],
-                         "upper": bracket["upper"]["r"], "seconds": entry["seconds"], "sha256": digest})
-    return rows
+        claims = {(c["eps"], c["side"]): c for c in entry["claims"]}
+        if any(c["verdict"] != "VERIFIED" for c in claims.values()):
+            problems.append(f"{operator}: a claim is not VERIFIED")
+            continue
+        data = Path(entry["path"]).read_bytes()
+        digest, result = hashlib.sha256(data).hexdigest(), result_sha256(json.loads(data))
+        seen.add(operator)
+        for eps in EPS:
+            lower, upper = claims[(eps, "lower")], claims[(eps, "upper")]
+            rows.append({"operator": operator, "eps": eps, "lower": lower["rank"], "upper": upper["rank"],
+                         "lower_method": lower["method"], "upper_method": upper["method"], "sha256": digest,
+                         "result_sha256": result})
+    problems += [f"{name}: no verified certificate" for name in unit.operators() if name not in seen]
+    return rows, problems
+
+
+def run_unit(unit: Unit, panels: Panels, work: Path, log: Path, sample: set[str]) -> bool:
+    """Bracket, verify and record ``unit``; False (nothing recorded) when anything does not check."""
+    panel = panels.unit_panel(unit)
+    out = work / "certs" / unit.name
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    bracket = [sys.executable, "-m", "softrank_cert.cli.main", "bracket", str(panel), "--all", "--eps", ",".join(EPS),
+               "--out", str(out) + "/", "--jobs", str(JOBS), "--resume"]
+    rc, _, wall, cpu = _run(bracket, log)
+    ledger = work / "costs" / f"{unit.name}.jsonl"  # every bracket run of this unit in this work folder
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    with open(ledger, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"exit_code": rc, "wall_s": wall, "cpu_s": cpu}) + "\n")
+    runs = [json.loads(line) for line in ledger.read_text(encoding="utf-8").splitlines() if line.strip()]
+    wall, cpu = sum(r["wall_s"] for r in runs), sum(r["cpu_s"] for r in runs)
+    if rc != 0:
+        print(f"  {unit.name}: softrank bracket exited {rc} (see {log}); not recorded", flush=True)
+        return False
+    verify = [sys.executable, "-m", "softrank_cert.cli.verify", str(out), "--json"]
+    vrc, stdout, vwall, vcpu = _run(verify, log, capture=True)
+    report = json.loads(stdout) if stdout.strip() else {"files": [], "summary": {}}
+    rows, problems = verified_rows(report, out, unit)
+    if vrc != 0 or problems:
+        print(f"  {unit.name}: softrank-verify exited {vrc}; {len(problems)} problems, first: "
+              f"{problems[0] if problems else '-'}; not recorded", flush=True)
+        return False
+    manifest = json.loads((out / "softrank-campaign.json").read_text(encoding="utf-8"))
+    seconds = {name: entry.get("seconds") for name, entry in manifest["operators"].items()}
+    for row in rows:
+        row["solver_seconds"] = seconds.get(row["operator"])
+    store = work / "store"
+    store.mkdir(parents=True, exist_ok=True)
+    digests = {row["operator"]: row["sha256"] for row in rows}
+    for entry in (e for e in report["files"] if e.get("operator") in digests):
+        digest = digests[entry["operator"]]
+        if not (store / f"{digest}.json").is_file():
+            shutil.copyfile(entry["path"], store / f"{digest}.json")
+        if entry["operator"] in sample:
+            (RESULTS / "sample").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(entry["path"], RESULTS / "sample" / f"{digest}.json")
+    record = {"unit": unit.name, "model": unit.model, "document": unit.document, "width": unit.width,
+              "layers": list(unit.layers), "operators": len(unit.operators()), "eps": list(EPS), "jobs": JOBS,
+              "work": "default", "started": started, "bracket_wall_s": round(wall, 1), "bracket_cpu_s": round(cpu, 1),
+              "verify": {"exit_code": vrc, "wall_s": round(vwall, 1), "cpu_s": round(vcpu, 1),
+                         "claims": report["summary"].get("claims"), "verified": report["summary"].get("verified")},
+              "runs": len(runs), **_commit(), "rows": rows}
+    write_atomic(record_path(unit), json.dumps(record, indent=0, sort_keys=True) + "\n")
+    print(f"  {unit.name}: {len(unit.operators())} operators, {wall:.0f} s wall, {cpu:.0f} s CPU, "
+          f"{report['summary'].get('verified')} claims VERIFIED", flush=True)
+    return True
+
+
+# --- summary ------------------------------------------------------------------------------------
+
+def load_records() -> list[dict]:
+    folder = RESULTS / "units"
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
 
 
 def _median(values: list[float]) -> float:
-    return round(float(statistics.median(values)), 2) if values else float("nan")
+    return float(statistics.median(values)) if values else float("nan")
 
 
-def _timestamp(text: str) -> float:
-    from datetime import datetime
-
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").timestamp()
-
-
-def cost_per_operator(width: int, manifest: dict, runs: dict) -> float:
-    """Worker-seconds per operator at ``width``: jobs x wall / operators computed, over the
-    timed runs (runs.json) of that width's campaign (set-up, solving, kernel verification,
-    writing: everything a worker and the parent spend on it)."""
-    timed = runs.get(str(width), [])
-    computed = [r["computed"] for r in manifest["runs"] if r["state"] == "complete"][-len(timed):] if timed else []
-    wall, count = sum(r["wall_s"] for r in timed), sum(computed)
-    return JOBS * wall / count if count else float("nan")
-
-
-def summary(work: Path, runs: dict) -> tuple[list[dict], str, dict]:
-    """The table rows, the Markdown summary and its JSON twin (from the manifests and certificates)."""
-    rows: list[dict] = []
-    manifests = {}
-    for width in PLAN:
-        out = work / "certs" / f"w{width}"
-        if (out / "softrank-campaign.json").is_file():
-            rows += table_rows(out)
-            manifests[width] = json.loads((out / "softrank-campaign.json").read_text(encoding="utf-8"))
-    stats: dict = {"widths": {}, "eps": list(EPS), "jobs": JOBS}
-    lines = ["# Seed-scale campaign", "",
-             "all-MiniLM-L6-v2, all 72 heads, on the first w tokens of real documents (`examples/data/`), eps "
-             + " / ".join(EPS) + f"; one `softrank bracket PANEL --all --jobs {JOBS} --resume` per width on the "
-             f"{os.cpu_count()}-core development machine. Every end is kernel-VERIFIED (the certificates' SHA-256 are "
-             "in `seed_scale.jsonl`). Reproduce: `python benchmarks/seed_scale.py`.", "",
-             "| width | documents | operators | budget s | " + " | ".join(f"median upper/lower eps {e}" for e in EPS)
-             + " | " + " | ".join(f"resolved eps {e}" for e in EPS)
-             + " | median solver s/operator | worker s/operator | campaign wall s |",
-             "|---|---|---|---|" + "---|" * (2 * len(EPS)) + "---|---|---|"]
-    total_ops = total_cost = 0.0
-    failed = retried = refused = 0
-    first = last = None
-    for width, manifest in manifests.items():
-        entries = manifest["operators"]
-        done = [e for e in entries.values() if e["status"] == "done"]
-        failed += sum(e["status"] == "failed" for e in entries.values())
-        refused += sum(e["status"] == "refused" for e in entries.values())
-        retried += sum(int(e.get("attempts") or 1) > 1 for e in entries.values())
-        seconds = [float(e["seconds"]) for e in done if e.get("seconds") is not None]
-        mine = [r for r in rows if r["eps"] is not None and f"/w{width}/" in r["operator"]]
-        ratio = {e: _median([r["upper"] / max(r["lower"], 1) for r in mine if r["eps"] == e]) for e in EPS}
-        resolved = {e: round(100 * float(np.mean([r["upper"] == r["lower"] for r in mine if r["eps"] == e])), 1)
-                    for e in EPS}
-        started = min(_timestamp(r["started"]) for r in manifest["runs"])
-        finished = max(_timestamp(r["finished"]) for r in manifest["runs"] if r["finished"])
-        first = started if first is None else min(first, started)
-        last = finished if last is None else max(last, finished)
-        cost = cost_per_operator(width, manifest, runs)
-        total_ops += len(entries)
-        total_cost += cost * len(entries)
-        stats["widths"][str(width)] = {"documents": len(PLAN[width][0]), "operators": len(entries),
-                                       "budget_seconds": PLAN[width][1], "median_ratio": ratio,
-                                       "resolved_percent": resolved, "median_solver_s": _median(seconds),
-                                       "max_solver_s": round(max(seconds), 2) if seconds else None,
-                                       "worker_s_per_operator": round(cost, 3),
-                                       "campaign_wall_s": round(finished - started, 1), "runs": len(manifest["runs"])}
-        lines.append(f"| {width} | {len(PLAN[width][0])} | {len(entries)} | {PLAN[width][1]:g} | "
-                     + " | ".join(f"{ratio[e]:.2f}" for e in EPS) + " | "
-                     + " | ".join(f"{resolved[e]:.1f} %" for e in EPS)
-                     + f" | {_median(seconds):.2f} | {cost:.2f} | {finished - started:.0f} |")
-    wall = (last - first) if first is not None else float("nan")
-    restarts = {w: len(m["runs"]) - 1 for w, m in manifests.items() if len(m["runs"]) > 1}
-    stats.update(operators=int(total_ops), worker_seconds_total=round(total_cost, 1), wall_seconds_total=round(wall, 1),
-                 failed=failed, refused=refused, retried=retried, restarts=restarts)
-    estimate_64 = total_cost / 64
-    stats["dask_64_core_estimate_s"] = round(estimate_64, 1)
-    lines += ["", f"{int(total_ops)} operators x {len(EPS)} tolerances = {len(rows)} rows. Wall time from the first "
-              f"campaign's start to the last one's end: **{wall / 60:.1f} min** ({total_cost / 60:.1f} worker-minutes). "
-              f"Failed tasks: {failed}; refused (memory): {refused}; retried after a worker died: {retried}.",
-              "",
-              "*Solver s* are the manifest's seconds (the search, to the budget); *worker s/operator* = jobs x wall "
-              "/ operators computed in the timed run of that width: everything an operator costs (process and pool "
-              "start-up shared out, solving, kernel verification of every end, writing the certificate and the "
-              "manifest)."]
-    if restarts:
-        lines += ["", "Restarts: " + ", ".join(f"width {w}: {n}" for w, n in restarts.items()) + " -- the width-64 "
-                  "campaign was stopped (SIGTERM) after 234 operators and resumed with `--resume` from a frozen "
-                  "snapshot of the code, so that concurrent development could not change the code under a running "
-                  "campaign; the resumed run re-verified and kept those 234 certificates. Its worker s/operator come "
-                  "from the resumed run (1,494 operators computed), the wall time above includes both."]
-    lines += ["", "## On a 64-core Dask cluster", "",
-              f"From the measured cost, {total_cost:.0f} worker-seconds spread over 64 single-threaded workers: "
-              f"**{estimate_64 / 60:.1f} min** plus cluster start-up and shipping the panels to the workers (the "
-              "tasks are independent and each is far longer than the scheduler's per-task overhead; a worker of "
-              "another speed scales the figure). The loopback check below tests the cost model on 2 Dask workers."]
-    again = runs.get("reverify")
-    if again:
-        stats["reverify"] = again
-        lines += ["", "## Re-checked", "", "`softrank-verify` on each width's folder (one process, default kernel): "
-                  + "; ".join(f"width {w}: {r['certificates']} certificates, exit {r['rc']}, {r['wall_s']:.0f} s"
-                              for w, r in again.items())
-                  + f" -- {sum(r['certificates'] for r in again.values())} certificates in "
-                  f"{sum(r['wall_s'] for r in again.values()):.0f} s."]
-    check = runs.get("dask_check")
-    if check:
-        stats["dask_check"] = check
-        lines += ["", f"Loopback check: the {check['operators']}-operator width-{check['width']} campaign "
-                  f"(`{check['document']}`) with `--scheduler` on a local Dask cluster of 2 single-threaded worker "
-                  f"processes took {check['wall_s']:.0f} s; the cost model predicts {check['operators']} x "
-                  f"{check['cost_per_operator_s']:.2f} s / 2 = {check['predicted_s']:.0f} s "
-                  f"({check['ratio']:.2f}x the prediction)."]
-    stats["machine"] = {"python": platform.python_version(), "numpy": np.__version__, "cpus": os.cpu_count(),
-                        "processor": platform.processor() or platform.machine()}
-    return rows, "\n".join(lines) + "\n", stats
+def table(records: list[dict]) -> list[dict]:
+    """Per model x width x eps: operators, median upper/lower, resolved share, median ends."""
+    cells: dict[tuple[str, int, str], list[dict]] = {}
+    for record in records:
+        for row in record["rows"]:
+            cells.setdefault((record["model"], record["width"], row["eps"]), []).append(row)
+    out = []
+    for (model, width, eps), rows in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1], float(kv[0][2]))):
+        out.append({"model": model, "width": width, "eps": eps, "operators": len(rows),
+                    "median_ratio": round(_median([r["upper"] / max(r["lower"], 1) for r in rows]), 2),
+                    "resolved_percent": round(100.0 * sum(r["upper"] == r["lower"] for r in rows) / len(rows), 1),
+                    "median_lower": _median([r["lower"] for r in rows]),
+                    "median_upper": _median([r["upper"] for r in rows])})
+    return out
 
 
-def dask_check(work: Path, runs: dict, log: Path) -> None:
-    """Run the width-64 panel's first document on a 2-worker loopback cluster (fresh folder)."""
-    import shutil
-
-    from distributed import LocalCluster
-
-    documents = PLAN[64][0][:1]
-    panel = make_panel(64, documents, work / "panels" / f"dask-w64-{documents[0]}.npz")
-    out = work / "certs" / "dask-check"
-    shutil.rmtree(out, ignore_errors=True)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        result = campaign(panel, out, PLAN[64][1], scheduler=cluster.scheduler_address, log=log)
-    names = json.loads((out / "softrank-campaign.json").read_text(encoding="utf-8"))["operators"]
-    manifest = json.loads((work / "certs" / "w64" / "softrank-campaign.json").read_text(encoding="utf-8"))
-    cost = cost_per_operator(64, manifest, runs)
-    predicted = len(names) * cost / 2
-    runs["dask_check"] = {"width": 64, "document": documents[0], "operators": len(names), "rc": result["rc"],
-                          "wall_s": result["wall_s"], "cost_per_operator_s": round(cost, 3),
-                          "predicted_s": round(predicted, 1), "ratio": round(result["wall_s"] / predicted, 3)}
+def costs(records: list[dict]) -> list[dict]:
+    """Per model x width: operators, CPU seconds per operator (the bracket runs, all processes),
+    median solver seconds, and the verify seconds."""
+    groups: dict[tuple[str, int], list[dict]] = {}
+    for record in records:
+        groups.setdefault((record["model"], record["width"]), []).append(record)
+    out = []
+    for (model, width), group in sorted(groups.items()):
+        operators = sum(r["operators"] for r in group)
+        solver = [row["solver_seconds"] for r in group for row in r["rows"][::len(EPS)] if row.get("solver_seconds")]
+        out.append({"model": model, "width": width, "operators": operators,
+                    "cpu_s_per_operator": round(sum(r["bracket_cpu_s"] for r in group) / operators, 1),
+                    "nominal_s": round(nominal_cpu_seconds(width), 1),
+                    "median_solver_s": round(_median(solver), 1),
+                    "verify_s_per_operator": round(sum(r["verify"]["cpu_s"] for r in group) / operators, 2)})
+    return out
 
 
-def reverify(work: Path, runs: dict, log: Path) -> None:
-    """``softrank-verify`` every campaign folder once (one process per width): exit code and wall."""
-    results = {}
-    for width in PLAN:
-        out = work / "certs" / f"w{width}"
-        if not out.is_dir():
-            continue
-        command = [sys.executable, "-m", "softrank_cert.cli.verify", str(out)]
-        start = time.perf_counter()
-        with open(log, "a", encoding="utf-8") as handle:
-            rc = subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=handle).returncode
-        count = sum(1 for path in out.rglob("*.json") if path.name != "softrank-campaign.json")
-        results[str(width)] = {"certificates": count, "rc": rc, "wall_s": round(time.perf_counter() - start, 1)}
-        print(f"  re-verified w{width}: {results[str(width)]}", flush=True)
-    runs["reverify"] = results
+def rank_figure(records: list[dict], path: Path) -> bool:
+    """Median verified ends at eps 0.25 against width, one line per layer, on the wide document."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    wide = [r for r in records if r["document"] == WIDE_DOCUMENT]
+    if len({r["width"] for r in wide}) < 2:
+        return False
+    fig, axes = plt.subplots(1, len(MODELS), figsize=(6 * len(MODELS), 4.2), squeeze=False)
+    for ax, model in zip(axes[0], MODELS):
+        ends: dict[int, dict[int, list[tuple[int, int]]]] = {}
+        for record in (r for r in wide if r["model"] == model):
+            for row in (x for x in record["rows"] if x["eps"] == "0.25"):
+                layer = int(row["operator"].rsplit("/", 1)[1][1:].split("H")[0])
+                ends.setdefault(layer, {}).setdefault(record["width"], []).append((row["lower"], row["upper"]))
+        colours = plt.get_cmap("viridis")
+        for i, (layer, by_width) in enumerate(sorted(ends.items())):
+            widths = sorted(by_width)
+            colour = colours(i / max(len(ends) - 1, 1))
+            ax.plot(widths, [_median([lo for lo, _ in by_width[w]]) for w in widths], "-", color=colour,
+                    label=f"L{layer}")
+            ax.plot(widths, [_median([up for _, up in by_width[w]]) for w in widths], "--", color=colour)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("width (tokens)")
+        ax.set_ylabel("median verified rank end, eps 0.25")
+        ax.set_title(f"{model} on {WIDE_DOCUMENT}: lower (solid), upper (dashed)")
+        ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(temporary, dpi=110)
+    plt.close(fig)
+    os.replace(temporary, path)
+    return True
+
+
+def write_summary(units: list[Unit]) -> str:
+    records = load_records()
+    by_name = {r["unit"]: r for r in records}
+    planned = sum(len(u.operators()) for u in units)
+    done_units = [u for u in units if u.name in by_name]
+    cpu = sum(r["bracket_cpu_s"] + r["verify"]["cpu_s"] for r in records)
+    wall = sum(r["bracket_wall_s"] + r["verify"]["wall_s"] for r in records)
+    rows, cost = table(records), costs(records)
+    stats = {"planned_units": len(units), "done_units": len(done_units), "planned_operators": planned,
+             "done_operators": sum(r["operators"] for r in records), "cpu_hours": round(cpu / 3600, 2),
+             "wall_hours": round(wall / 3600, 2), "claims_verified": sum(r["verify"]["verified"] or 0 for r in records),
+             "table": rows, "costs": cost, "commits": sorted({r["commit"] for r in records})}
+    lines = ["# Seed-scale campaign at the default work (issue 34)", "",
+             f"{stats['done_operators']:,} of {planned:,} planned operators ({len(done_units)} of {len(units)} units), "
+             f"eps {' / '.join(EPS)}, default work, `--jobs {JOBS}` on a 2-core machine; "
+             f"{stats['claims_verified']:,} claims, every one VERIFIED by `softrank-verify` before its unit was "
+             f"recorded. CPU {stats['cpu_hours']:.2f} h, wall {stats['wall_hours']:.2f} h (bracket and verify runs). "
+             "Plan and method: `benchmarks/seed_scale.py`; one record per unit in `units/`, a deterministic "
+             "sample of certificates in `sample/` (named by SHA-256).", "",
+             "| model | width | eps | operators | median upper/lower | resolved | median lower | median upper |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['model']} | {r['width']} | {r['eps']} | {r['operators']} | {r['median_ratio']:.2f} | "
+              f"{r['resolved_percent']:.1f} % | {r['median_lower']:g} | {r['median_upper']:g} |" for r in rows]
+    lines += ["", f"For comparison, {RESEARCH}.", "",
+              "| model | width | operators | CPU s per operator | nominal s | median solver s | verify CPU s per operator |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {c['model']} | {c['width']} | {c['operators']} | {c['cpu_s_per_operator']:.1f} | {c['nominal_s']:.1f} | "
+              f"{c['median_solver_s']:.1f} | {c['verify_s_per_operator']:.2f} |" for c in cost]
+    if rank_figure(records, RESULTS / "rank_vs_width.png"):
+        lines += ["", "![Median verified ends against width per layer](rank_vs_width.png)"]
+    dask = RESULTS / "dask_check.json"
+    if dask.is_file():
+        check = json.loads(dask.read_text(encoding="utf-8"))
+        killed = check.get("killed") or {}
+        lines += ["", f"**On a Dask cluster** (`benchmarks/seed_scale_dask.py`, {check['checked']}): unit "
+                  f"`{check['unit']}` on a loopback `dask scheduler` with 2 `dask worker` processes, one killed with "
+                  f"SIGKILL after {killed.get('after_certificates')} certificates: exit {check['exit_code']}, "
+                  f"{check['identical_results']} of {check['compared']} results identical to the pool run's, "
+                  f"{check['verify']['verified']} of {check['verify']['claims']} claims VERIFIED; "
+                  f"{check['dask_wall_s_per_operator']:.2f} s wall per operator against "
+                  f"{check['pool_wall_s_per_operator']:.2f} s for the pool (`--jobs {check['pool_jobs']}`)."]
+    todo = [u for u in units if u.name not in by_name]
+    if todo:
+        estimate = sum(len(u.operators()) * 1.25 * nominal_cpu_seconds(u.width) for u in todo) / 3600
+        lines += ["", f"Still to run: {len(todo)} units, {sum(len(u.operators()) for u in todo):,} operators, about "
+                  f"{estimate:.1f} CPU hours at 1.25x the nominal seconds (`python benchmarks/seed_scale.py --list`)."]
+    text = "\n".join(lines) + "\n"
+    write_atomic(RESULTS / "README.md", text)
+    write_atomic(RESULTS / "summary.json", json.dumps(stats, indent=1) + "\n")
+    return text
+
+
+def reverify(work: Path, log: Path) -> int:
+    """``softrank-verify`` every certificate of ``WORK/store`` once more; its summary into ``reverify.json``."""
+    store = work / "store"
+    rc, stdout, wall, cpu = _run([sys.executable, "-m", "softrank_cert.cli.verify", str(store), "--json"], log,
+                                 capture=True)
+    summary = json.loads(stdout)["summary"] if stdout.strip() else {}
+    known = {row["sha256"] for record in load_records() for row in record["rows"]}
+    present = {p.stem for p in store.glob("*.json")}
+    result = {"exit_code": rc, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "summary": summary,
+              "recorded_certificates": len(known), "in_store": len(known & present),
+              "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    write_atomic(RESULTS / "reverify.json", json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result), flush=True)
+    return 0 if rc == 0 else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work-dir", type=Path, default=ROOT / "out" / "seed-scale")
-    ap.add_argument("--widths", default=",".join(map(str, PLAN)), help="run only these widths' campaigns")
-    ap.add_argument("--dask-check", action="store_true", help="run the loopback Dask check (after the campaign)")
-    ap.add_argument("--reverify", action="store_true", help="softrank-verify every certificate of the campaign")
+    ap.add_argument("--max-hours", type=float, default=1.5, help="start no unit after this many hours (default 1.5)")
+    ap.add_argument("--units", default=None, help="run only units whose name contains this text")
+    ap.add_argument("--redo", action="append", default=[], help="compute this unit again (repeatable)")
+    ap.add_argument("--list", action="store_true", help="print the plan with each unit's status and stop")
     ap.add_argument("--summary-only", action="store_true")
+    ap.add_argument("--reverify", action="store_true", help="softrank-verify every certificate in WORK/store")
     args = ap.parse_args(argv)
-    work = args.work_dir
-    for sub in ("panels", "certs"):
-        (work / sub).mkdir(parents=True, exist_ok=True)
-    runs_path = work / "runs.json"
-    runs = json.loads(runs_path.read_text(encoding="utf-8")) if runs_path.is_file() else {}
+    units, work = plan(), args.work_dir
     log = work / "campaign.log"
-    if args.dask_check:
-        dask_check(work, runs, log)
-    elif args.reverify:
-        reverify(work, runs, log)
-    elif not args.summary_only:
-        for width in (int(w) for w in args.widths.split(",")):
-            documents, budget = PLAN[width]
-            panel = make_panel(width, documents, work / "panels" / f"w{width}.npz")
-            print(f"width {width}: {len(documents)} documents, budget {budget:g} s per operator", flush=True)
-            result = campaign(panel, work / "certs" / f"w{width}", budget, log=log)
-            runs.setdefault(str(width), []).append(result)
-            runs_path.write_text(json.dumps(runs, indent=1), encoding="utf-8")
-            print(f"  {result}", flush=True)
-    runs_path.write_text(json.dumps(runs, indent=1), encoding="utf-8")
-    rows, text, stats = summary(work, runs)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "seed_scale.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows),
-                                              encoding="utf-8")
-    (RESULTS / "seed_scale.md").write_text(text, encoding="utf-8")
-    (RESULTS / "seed_scale.json").write_text(json.dumps({"summary": stats, "runs": runs}, indent=1) + "\n",
-                                             encoding="utf-8")
-    print(text)
-    return 0
+    work.mkdir(parents=True, exist_ok=True)
+    if args.list:
+        for unit in units:
+            status = "done" if record_path(unit).is_file() else "to do"
+            print(f"{unit.name:45s} {len(unit.operators()):4d} operators  "
+                  f"~{len(unit.operators()) * 1.25 * nominal_cpu_seconds(unit.width) / 60:5.0f} CPU min  {status}")
+        return 0
+    if args.reverify:
+        return reverify(work, log)
+    failed = 0
+    if not args.summary_only:
+        todo = [u for u in units if (not record_path(u).is_file() or u.name in args.redo)
+                and (args.units is None or args.units in u.name)]
+        panels, sample, deadline = Panels(work), sample_operators(units), time.monotonic() + 3600 * args.max_hours
+        for index, unit in enumerate(todo, 1):
+            if time.monotonic() > deadline:
+                print(f"[stage bracket] --max-hours {args.max_hours:g} reached: {len(todo) - index + 1} units left; "
+                      "run the same command again to go on", flush=True)
+                break
+            print(f"[stage bracket] unit {index}/{len(todo)}: {unit.name} ({len(unit.operators())} operators)",
+                  flush=True)
+            if unit.name in args.redo:  # from scratch: no kept certificate, no earlier cost
+                shutil.rmtree(work / "certs" / unit.name, ignore_errors=True)
+                (work / "costs" / f"{unit.name}.jsonl").unlink(missing_ok=True)
+            failed += not run_unit(unit, panels, work, log, sample)
+    print(write_summary(units))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

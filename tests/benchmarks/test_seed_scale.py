@@ -1,0 +1,108 @@
+"""The default-work seed-scale campaign (benchmarks/seed_scale.py): its plan, its records and a
+whole unit run end to end on a tiny panel (brackets, softrank-verify, record, store, sample)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import seed_scale  # noqa: E402
+
+
+def test_plan_covers_the_issue():
+    units = seed_scale.plan()
+    names = [u.name for u in units]
+    operators = [op for u in units for op in u.operators()]
+    assert len(set(names)) == len(names)
+    assert len(set(operators)) == len(operators) >= 3000
+    assert {u.width for u in units} == {64, 128, 256, 512}
+    assert {u.model for u in units} == {"minilm", "smollm2"}
+    assert len({u.document for u in units}) >= 3
+    assert all((ROOT / "examples" / "data" / f"{u.document}.txt").is_file() for u in units)
+    assert [u.width for u in units] == sorted(u.width for u in units)  # whole widths first
+
+
+def test_sample_is_deterministic_and_one_per_group():
+    units = seed_scale.plan()
+    sample = seed_scale.sample_operators(units)
+    assert sample == seed_scale.sample_operators(list(reversed(units)))
+    groups = {(u.model, u.document, u.width) for u in units}
+    assert len(sample) == len(groups)
+
+
+def _report(path: Path, verdict: str = "VERIFIED") -> dict:
+    claims = [{"eps": e, "side": side, "rank": rank, "method": "m", "verdict": verdict}
+              for e in seed_scale.EPS for side, rank in (("lower", 2), ("upper", 3))]
+    return {"files": [{"path": str(path), "status": "checked", "exit_code": 0, "operator": "minilm/d/w16/L0H0",
+                       "claims": claims}]}
+
+
+def test_verified_rows_take_the_report_and_refuse_what_does_not_check(tmp_path):
+    cert = tmp_path / "c.json"
+    cert.write_text('{"operator": {"name": "minilm/d/w16/L0H0"}, "brackets": [], "generator": {"created": "x"}}')
+    unit = seed_scale.Unit("minilm", "d", 16, (0,))
+    rows, problems = seed_scale.verified_rows(_report(cert), tmp_path, unit)
+    assert [r["operator"] for r in rows] == ["minilm/d/w16/L0H0"] * 3
+    later = tmp_path / "later.json"  # the same result issued at another time: same result digest
+    later.write_text('{"generator": {"created": "y"}, "brackets": [], "operator": {"name": "minilm/d/w16/L0H0"}}')
+    again, _ = seed_scale.verified_rows(_report(later), tmp_path, unit)
+    assert again[0]["result_sha256"] == rows[0]["result_sha256"] and again[0]["sha256"] != rows[0]["sha256"]
+    assert problems == [f"minilm/d/w16/L0H{h}: no verified certificate" for h in range(1, 12)]
+    rows, problems = seed_scale.verified_rows(_report(cert, "INCONCLUSIVE"), tmp_path, unit)
+    assert rows == [] and problems[0] == "minilm/d/w16/L0H0: a claim is not VERIFIED"
+
+
+def test_a_unit_end_to_end(tmp_path, monkeypatch):
+    """Two MiniLM heads at width 16: bracketed, verified, recorded, stored by SHA-256, summarised."""
+    monkeypatch.setattr(seed_scale, "MODELS", {"minilm": (1, 2)})
+    monkeypatch.setattr(seed_scale, "RESULTS", tmp_path / "results")
+    unit = seed_scale.Unit("minilm", "apache2", 16, (0,))
+    work = tmp_path / "work"
+    work.mkdir()
+    sample = {"minilm/apache2/w16/L0H1"}
+    assert seed_scale.run_unit(unit, seed_scale.Panels(work), work, work / "log", sample)
+    record = json.loads(seed_scale.record_path(unit).read_text())
+    assert record["operators"] == 2 and record["verify"]["exit_code"] == 0
+    assert record["verify"]["verified"] == record["verify"]["claims"] == 2 * 2 * len(seed_scale.EPS)
+    assert len(record["rows"]) == 2 * len(seed_scale.EPS)
+    assert all(1 <= r["lower"] <= r["upper"] <= 16 for r in record["rows"])
+    digests = {r["sha256"] for r in record["rows"]}
+    assert {p.stem for p in (work / "store").glob("*.json")} == digests
+    sampled = {r["sha256"] for r in record["rows"] if r["operator"] in sample}
+    assert {p.stem for p in (tmp_path / "results" / "sample").glob("*.json")} == sampled
+    text = seed_scale.write_summary([unit])
+    assert "2 of 2 planned operators" in text and "| minilm | 16 | 0.25 | 2 |" in text
+    summary = json.loads((tmp_path / "results" / "summary.json").read_text())
+    assert summary["done_units"] == 1 and summary["claims_verified"] == 12
+
+
+def test_a_tampered_certificate_is_not_recorded(tmp_path, monkeypatch):
+    monkeypatch.setattr(seed_scale, "MODELS", {"minilm": (1, 1)})
+    monkeypatch.setattr(seed_scale, "RESULTS", tmp_path / "results")
+    unit = seed_scale.Unit("minilm", "apache2", 16, (0,))
+    work = tmp_path / "work"
+    work.mkdir()
+    panels = seed_scale.Panels(work)
+    assert seed_scale.run_unit(unit, panels, work, work / "log", set())
+    record_file = seed_scale.record_path(unit)
+    record_file.unlink()
+    cert = work / "certs" / unit.name / "minilm" / "apache2" / "w16" / "L0H0.json"
+    data = json.loads(cert.read_text())
+    data["brackets"][0]["lower"]["k"] += 1  # a claim the witness does not prove
+    cert.write_text(json.dumps(data))
+    monkeypatch.setattr(seed_scale, "_run", _verify_only(seed_scale._run))
+    assert not seed_scale.run_unit(unit, panels, work, work / "log", set())
+    assert not record_file.exists()
+
+
+def _verify_only(run):
+    """``_run`` that skips the bracket step (so that the tampered certificate is what gets verified)."""
+    def inner(command, log, capture=False):
+        if "bracket" in command:
+            return 0, "", 0.0, 0.0
+        return run(command, log, capture)
+    return inner
