@@ -44,9 +44,10 @@ PARTS = {
     "X-step LPs (RowLP)": [("solvers/lower/lp.py", "solve")],
     "Y-step LPs (KeyLP, general key side)": [("solvers/lower/general.py", "solve")],
     "key moves (screens, Sherman-Morrison)": [("solvers/lower/moves.py", "key_moves")],
+    "large-k pairs (smoothed key side, threshold)": [("solvers/lower/smooth_key.py", "selection_pair")],
     "growth pivots": [("solvers/lower/starts.py", "growth_pivot")],
     "starts: pivoted QR, pivot order": [("solvers/lower/starts.py", "qr_queries"), ("solvers/lower/pivot.py", "pivot_order")],
-    "kernel verification": [("solvers/settle.py", "kernel_verdict")],
+    "kernel verification": [("solvers/settle.py", "seal")],
 }
 
 
@@ -56,6 +57,7 @@ CHARGED = {
     "pivot stage (complete pivoting, swaps)": ("softrank_cert.solvers.candidates", "CandidatePool.lower_pair"),
     "X-step LPs (RowLP)": ("softrank_cert.solvers.lower.lp", "RowLP.solve"),
     "key moves (screens, Sherman-Morrison)": ("softrank_cert.solvers.lower.search", "key_moves"),
+    "large-k pairs (smoothed key side, threshold)": ("softrank_cert.solvers.lower.search", "selection_pair"),
 }
 
 
@@ -127,6 +129,7 @@ def profile_head(name: str, op, eps: list[str], work: float | None = None, profi
         parts = {part: sum(cumulative(stats, s, f) for s, f in funcs) for part, funcs in PARTS.items()}
         lbfgs = sum(v[3] for (path, _l, func), v in stats.stats.items()  # the project's loop (older trees: scipy's)
                     if (func == "minimise" and path.endswith("solvers/upper/lbfgs.py")) or (func == "minimize" and "scipy" in path))
+        lbfgs -= cumulative(stats, "solvers/lower/smooth_key.py", "smooth_key_side")  # its own L-BFGS runs
         parts["L-BFGS outside the evaluations"] = max(lbfgs - parts["smoothed objective evaluations"], 0.0)
         total = sum(v[2] for v in stats.stats.values())  # all own time
         parts["rest"] = max(total - sum(parts.values()), 0.0)
