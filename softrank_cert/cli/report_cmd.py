@@ -71,7 +71,7 @@ def run_report(args: Any) -> int:
         raise InvalidInputError(f"--max-certificates must be at least 1, got {args.max_certificates}")
     max_bytes = parse_size(args.max_bytes, "--max-bytes")
     folder = Path(args.folder)
-    from ..studies.report.folder import plan, read_manifest, verify_operators
+    from ..studies.report.folder import plan, read_manifest, unlisted_files, verify_operators
 
     manifest = read_manifest(folder)
     page = check_output_file(args.out if args.out else folder / "report.html", "--out", suffixes=PAGE_SUFFIXES)
@@ -81,7 +81,8 @@ def run_report(args: Any) -> int:
         planned = plan(folder, manifest, max_certificates=args.max_certificates, max_bytes=max_bytes)
         records, summary = verify_operators(planned, manifest, lambda done, total: progress.stage("verifying", done, total))
         progress.stage("figures")
-        doc, drawn = _document(folder, manifest, records, summary, figures)
+        doc, drawn = _document(folder, page, manifest, records, summary, figures)
+        doc["notes"] += [note for note in [unlisted_files(folder, planned)] if note]
         progress.stage("writing the page")
         from ..studies.report.page import render_page
 
@@ -89,7 +90,6 @@ def run_report(args: Any) -> int:
             for figure, path in drawn:
                 outputs.stage_figure(figure, path)
             outputs.stage_text(page, render_page(doc, page))
-    doc["page"] = str(page)
     if args.json:
         from ..plumbing.reports import dumps
 
@@ -100,8 +100,8 @@ def run_report(args: Any) -> int:
     return EXIT_SOME_FAILED if summary["failed"] or summary["missing"] else 0
 
 
-def _document(folder: Path, manifest: dict[str, Any], records: list[dict[str, Any]], summary: dict[str, Any],
-              figures: Path) -> tuple[dict[str, Any], list[tuple[Any, Path]]]:
+def _document(folder: Path, page: Path, manifest: dict[str, Any], records: list[dict[str, Any]],
+              summary: dict[str, Any], figures: Path) -> tuple[dict[str, Any], list[tuple[Any, Path]]]:
     """The report document (the page's content; ``--json``) and the figures to write."""
     from ..plumbing.reports import envelope
     from ..studies.report.figures import ratio_figure, width_figure
@@ -130,8 +130,6 @@ def _document(folder: Path, manifest: dict[str, Any], records: list[dict[str, An
     campaign = {"state": text("state"), "created": text("created"), "updated": text("updated"),
                 "generator_version": generator.get("version") if isinstance(generator, dict) else None,
                 "tolerances": tolerances, "operators": len(records), "signer": summary["signer"]}
-    body = {"folder": str(folder), "campaign": campaign, "summary": summary,
+    body = {"folder": str(folder), "page": str(page), "campaign": campaign, "summary": summary,
             "groups": group_rows(records, tolerances), "figures": entries, "notes": notes, "operators": records}
-    doc = envelope("report", body)
-    doc["generated"], doc["version"] = doc["generator"]["created"], doc["generator"]["version"]
-    return doc, drawn
+    return envelope("report", body), drawn

@@ -5,6 +5,7 @@
   another command) is one :class:`~softrank_cert.errors.InvalidInputError` (exit 2);
 * :func:`plan`: each operator's certificate file and its size, from ``stat`` alone, refused as a
   whole (exit 2) when the count or the total exceeds the limits, before a byte is read;
+* :func:`unlisted_files`: a note on JSON files below the folder that belong to no operator;
 * :func:`verify_operators`: each certificate re-checked by
   :func:`softrank_cert.verification.verify_certificate_bytes` (what ``softrank-verify`` runs);
   only a certificate whose every claim is VERIFIED, about the manifest's operator of that name
@@ -42,7 +43,8 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     """The manifest of the ``bracket`` campaign in ``folder``, checked for the fields the report
     uses (``tolerances``: decimal strings; ``operators``: an object of objects)."""
     if not folder.is_dir():
-        raise InvalidInputError(f"{folder}: not a folder (give the --out folder of 'softrank bracket --all')")
+        what = "not a folder" if folder.exists() else "no such folder"
+        raise InvalidInputError(f"{folder}: {what} (give the --out folder of 'softrank bracket PANEL --all')")
     path = folder / MANIFEST_NAME
     if not path.exists():
         raise InvalidInputError(f"{folder}: no {MANIFEST_NAME} (not a campaign folder: give the --out folder of "
@@ -107,6 +109,17 @@ def plan(folder: Path, manifest: dict[str, Any], *, max_certificates: int = DEFA
         raise InvalidInputError(f"{folder}: {format_bytes(total)} of certificates, more than the limit of "
                                 f"{format_bytes(max_bytes)} (raise it with --max-bytes SIZE)")
     return planned
+
+
+def unlisted_files(folder: Path, planned: list[Planned], shown: int = 3) -> str | None:
+    """A note on the ``*.json`` files below ``folder`` that are neither the manifest nor the
+    certificate of one of its operators (they are not read), or None when there are none."""
+    expected = {p.path.resolve() for p in planned if p.path is not None} | {(folder / MANIFEST_NAME).resolve()}
+    extra = sorted(str(p.relative_to(folder)) for p in folder.rglob("*.json") if p.resolve() not in expected)
+    if not extra:
+        return None
+    return (f"{len(extra)} JSON file(s) in the folder are not certificates of the manifest's operators and were "
+            f"not read: {', '.join(extra[:shown])}" + (", ..." if len(extra) > shown else ""))
 
 
 def _claims_not_verified(report: Any) -> str:

@@ -56,8 +56,8 @@ def _ends(bracket: dict[str, Any]) -> str:
 
 def _header(doc: dict[str, Any]) -> list[str]:
     c, s = doc["campaign"], doc["summary"]
-    items = [("folder", doc["folder"]), ("page written", doc["generated"]),
-             ("software", f"softrank-cert {doc['version']} (campaign run by {c['generator_version']})"),
+    items = [("folder", doc["folder"]), ("page written", doc["generator"]["created"]),
+             ("software", f"softrank-cert {doc['generator']['version']} (campaign run by {c['generator_version']})"),
              ("tolerances", ", ".join(c["tolerances"])), ("operators", c["operators"]),
              ("campaign", f"{c['state']}; created {c['created']}, updated {c['updated']}"),
              ("signer", c["signer"] or "unsigned (no --key)")]
