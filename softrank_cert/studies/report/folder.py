@@ -163,6 +163,7 @@ def check_one(planned: Planned, entry: dict[str, Any], tolerances: list[str],
         record.update(status="failed", reason=f"does not verify: {exc}")
         return record
     certificate = report.certificate
+    assert certificate is not None  # verify_certificate_bytes always decodes it
     recorded = entry.get("operator_sha256")
     if not report.ok:
         reason = _claims_not_verified(report)
