@@ -46,6 +46,7 @@ operators failed verification or have no certificate (listed on the page).
 
 
 def add_report(sub: Any) -> None:
+    """The parser of ``softrank report`` (imports no study: ``--help`` stays light)."""
     p = add_command(sub, "report",
                     description="Render a 'softrank bracket --all' campaign folder as one static HTML page: every "
                                 "certificate re-verified by the trusted kernel, tables per group, figures, links.",
@@ -64,6 +65,8 @@ def add_report(sub: Any) -> None:
 
 
 def run_report(args: Any) -> int:
+    """Check the limits, the folder and ``--out``; size, then re-verify every certificate; write the
+    page and its figures together.  Returns 0, or 6 when some operator is not verified or missing."""
     from ..util.memory import parse_size
     from ..util.progress import StageProgress
 

@@ -79,11 +79,13 @@ class Planned:
 
 def plan(folder: Path, manifest: dict[str, Any], *, max_certificates: int = DEFAULT_MAX_CERTIFICATES,
          max_bytes: int = DEFAULT_MAX_BYTES) -> list[Planned]:
-    """Every operator of ``manifest`` with its certificate ``folder/NAME.json`` sized by ``stat``
-    (no file is opened).  More than ``max_certificates`` certificates, or more than ``max_bytes``
+    """Every operator of ``manifest``, in natural name order (``L0H2`` before ``L0H10``), with its
+    certificate ``folder/NAME.json`` sized by ``stat`` (no file is opened).  More than ``max_certificates`` certificates, or more than ``max_bytes``
     bytes of them together, is refused with one line naming the option that raises the limit."""
+    from ...util.operator_files import natural_key
+
     planned = []
-    for name in manifest["operators"]:
+    for name in sorted(manifest["operators"], key=natural_key):
         try:
             path = certificate_path(folder, name)
         except InvalidInputError as exc:

@@ -108,7 +108,7 @@ def _operator_table(doc: dict[str, Any], page: Path) -> list[str]:
            "<p class=\"note\">Ends per tolerance as the kernel verified them: one number when resolved, else "
            "[lower, upper] (hover for the methods and what checked them). Each name links to its certificate.</p>",
            "<table><tr><th class=\"name\">operator</th>" + "".join(f"<th>eps {_e(e)}</th>" for e in tolerances)
-           + "<th>search s</th></tr>"]
+           + "<th title=\"the solver's seconds, as the manifest records them (bookkeeping)\">search s</th></tr>"]
     for record in doc["operators"]:
         name = _e(record["operator"])
         cell = (f"<a href=\"{href(record['certificate'], page)}\">{name}</a>" if record["certificate"] else name)
