@@ -103,6 +103,11 @@ def run_report(args: Any) -> int:
     return EXIT_SOME_FAILED if summary["failed"] or summary["missing"] else 0
 
 
+def _css_width(figure: Any) -> int:
+    """The width a figure is shown at on the page, in CSS pixels (100 per inch of the figure)."""
+    return round(float(figure.get_size_inches()[0]) * 100)
+
+
 def _document(folder: Path, page: Path, manifest: dict[str, Any], records: list[dict[str, Any]],
               summary: dict[str, Any], figures: Path) -> tuple[dict[str, Any], list[tuple[Any, Path]]]:
     """The report document (the page's content; ``--json``) and the figures to write."""
@@ -112,14 +117,14 @@ def _document(folder: Path, page: Path, manifest: dict[str, Any], records: list[
 
     tolerances = list(manifest["tolerances"])
     drawn = [(ratio_figure(records, tolerances), figures / "ratios.png")]
-    entries = [{"path": str(drawn[0][1]), "title": "upper/lower ratios",
+    entries = [{"path": str(drawn[0][1]), "title": "upper/lower ratios", "width": _css_width(drawn[0][0]),
                 "caption": "Empirical distribution of verified upper end / verified lower end per tolerance "
                            "(1 = resolved)."}]
     notes = []
     series = width_series(records, tolerances)
     if series is not None:
         drawn.append((width_figure(series, tolerances), figures / "width.png"))
-        entries.append({"path": str(drawn[1][1]), "title": "certified rank against width",
+        entries.append({"path": str(drawn[1][1]), "title": "certified rank against width", "width": _css_width(drawn[1][0]),
                         "caption": "Median verified upper (solid) and lower (dashed) ends against block width, "
                                    "per layer and tolerance."})
     else:

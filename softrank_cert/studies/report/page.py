@@ -96,7 +96,8 @@ def _group_tables(doc: dict[str, Any]) -> list[str]:
 def _figures(doc: dict[str, Any], page: Path) -> list[str]:
     out = ["<h2 id=\"figures\">Figures</h2>"]
     for figure in doc["figures"]:
-        out.append(f"<figure><img src=\"{href(figure['path'], page)}\" alt=\"{_e(figure['title'])}\">"
+        out.append(f"<figure><img src=\"{href(figure['path'], page)}\" alt=\"{_e(figure['title'])}\" "
+                   f"width=\"{int(figure['width'])}\">"
                    f"<figcaption>{_e(figure['caption'])}</figcaption></figure>")
     out += [f"<p class=\"note\">{_e(note)}</p>" for note in doc["notes"]]
     return out
