@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_one_line_error, run_softrank, run_verify
+from conftest import WORK_MODULES, assert_one_line_error, run_softrank, run_softrank_traced, run_verify
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = [("tiny/doc/w16/L0H0", 16), ("tiny/doc/w16/L1H0", 16), ("tiny/doc/w32/L0H0", 32), ("tiny/doc/w32/L1H0", 32),
@@ -250,6 +250,26 @@ def test_json_matches_its_schema_and_out_elsewhere_links_back(folder, tmp_path):
     assert all(url.startswith("../certs/") and local_target(page, url).is_file() for url in parsed.links)
 
 
+def test_a_signed_campaign_needs_its_signer(tmp_path, issuer_key, other_key):
+    """With --key the manifest names the signer: an unsigned certificate, or one signed by another
+    key, is not verified for the page (as on a --resume of the campaign)."""
+    rng = np.random.default_rng(7)
+    np.savez(tmp_path / "p.npz", **{f"doc/w8/L0H{h}/{x}": rng.standard_normal((8, 2)) for h in range(3) for x in "QK"})
+    res = run_softrank("bracket", tmp_path / "p.npz", "--all", "--eps", "0.5", "--out", tmp_path / "c", "--work", "100",
+                       "--key", issuer_key, "--quiet")
+    assert res.returncode == 0, res.stderr
+    unsigned = tmp_path / "c" / "doc" / "w8" / "L0H1.json"
+    document = json.loads(unsigned.read_text())
+    del document["proof"]
+    unsigned.write_text(json.dumps(document))
+    resigned = tmp_path / "c" / "doc" / "w8" / "L0H2.json"
+    assert run_softrank("sign", resigned, "--key", other_key, "--out", resigned).returncode == 0
+    doc = report_json(tmp_path / "c")
+    reasons = {r["operator"]: r["reason"] for r in doc["operators"]}
+    assert doc["summary"]["verified"] == 1 and doc["summary"]["signer"].startswith("did:key:")
+    assert "not signed" in reasons["doc/w8/L0H1"] and "not in the trusted keys" in reasons["doc/w8/L0H2"]
+
+
 def test_the_help_limits_are_the_studys():
     from softrank_cert.cli import report_cmd
     from softrank_cert.studies.report import folder as study
@@ -301,6 +321,13 @@ def test_bad_input_is_one_line_and_writes_nothing(folder, case):
     assert_one_line_error(res, 2)
     assert fragment in res.stderr, res.stderr
     assert files_below(folder) == before
+
+
+def test_a_refusal_reads_no_certificate(folder):
+    """Over the limit: refused before the verification (or matplotlib) is even imported."""
+    res = run_softrank_traced("report", folder, "--max-certificates", "1")
+    assert_one_line_error(res, 2)
+    assert res.imported_any(*WORK_MODULES, "matplotlib") == []
 
 
 def test_the_byte_limit_is_checked_before_reading(folder, monkeypatch):
