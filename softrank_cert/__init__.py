@@ -30,7 +30,7 @@ them is untrusted or only orchestrates (docs/design.md section 2).
 6. ``solvers``, ``geometry``, ``models`` -- float64 proposers of bracket ends; the theorem's
    quantities (certified ones from the kernel's enclosures); checkpoint loaders
 7. ``plumbing`` -- campaigns, worker pools and Dask, reports (the JSON contract), figures
-8. ``studies`` -- one package a study: audit, budgets, profile, analyze, supports
+8. ``studies`` -- one package a study: audit, budgets, profile, analyze, supports, report
 9. ``api``, ``cli``, ``softrank_cert`` -- the front ends: the Python API, ``softrank`` and
    ``softrank-verify``, this top level
 """

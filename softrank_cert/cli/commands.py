@@ -21,4 +21,5 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "profile": ("profile_cmd", "plot the certified lower and upper rank curves of one operator"),
     "analyze": ("analyze_cmd",
                 "does interaction geometry predict certified rank? (concordance, held-out, invariance)"),
+    "report": ("report_cmd", "render a bracket campaign folder as one static HTML page (certificates re-verified)"),
 }

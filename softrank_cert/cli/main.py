@@ -23,6 +23,7 @@ subcommand examples:
   softrank audit brackets.jsonl --operators panel.npz --out report.json --plot ratios.png
   softrank budgets panel.npz --budgets 8,16,32 --eps 0.25 --plot budgets.png --table budgets.md
   softrank analyze certs/ --operators panel.npz --out analysis.json --plot analysis.png --table analysis.md
+  softrank report certs/                       # certs/report.html: the campaign as one page
 Check any certificate with: softrank-verify cert.json
 """
 

@@ -1,0 +1,109 @@
+"""The report's figures (UNTRUSTED drawing of kernel-verified ends; matplotlib, Agg).
+
+* :func:`ratio_figure`: per tolerance, the distribution (empirical CDF) of upper/lower over
+  the verified operators -- 1 is resolved;
+* :func:`width_figure`: per tolerance, certified rank against block width, one colour per
+  layer, the median verified upper end solid and the median verified lower end dashed.
+
+Both return a matplotlib figure (a figure that says so when there is nothing to draw, never
+an empty frame); :class:`~softrank_cert.util.files.OutputFiles` writes and closes it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...plumbing.plotting import label_log_axis
+from .summary import ratio
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _empty(plt: Any, title: str, text: str) -> Any:
+    fig, ax = plt.subplots(figsize=(6.4, 3.0))
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=11, transform=ax.transAxes)
+    fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def ratio_figure(records: list[dict[str, Any]], tolerances: list[str]) -> Any:
+    """Empirical CDF of upper/lower per tolerance over the verified operators (a lower end of 0
+    with a positive upper end has no bounded ratio and is left out, counted in the legend)."""
+    plt = _pyplot()
+    verified = [r for r in records if r["status"] == "verified"]
+    title = "Verified upper / lower end per operator"
+    if not verified:
+        return _empty(plt, title, "no certificate verified: nothing to draw\n(see the table of operators)")
+    fig, ax = plt.subplots(figsize=(7.2, 4.4))
+    values_seen: list[float] = []
+    for index, eps in enumerate(tolerances):
+        ends = [(r["brackets"][index]["lower"], r["brackets"][index]["upper"]) for r in verified]
+        ratios = sorted(q for q in (ratio(lo, up) for lo, up in ends) if q is not None)
+        unbounded = len(ends) - len(ratios)
+        if not ratios:
+            continue
+        values_seen += ratios
+        share = [(i + 1) / len(ends) for i in range(len(ratios))]
+        resolved = sum(1 for q in ratios if q == 1.0)
+        label = f"$\\varepsilon$ = {eps}: {resolved}/{len(ends)} resolved" + (f", {unbounded} unbounded" if unbounded else "")
+        ax.step([ratios[0], *ratios], [0.0, *share], where="post", label=label, linewidth=1.8)
+    if max(values_seen, default=1.0) > 4:  # a wide spread: a log axis; a narrow one stays linear
+        ax.set_xscale("log")
+        label_log_axis(ax.xaxis, values_seen)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("verified upper end / verified lower end (1 = resolved)")
+    ax.set_ylabel("share of verified operators with ratio <= x")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=9, loc="lower right")
+    ax.set_title(title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def width_figure(series: dict[str, Any], tolerances: list[str]) -> Any:
+    """Certified rank against block width (log2 axis), one panel per tolerance, one colour per
+    layer (``series``: :func:`~softrank_cert.studies.report.summary.width_series`)."""
+    plt = _pyplot()
+    from matplotlib.lines import Line2D
+
+    n = len(tolerances)
+    fig, axes = plt.subplots(1, n, figsize=(4.2 * n + 1.8, 4.2), squeeze=False)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    layers = list(series["layers"])
+    for ax, eps in zip(axes[0], tolerances):
+        ranks: list[float] = []
+        for index, layer in enumerate(layers):
+            points = series["layers"][layer][eps]
+            if not points:
+                continue
+            colour = colours[index % len(colours)]
+            widths = [p[0] for p in points]
+            ax.plot(widths, [p[2] for p in points], "-o", color=colour, markersize=4)
+            ax.plot(widths, [p[1] for p in points], "--s", color=colour, markersize=3, alpha=0.8)
+            ranks += [p[1] for p in points] + [p[2] for p in points]
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(series["widths"], [str(w) for w in series["widths"]])
+        ax.minorticks_off()
+        ax.set_xlabel("block width (tokens)")
+        ax.set_title(f"$\\varepsilon$ = {eps}", fontsize=11)
+        ax.grid(True, alpha=0.3)
+        if any(r > 0 for r in ranks):
+            ax.set_yscale("log")
+            label_log_axis(ax.yaxis, [r for r in ranks if r > 0], integers=True)
+    axes[0][0].set_ylabel("certified rank (median over heads)")
+    handles = [Line2D([], [], color=colours[i % len(colours)], marker="o",
+                      label="all heads" if layer is None else f"layer {layer}") for i, layer in enumerate(layers)]
+    handles += [Line2D([], [], color="0.3", linestyle="-", label="median verified upper end"),
+                Line2D([], [], color="0.3", linestyle="--", label="median verified lower end")]
+    fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
+    fig.suptitle("Certified rank against block width", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1 - 2.0 / (4.2 * n + 1.8), 1))
+    return fig

@@ -1,0 +1,208 @@
+"""A campaign folder read for the report (UNTRUSTED orchestration; every verdict is the kernel's).
+
+* :func:`read_manifest`: ``DIR/softrank-campaign.json`` of a ``softrank bracket`` campaign, read
+  within a size bound; anything else (no folder, no manifest, unreadable JSON, a manifest of
+  another command) is one :class:`~softrank_cert.errors.InvalidInputError` (exit 2);
+* :func:`plan`: each operator's certificate file and its size, from ``stat`` alone, refused as a
+  whole (exit 2) when the count or the total exceeds the limits, before a byte is read;
+* :func:`unlisted_files`: a note on JSON files below the folder that belong to no operator;
+* :func:`verify_operators`: each certificate re-checked by
+  :func:`softrank_cert.verification.verify_certificate_bytes` (what ``softrank-verify`` runs);
+  only a certificate whose every claim is VERIFIED, about the manifest's operator of that name
+  with exactly the campaign's tolerances, gives brackets.
+
+The manifest supplies the operator names, the tolerances and bookkeeping (status, reason,
+seconds); no bracket is ever read from it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from collections.abc import Callable
+
+from ...errors import FloatingPointEnvironmentError, InternalInvariantError, InvalidInputError, SoftrankError
+from ...plumbing.campaign import FORMAT as CAMPAIGN_FORMAT, MANIFEST_NAME, operator_sha256
+from ...plumbing.certificate_files import certificate_path
+from ...util.files import loads_unique, read_regular_file
+
+#: The most certificates one report reads (``--max-certificates``).
+DEFAULT_MAX_CERTIFICATES = 10_000
+#: The most bytes of certificates one report reads, all together (``--max-bytes``): 4 GiB.
+DEFAULT_MAX_BYTES = 4 << 30
+#: A manifest larger than this is refused (one of 10,000 operators is about 5 MB).
+MAX_MANIFEST_BYTES = 256 << 20
+#: The one campaign command whose folder holds one certificate per operator of a panel.
+COMMAND = "bracket"
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    """The manifest of the ``bracket`` campaign in ``folder``, checked for the fields the report
+    uses (``tolerances``: decimal strings; ``operators``: an object of objects)."""
+    if not folder.is_dir():
+        what = "not a folder" if folder.exists() else "no such folder"
+        raise InvalidInputError(f"{folder}: {what} (give the --out folder of 'softrank bracket PANEL --all')")
+    path = folder / MANIFEST_NAME
+    if not path.exists():
+        raise InvalidInputError(f"{folder}: no {MANIFEST_NAME} (not a campaign folder: give the --out folder of "
+                                "'softrank bracket PANEL --all')")
+    try:
+        document = loads_unique(read_regular_file(path, MAX_MANIFEST_BYTES, "manifest"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise InvalidInputError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(document, dict) or document.get("format") != CAMPAIGN_FORMAT:
+        raise InvalidInputError(f"{path}: not a campaign manifest (its format is not {CAMPAIGN_FORMAT!r})")
+    if document.get("command") != COMMAND:
+        raise InvalidInputError(f"{path}: the manifest of a 'softrank {document.get('command')}' campaign; the report "
+                                f"reads 'softrank {COMMAND}' campaigns")
+    tolerances, operators = document.get("tolerances"), document.get("operators")
+    if not (isinstance(tolerances, list) and tolerances and all(isinstance(t, str) for t in tolerances)):
+        raise InvalidInputError(f"{path}: 'tolerances' is not a list of decimal strings")
+    if not (isinstance(operators, dict) and all(isinstance(e, dict) for e in operators.values())):
+        raise InvalidInputError(f"{path}: 'operators' is not an object of operator entries")
+    return document
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One operator of the manifest: its certificate file (None when its name cannot be a file
+    name) and that file's size (None when there is no regular file)."""
+
+    name: str
+    path: Path | None
+    size: int | None
+    why_missing: str = ""
+
+
+def plan(folder: Path, manifest: dict[str, Any], *, max_certificates: int = DEFAULT_MAX_CERTIFICATES,
+         max_bytes: int = DEFAULT_MAX_BYTES) -> list[Planned]:
+    """Every operator of ``manifest``, in natural name order (``L0H2`` before ``L0H10``), with its
+    certificate ``folder/NAME.json`` sized by ``stat`` (no file is opened).  More than ``max_certificates`` certificates, or more than ``max_bytes``
+    bytes of them together, is refused with one line naming the option that raises the limit."""
+    from ...util.operator_files import natural_key
+
+    planned = []
+    for name in sorted(manifest["operators"], key=natural_key):
+        try:
+            path = certificate_path(folder, name)
+        except InvalidInputError as exc:
+            planned.append(Planned(name, None, None, f"no certificate file: {exc}"))
+            continue
+        try:
+            info = os.stat(path)
+        except OSError:
+            planned.append(Planned(name, path, None, "no certificate file"))
+            continue
+        if not os.path.isfile(path):
+            planned.append(Planned(name, path, None, "not a regular file"))
+            continue
+        planned.append(Planned(name, path, info.st_size))
+    present = [p for p in planned if p.size is not None]
+    total = sum(p.size or 0 for p in present)
+    if len(present) > max_certificates:
+        raise InvalidInputError(f"{folder}: {len(present)} certificates, more than the limit of {max_certificates} "
+                                "(raise it with --max-certificates N)")
+    if total > max_bytes:
+        from ...util.memory import format_bytes
+
+        raise InvalidInputError(f"{folder}: {format_bytes(total)} of certificates, more than the limit of "
+                                f"{format_bytes(max_bytes)} (raise it with --max-bytes SIZE)")
+    return planned
+
+
+def unlisted_files(folder: Path, planned: list[Planned], shown: int = 3) -> str | None:
+    """A note on the ``*.json`` files below ``folder`` that are neither the manifest nor the
+    certificate of one of its operators (they are not read), or None when there are none."""
+    expected = {p.path.resolve() for p in planned if p.path is not None} | {(folder / MANIFEST_NAME).resolve()}
+    extra = sorted(str(p.relative_to(folder)) for p in folder.rglob("*.json") if p.resolve() not in expected)
+    if not extra:
+        return None
+    return (f"{len(extra)} JSON file(s) in the folder are not certificates of the manifest's operators and were "
+            f"not read: {', '.join(extra[:shown])}" + (", ..." if len(extra) > shown else ""))
+
+
+def _claims_not_verified(report: Any) -> str:
+    """``r_eps >= 5 at eps 0.1: REJECTED (reason); ...`` for the claims that are not VERIFIED."""
+    bad = [v for v in report.verdicts if v.status.value != "VERIFIED"]
+    shown = "; ".join(f"r_eps {'>=' if v.side == 'lower' else '<='} {v.rank} at eps {v.eps}: {v.status.value}"
+                      + (f" ({v.reason})" if v.reason else "") for v in bad[:3])
+    return f"{len(bad)} claim(s) not verified: {shown}" + ("; ..." if len(bad) > 3 else "")
+
+
+def _brackets(report: Any) -> list[dict[str, Any]]:
+    """The verified ends, per tolerance in file order (from the kernel's verdicts)."""
+    return [{"eps": lo.eps, "lower": lo.rank, "upper": up.rank, "lower_method": lo.method,
+             "upper_construction": up.method, "checked_by": [lo.engine, up.engine]} for lo, up in report.pairs]
+
+
+def check_one(planned: Planned, entry: dict[str, Any], tolerances: list[str],
+              signer: str | None) -> dict[str, Any]:
+    """The report's record of one operator: ``status`` "verified" (with its ``brackets``),
+    "failed" (a certificate that is there but does not verify or does not belong, with the
+    ``reason``) or "missing" (no certificate file; the manifest's status and reason shown)."""
+    from ...certio.certificate import read_certificate_bytes
+    from ...verification import verify_certificate_bytes
+
+    record: dict[str, Any] = {"operator": planned.name, "manifest_status": entry.get("status"),
+                              "seconds": entry.get("seconds") if isinstance(entry.get("seconds"), (int, float)) else None,
+                              "certificate": None, "brackets": [], "reason": None}
+    if planned.size is None or planned.path is None:
+        note = entry.get("reason") if isinstance(entry.get("reason"), str) else None
+        record.update(status="missing", reason=planned.why_missing + (f" (manifest: {note})" if note else ""))
+        return record
+    record["certificate"] = str(planned.path)
+    trusted = frozenset({signer.split("#", 1)[0]}) if signer else None
+    try:
+        raw = read_certificate_bytes(planned.path)
+        report = verify_certificate_bytes(raw, source=str(planned.path), trusted_keys=trusted,
+                                          require_signature=bool(signer))
+    except (FloatingPointEnvironmentError, InternalInvariantError):
+        raise  # the process or the checker, not the file: exit 4, no page
+    except SoftrankError as exc:
+        record.update(status="failed", reason=f"does not verify: {exc}")
+        return record
+    certificate = report.certificate
+    assert certificate is not None  # verify_certificate_bytes always decodes it
+    recorded = entry.get("operator_sha256")
+    if not report.ok:
+        reason = _claims_not_verified(report)
+    elif certificate.operator_id != planned.name:
+        reason = f"the certificate is about {certificate.operator_id!r}, not this operator"
+    elif [b.eps for b in certificate.brackets] != tolerances:
+        reason = (f"holds the tolerances {','.join(b.eps for b in certificate.brackets)}, the campaign's are "
+                  f"{','.join(tolerances)}")
+    elif isinstance(recorded, str) and recorded != operator_sha256(certificate.operator):
+        reason = "its operator is not the one the campaign recorded (operator_sha256 differs)"
+    else:
+        record.update(status="verified", brackets=_brackets(report))
+        return record
+    record.update(status="failed", reason=reason)
+    return record
+
+
+def verify_operators(planned: list[Planned], manifest: dict[str, Any],
+                     advance: Callable[[int, int], None] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """:func:`check_one` of every planned operator, in the manifest's order, and the verify
+    summary (counts verified / failed / missing, claims verified, seconds of this re-check).
+    ``advance(done, total)`` is called after each certificate read."""
+    signer = manifest.get("signer") if isinstance(manifest.get("signer"), str) else None
+    started = time.perf_counter()
+    records = []
+    for index, item in enumerate(planned):
+        entry = manifest["operators"][item.name]
+        records.append(check_one(item, entry, list(manifest["tolerances"]), signer))
+        if advance is not None:
+            advance(index + 1, len(planned))
+    counts = {status: sum(1 for r in records if r["status"] == status) for status in ("verified", "failed", "missing")}
+    engines: dict[str, int] = {}
+    for record in records:
+        for bracket in record["brackets"]:
+            for engine in bracket["checked_by"]:
+                engines[engine] = engines.get(engine, 0) + 1
+    summary = {"operators": len(records), **counts, "claims_verified": sum(engines.values()),
+               "checked_by": dict(sorted(engines.items())), "signer": signer,
+               "seconds": round(time.perf_counter() - started, 3)}
+    return records, summary

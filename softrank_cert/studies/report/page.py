@@ -1,0 +1,134 @@
+"""The report's HTML (UNTRUSTED rendering): one static page, no script, no network.
+
+:func:`render_page` turns the report document (``softrank_cert.cli.report_cmd``: header,
+verify summary, group rows, operator records, figure files) into HTML.  Every piece of
+untrusted text (operator names, reasons, methods, paths) is escaped; links and image sources
+are relative to the page's folder and percent-encoded, so the page moves with its folder.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1em; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; } h3 { font-size: 1.05em; }
+table { border-collapse: collapse; margin: 0.6em 0 1.2em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th { background: #f3f3f3; } td.name, th.name { text-align: left; font-family: monospace; }
+td.failed { color: #a00; text-align: left; } td.missing { color: #855; text-align: left; }
+.resolved { font-weight: bold; } img { max-width: 100%; height: auto; border: 1px solid #ddd; }
+dl { display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; } dt { font-weight: bold; }
+p.note { color: #555; font-size: 0.9em; }
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def href(target: str | Path, page: Path) -> str:
+    """``target`` as a relative, percent-encoded URL from the folder of ``page``."""
+    relative = os.path.relpath(os.path.abspath(target), os.path.abspath(page.parent))
+    return quote(Path(relative).as_posix(), safe="/")
+
+
+def _number(value: float | None, digits: int = 3) -> str:
+    return "&ndash;" if value is None else _e(f"{value:.{digits}g}")
+
+
+def _share(value: float | None) -> str:
+    return "&ndash;" if value is None else f"{100 * value:.0f}%"
+
+
+def _ends(bracket: dict[str, Any]) -> str:
+    lower, upper = bracket["lower"], bracket["upper"]
+    title = _e(f"lower: {bracket['lower_method']}, upper: {bracket['upper_construction']}; checked by "
+               + " / ".join(bracket["checked_by"]))
+    if lower == upper:
+        return f'<td class="resolved" title="{title}">{lower}</td>'
+    return f'<td title="{title}">[{lower}, {upper}]</td>'
+
+
+def _header(doc: dict[str, Any]) -> list[str]:
+    c, s = doc["campaign"], doc["summary"]
+    items = [("folder", doc["folder"]), ("page written", doc["generator"]["created"]),
+             ("software", f"softrank-cert {doc['generator']['version']} (campaign run by {c['generator_version']})"),
+             ("tolerances", ", ".join(c["tolerances"])), ("operators", c["operators"]),
+             ("campaign", f"{c['state']}; created {c['created']}, updated {c['updated']}"),
+             ("signer", c["signer"] or "unsigned (no --key)")]
+    out = ["<dl>"] + [f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in items] + ["</dl>"]
+    engines = ", ".join(f"{n} by {_e(e)}" for e, n in s["checked_by"].items()) or "none"
+    out += ["<h2 id=\"verify\">Verify summary</h2>",
+            f"<p>Every certificate was re-checked by the trusted kernel for this page (the entry point of "
+            f"<code>softrank-verify</code>): <strong>{s['verified']} verified</strong>, "
+            f"<strong>{s['failed']} failed</strong>, <strong>{s['missing']} missing</strong> of {s['operators']} "
+            f"operators, {s['claims_verified']} claims verified ({engines}), in {s['seconds']:.1f} s. Only verified "
+            "certificates give brackets; the manifest is bookkeeping and no number on this page is read from it. "
+            f"Check them again with <code>softrank-verify {_e(doc['folder'])}</code>.</p>"]
+    return out
+
+
+def _group_tables(doc: dict[str, Any]) -> list[str]:
+    tolerances = doc["campaign"]["tolerances"]
+    out = ["<h2 id=\"groups\">Groups</h2>",
+           "<p class=\"note\">A group is the operator name without its last component. Medians over the verified "
+           "operators of the group; ratio = verified upper end / verified lower end (1: resolved); resolved = "
+           "share of verified operators with lower end = upper end.</p>"]
+    for row in doc["groups"]:
+        out.append(f"<h3>{_e(row['group'])}</h3>")
+        out.append(f"<p>{row['verified']} of {row['operators']} operators verified.</p>")
+        out.append("<table><tr><th>eps</th><th>median lower</th><th>median upper</th><th>median ratio</th>"
+                   "<th>resolved</th></tr>")
+        for eps in tolerances:
+            cell = row["eps"][eps]
+            out.append(f"<tr><td>{_e(eps)}</td><td>{_number(cell['median_lower'])}</td>"
+                       f"<td>{_number(cell['median_upper'])}</td><td>{_number(cell['median_ratio'])}</td>"
+                       f"<td>{_share(cell['resolved_share'])}</td></tr>")
+        out.append("</table>")
+    return out
+
+
+def _figures(doc: dict[str, Any], page: Path) -> list[str]:
+    out = ["<h2 id=\"figures\">Figures</h2>"]
+    for figure in doc["figures"]:
+        out.append(f"<figure><img src=\"{href(figure['path'], page)}\" alt=\"{_e(figure['title'])}\" "
+                   f"width=\"{int(figure['width'])}\">"
+                   f"<figcaption>{_e(figure['caption'])}</figcaption></figure>")
+    out += [f"<p class=\"note\">{_e(note)}</p>" for note in doc["notes"]]
+    return out
+
+
+def _operator_table(doc: dict[str, Any], page: Path) -> list[str]:
+    tolerances = doc["campaign"]["tolerances"]
+    out = ["<h2 id=\"operators\">Operators</h2>",
+           "<p class=\"note\">Ends per tolerance as the kernel verified them: one number when resolved, else "
+           "[lower, upper] (hover for the methods and what checked them). Each name links to its certificate.</p>",
+           "<table><tr><th class=\"name\">operator</th>" + "".join(f"<th>eps {_e(e)}</th>" for e in tolerances)
+           + "<th title=\"the solver's seconds, as the manifest records them (bookkeeping)\">search s</th></tr>"]
+    for record in doc["operators"]:
+        name = _e(record["operator"])
+        cell = (f"<a href=\"{href(record['certificate'], page)}\">{name}</a>" if record["certificate"] else name)
+        if record["status"] == "verified":
+            ends = "".join(_ends(b) for b in record["brackets"])
+        else:
+            label = "not verified" if record["status"] == "failed" else "missing"
+            ends = f"<td class=\"{record['status']}\" colspan=\"{len(tolerances)}\">{label}: {_e(record['reason'])}</td>"
+        out.append(f"<tr><td class=\"name\">{cell}</td>{ends}<td>{_number(record['seconds'], 2)}</td></tr>")
+    out.append("</table>")
+    return out
+
+
+def render_page(doc: dict[str, Any], page: Path) -> str:
+    """The HTML text of the report document ``doc`` to be written at ``page``."""
+    title = f"softrank campaign report: {doc['folder']}"
+    parts = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
+             "<link rel=\"icon\" href=\"data:,\">", f"<title>{_e(title)}</title>", f"<style>{_CSS}</style>",
+             "</head><body>", f"<h1>{_e(title)}</h1>"]
+    parts += _header(doc) + _group_tables(doc) + _figures(doc, page) + _operator_table(doc, page)
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,99 @@
+"""The report's tables from the verified records (UNTRUSTED summaries of kernel verdicts).
+
+* :func:`group_of`: the operator name without its last component (``minilm/apache2/w64`` for
+  ``minilm/apache2/w64/L0H3``; ``-`` for a name without ``/``);
+* :func:`name_position`: the width (``w<N>``) and layer (``L<l>H<h>``) a name carries, each
+  None when it has none (names of another shape degrade to "no width", "no layer");
+* :func:`group_rows`: per group and tolerance, the operators, the medians of the verified
+  ends, the median upper/lower ratio and the share resolved (``lower == upper``).
+
+Only records with ``status == "verified"`` enter a median; the others are counted apart.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from typing import Any
+
+#: The group of a name without ``/``.
+NO_GROUP = "-"
+_WIDTH = re.compile(r"w(\d+)")
+_HEAD = re.compile(r"L(\d+)H(\d+)")
+
+
+def group_of(name: str) -> str:
+    """``minilm/apache2/w64/L0H3`` -> ``minilm/apache2/w64``; a name without ``/`` -> ``-``."""
+    return name.rsplit("/", 1)[0] if "/" in name else NO_GROUP
+
+
+def name_position(name: str) -> tuple[int | None, int | None]:
+    """``(width, layer)`` from the last ``w<N>`` and the last ``L<l>H<h>`` component of ``name``
+    (each None when there is none)."""
+    parts = name.split("/")
+    width = next((int(m[1]) for m in map(_WIDTH.fullmatch, reversed(parts)) if m), None)
+    layer = next((int(m[1]) for m in map(_HEAD.fullmatch, reversed(parts)) if m), None)
+    return width, layer
+
+
+def ratio(lower: int, upper: int) -> float | None:
+    """``upper / lower`` of a verified bracket (1 when both are 0; None when only lower is 0,
+    where the ratio is unbounded)."""
+    if lower == 0:
+        return 1.0 if upper == 0 else None
+    return upper / lower
+
+
+def _median(values: list[float]) -> float | None:
+    return float(statistics.median(values)) if values else None
+
+
+def group_rows(records: list[dict[str, Any]], tolerances: list[str]) -> list[dict[str, Any]]:
+    """One row per group (natural order of the group names): ``operators`` (all of the manifest
+    in the group), ``verified``, and per tolerance ``median_lower``, ``median_upper``,
+    ``median_ratio`` (None where no ratio is bounded) and ``resolved_share`` (None without a
+    verified operator)."""
+    from ...util.operator_files import natural_key
+
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        groups.setdefault(group_of(record["operator"]), []).append(record)
+    rows = []
+    for group in sorted(groups, key=natural_key):
+        members = groups[group]
+        verified = [r for r in members if r["status"] == "verified"]
+        per_eps = {}
+        for index, eps in enumerate(tolerances):
+            ends = [(r["brackets"][index]["lower"], r["brackets"][index]["upper"]) for r in verified]
+            ratios = [q for q in (ratio(lo, up) for lo, up in ends) if q is not None]
+            per_eps[eps] = {"median_lower": _median([lo for lo, _ in ends]),
+                            "median_upper": _median([up for _, up in ends]),
+                            "median_ratio": _median(ratios),
+                            "resolved_share": (sum(lo == up for lo, up in ends) / len(ends)) if ends else None}
+        rows.append({"group": group, "operators": len(members), "verified": len(verified), "eps": per_eps})
+    return rows
+
+
+def width_series(records: list[dict[str, Any]], tolerances: list[str]) -> dict[str, Any] | None:
+    """The data of the rank-against-width figure, or None when the verified names carry fewer
+    than two distinct widths: ``{"widths": [...], "layers": {layer or None: {eps: [(width,
+    median lower, median upper), ...]}}}`` (medians over the heads of that layer and width)."""
+    cells: dict[tuple[int | None, int, str], list[tuple[int, int]]] = {}
+    for record in records:
+        if record["status"] != "verified":
+            continue
+        width, layer = name_position(record["operator"])
+        if width is None:
+            continue
+        for index, eps in enumerate(tolerances):
+            bracket = record["brackets"][index]
+            cells.setdefault((layer, width, eps), []).append((bracket["lower"], bracket["upper"]))
+    widths = sorted({width for _, width, _ in cells})
+    if len(widths) < 2:
+        return None
+    layers: dict[int | None, dict[str, list[tuple[int, float, float]]]] = {}
+    for (layer, width, eps), ends in sorted(cells.items(), key=lambda item: (item[0][0] is None, item[0][0] or 0,
+                                                                            item[0][1])):
+        layers.setdefault(layer, {e: [] for e in tolerances})[eps].append(
+            (width, float(statistics.median(lo for lo, _ in ends)), float(statistics.median(up for _, up in ends))))
+    return {"widths": widths, "layers": layers}
