@@ -102,6 +102,7 @@ def outputs(tmp_path_factory, tiny_panel, key) -> dict[str, dict]:
     docs["audit-file"] = json.loads((work / "audit.json").read_text())
     docs["analyze"] = run_json("analyze", work / "certs", "--operators", tiny_panel, "--out",
                                work / "analysis.json", "--plot", work / "analysis.png", "--bootstrap", "10", "--json")
+    docs["report"] = run_json("report", work / "certs", "--out", work / "report.html", "--json", "--quiet")
     docs["list"] = run_json("list", tiny_panel, "--json")
     docs["keygen"] = run_json("keygen", "--out", work / "second.key", "--json")
     docs["sign"] = run_json("sign", work / "one.json", "--key", key, "--out", work / "signed.json", "--json")
@@ -142,7 +143,8 @@ def test_every_command_has_a_valid_draft_2020_12_schema():
 
 
 @pytest.mark.parametrize("name", ["verify", "bracket", "bracket-campaign", "geometry", "supports", "budgets",
-                                  "budgets-file", "profile", "audit", "audit-file", "analyze", "keygen", "sign", "panel", "list"])
+                                  "budgets-file", "profile", "audit", "audit-file", "analyze", "report", "keygen", "sign", "panel",
+                                  "list"])
 def test_every_json_output_validates_against_its_schema(outputs, name):
     if name not in outputs:
         pytest.skip("the offline MiniLM package is not installed")
