@@ -407,12 +407,19 @@ def write_summary(units: list[Unit]) -> str:
     lines += [f"| {r['model']} | {r['width']} | {r['eps']} | {r['operators']} | {r['median_ratio']:.2f} | "
               f"{r['resolved_percent']:.1f} % | {r['median_lower']:g} | {r['median_upper']:g} |" for r in rows]
     lines += ["", f"For comparison, {RESEARCH}.", "",
-              "| model | width | operators | CPU s per operator | nominal s | median solver s | verify CPU s per operator |",
+              "| model | width | operators | CPU s per operator | nominal s | median solver wall s | verify CPU s per operator |",
               "|---|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {c['model']} | {c['width']} | {c['operators']} | {c['cpu_s_per_operator']:.1f} | {c['nominal_s']:.1f} | "
               f"{c['median_solver_s']:.1f} | {c['verify_s_per_operator']:.2f} |" for c in cost]
     if rank_figure(records, RESULTS / "rank_vs_width.png"):
         lines += ["", "![Median verified ends against width per layer](rank_vs_width.png)"]
+    again = RESULTS / "reverify.json"
+    if again.is_file():
+        check = json.loads(again.read_text(encoding="utf-8"))
+        lines += ["", f"`--reverify` ({check['checked']}): `softrank-verify` on the store of {check['in_store']:,} of the "
+                  f"{check['recorded_certificates']:,} recorded certificates, {check['summary'].get('verified', 0):,} of "
+                  f"{check['summary'].get('claims', 0):,} claims VERIFIED, exit {check['exit_code']}, "
+                  f"{check['cpu_s']:.0f} CPU s."]
     dask = RESULTS / "dask_check.json"
     if dask.is_file():
         check = json.loads(dask.read_text(encoding="utf-8"))
