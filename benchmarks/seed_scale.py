@@ -224,8 +224,9 @@ def result_sha256(certificate: dict) -> str:
 
 def verified_rows(report: dict, folder: Path, unit: Unit) -> tuple[list[dict], list[str]]:
     """Rows (operator, eps, lower, upper, methods, sha256) from a ``softrank-verify --json`` report of
-    ``folder``, and the problems: a file not checked, a claim not VERIFIED, an operator missing."""
-    rows, problems, seen = [], [], set()
+    ``folder``, and the problems: a file not checked, a claim missing, repeated or not VERIFIED, an
+    operator missing, repeated or not of ``unit``."""
+    rows, problems, seen, names = [], [], set(), set(unit.operators())
     for entry in report["files"]:
         operator = entry.get("operator")
         if entry.get("status") == "skipped" and Path(entry.get("path", "")).name == "softrank-campaign.json":
@@ -234,6 +235,12 @@ def verified_rows(report: dict, folder: Path, unit: Unit) -> tuple[list[dict], l
             problems.append(f"{entry.get('path')}: {entry.get('status')}, exit {entry.get('exit_code')}")
             continue
         claims = {(c["eps"], c["side"]): c for c in entry["claims"]}
+        if operator not in names or operator in seen:
+            problems.append(f"{operator}: {'a second certificate' if operator in seen else 'not of this unit'}")
+            continue
+        if set(claims) != {(e, side) for e in EPS for side in ("lower", "upper")} or len(claims) != len(entry["claims"]):
+            problems.append(f"{operator}: the claims are not one lower and one upper end per eps {', '.join(EPS)}")
+            continue
         if any(c["verdict"] != "VERIFIED" for c in claims.values()):
             problems.append(f"{operator}: a claim is not VERIFIED")
             continue

@@ -54,6 +54,16 @@ def test_verified_rows_take_the_report_and_refuse_what_does_not_check(tmp_path):
     assert problems == [f"minilm/d/w16/L0H{h}: no verified certificate" for h in range(1, 12)]
     rows, problems = seed_scale.verified_rows(_report(cert, "INCONCLUSIVE"), tmp_path, unit)
     assert rows == [] and problems[0] == "minilm/d/w16/L0H0: a claim is not VERIFIED"
+    short = _report(cert)
+    short["files"][0]["claims"] = short["files"][0]["claims"][:-1]  # no upper end at the last eps
+    assert seed_scale.verified_rows(short, tmp_path, unit)[1][0].startswith("minilm/d/w16/L0H0: the claims are not")
+    twice = _report(cert)
+    twice["files"].append(dict(twice["files"][0]))
+    rows, problems = seed_scale.verified_rows(twice, tmp_path, unit)
+    assert len(rows) == 3 and problems[0] == "minilm/d/w16/L0H0: a second certificate"
+    stray = _report(cert)
+    stray["files"][0]["operator"] = "minilm/other/w16/L0H0"
+    assert seed_scale.verified_rows(stray, tmp_path, unit)[1][0] == "minilm/other/w16/L0H0: not of this unit"
 
 
 def test_a_unit_end_to_end(tmp_path, monkeypatch):
