@@ -134,10 +134,11 @@ def record_path(unit: Unit) -> Path:
 
 
 def write_atomic(path: Path, text: str) -> None:
+    """``text`` into ``path`` (its folder made if missing), never a partial file."""
+    from softrank_cert.util.files import write_text_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+    write_text_atomic(path, text)
 
 
 # --- panels -------------------------------------------------------------------------------------
@@ -222,9 +223,9 @@ def result_sha256(certificate: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def verified_rows(report: dict, folder: Path, unit: Unit) -> tuple[list[dict], list[str]]:
+def verified_rows(report: dict, unit: Unit) -> tuple[list[dict], list[str]]:
     """Rows (operator, eps, lower, upper, methods, sha256) from a ``softrank-verify --json`` report of
-    ``folder``, and the problems: a file not checked, a claim missing, repeated or not VERIFIED, an
+    ``unit``'s folder, and the problems: a file not checked, a claim missing, repeated or not VERIFIED, an
     operator missing, repeated or not of ``unit``."""
     rows, problems, seen, names = [], [], set(), set(unit.operators())
     for entry in report["files"]:
@@ -276,7 +277,7 @@ def run_unit(unit: Unit, panels: Panels, work: Path, log: Path, sample: set[str]
     verify = [sys.executable, "-m", "softrank_cert.cli.verify", str(out), "--json"]
     vrc, stdout, vwall, vcpu = _run(verify, log, capture=True)
     report = json.loads(stdout) if stdout.strip() else {"files": [], "summary": {}}
-    rows, problems = verified_rows(report, out, unit)
+    rows, problems = verified_rows(report, unit)
     if vrc != 0 or problems:
         print(f"  {unit.name}: softrank-verify exited {vrc}; {len(problems)} problems, first: "
               f"{problems[0] if problems else '-'}; not recorded", flush=True)
@@ -382,11 +383,11 @@ def rank_figure(records: list[dict], path: Path) -> bool:
         ax.set_title(f"{model} on {WIDE_DOCUMENT}: lower (solid), upper (dashed)")
         ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
+    from softrank_cert.util.files import replace_atomically
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(temporary, dpi=110)
+    replace_atomically(path, lambda temporary: fig.savefig(temporary, dpi=110, format="png"))
     plt.close(fig)
-    os.replace(temporary, path)
     return True
 
 

@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     code, stdout, vwall, _ = seed_scale._run([sys.executable, "-m", "softrank_cert.cli.verify", str(out), "--json"],
                                              args.work_dir / "dask" / "cluster.log", capture=True)
     report = json.loads(stdout) if stdout.strip() else {"files": [], "summary": {}}
-    rows, problems = seed_scale.verified_rows(report, out, unit)
+    rows, problems = seed_scale.verified_rows(report, unit)
     expected = {(r["operator"], r["eps"]): r["result_sha256"] for r in pool["rows"]}
     got = {(r["operator"], r["eps"]): r["result_sha256"] for r in rows}
     differ = sorted(f"{o} eps {e}" for (o, e), digest in expected.items() if got.get((o, e)) != digest)

@@ -45,34 +45,39 @@ def test_verified_rows_take_the_report_and_refuse_what_does_not_check(tmp_path):
     cert = tmp_path / "c.json"
     cert.write_text('{"operator": {"name": "minilm/d/w16/L0H0"}, "brackets": [], "generator": {"created": "x"}}')
     unit = seed_scale.Unit("minilm", "d", 16, (0,))
-    rows, problems = seed_scale.verified_rows(_report(cert), tmp_path, unit)
+    rows, problems = seed_scale.verified_rows(_report(cert), unit)
     assert [r["operator"] for r in rows] == ["minilm/d/w16/L0H0"] * 3
     later = tmp_path / "later.json"  # the same result issued at another time: same result digest
     later.write_text('{"generator": {"created": "y"}, "brackets": [], "operator": {"name": "minilm/d/w16/L0H0"}}')
-    again, _ = seed_scale.verified_rows(_report(later), tmp_path, unit)
+    again, _ = seed_scale.verified_rows(_report(later), unit)
     assert again[0]["result_sha256"] == rows[0]["result_sha256"] and again[0]["sha256"] != rows[0]["sha256"]
     assert problems == [f"minilm/d/w16/L0H{h}: no verified certificate" for h in range(1, 12)]
-    rows, problems = seed_scale.verified_rows(_report(cert, "INCONCLUSIVE"), tmp_path, unit)
+    rows, problems = seed_scale.verified_rows(_report(cert, "INCONCLUSIVE"), unit)
     assert rows == [] and problems[0] == "minilm/d/w16/L0H0: a claim is not VERIFIED"
     short = _report(cert)
     short["files"][0]["claims"] = short["files"][0]["claims"][:-1]  # no upper end at the last eps
-    assert seed_scale.verified_rows(short, tmp_path, unit)[1][0].startswith("minilm/d/w16/L0H0: the claims are not")
+    assert seed_scale.verified_rows(short, unit)[1][0].startswith("minilm/d/w16/L0H0: the claims are not")
     twice = _report(cert)
     twice["files"].append(dict(twice["files"][0]))
-    rows, problems = seed_scale.verified_rows(twice, tmp_path, unit)
+    rows, problems = seed_scale.verified_rows(twice, unit)
     assert len(rows) == 3 and problems[0] == "minilm/d/w16/L0H0: a second certificate"
     stray = _report(cert)
     stray["files"][0]["operator"] = "minilm/other/w16/L0H0"
-    assert seed_scale.verified_rows(stray, tmp_path, unit)[1][0] == "minilm/other/w16/L0H0: not of this unit"
+    assert seed_scale.verified_rows(stray, unit)[1][0] == "minilm/other/w16/L0H0: not of this unit"
+
+
+def _tiny_unit(tmp_path, monkeypatch, heads: int):
+    """A unit of ``heads`` MiniLM heads of layer 0 at width 16, results and work folder under ``tmp_path``."""
+    monkeypatch.setattr(seed_scale, "MODELS", {"minilm": (1, heads)})
+    monkeypatch.setattr(seed_scale, "RESULTS", tmp_path / "results")
+    work = tmp_path / "work"
+    work.mkdir()
+    return seed_scale.Unit("minilm", "apache2", 16, (0,)), work
 
 
 def test_a_unit_end_to_end(tmp_path, monkeypatch):
     """Two MiniLM heads at width 16: bracketed, verified, recorded, stored by SHA-256, summarised."""
-    monkeypatch.setattr(seed_scale, "MODELS", {"minilm": (1, 2)})
-    monkeypatch.setattr(seed_scale, "RESULTS", tmp_path / "results")
-    unit = seed_scale.Unit("minilm", "apache2", 16, (0,))
-    work = tmp_path / "work"
-    work.mkdir()
+    unit, work = _tiny_unit(tmp_path, monkeypatch, 2)
     sample = {"minilm/apache2/w16/L0H1"}
     assert seed_scale.run_unit(unit, seed_scale.Panels(work), work, work / "log", sample)
     record = json.loads(seed_scale.record_path(unit).read_text())
@@ -91,11 +96,7 @@ def test_a_unit_end_to_end(tmp_path, monkeypatch):
 
 
 def test_a_tampered_certificate_is_not_recorded(tmp_path, monkeypatch):
-    monkeypatch.setattr(seed_scale, "MODELS", {"minilm": (1, 1)})
-    monkeypatch.setattr(seed_scale, "RESULTS", tmp_path / "results")
-    unit = seed_scale.Unit("minilm", "apache2", 16, (0,))
-    work = tmp_path / "work"
-    work.mkdir()
+    unit, work = _tiny_unit(tmp_path, monkeypatch, 1)
     panels = seed_scale.Panels(work)
     assert seed_scale.run_unit(unit, panels, work, work / "log", set())
     record_file = seed_scale.record_path(unit)
