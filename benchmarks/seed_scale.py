@@ -37,10 +37,14 @@ session; run it again to go on.
     python benchmarks/seed_scale.py --max-hours 8     # a night
     python benchmarks/seed_scale.py --summary-only    # rewrite benchmarks/results/seed_scale/README.md
     python benchmarks/seed_scale.py --reverify        # softrank-verify WORK/store once more
+    python benchmarks/seed_scale.py --profiles        # certified profiles of typical heads, then the summary
 
 The summary (``README.md`` and ``summary.json`` beside the units) gives median upper/lower,
 resolved share and median ends per model x width x eps, CPU and wall hours, and the cost per
-operator by width.  The issue-16 campaign (MiniLM only, 1-6 s budgets) was produced by this
+operator by width.  ``--profiles`` adds the certified profile (``softrank profile`` at the
+default work, a certificate at the three eps, re-checked by ``softrank-verify``) of one
+typical head per model and width 64 / 128: the recorded operator whose verified ends lie
+nearest the medians of its model and width (``profiles/``).  The issue-16 campaign (MiniLM only, 1-6 s budgets) was produced by this
 script at commit 13bc742; its results are ``benchmarks/results/seed_scale.{md,jsonl,json}``.
 """
 
@@ -391,6 +395,139 @@ def rank_figure(records: list[dict], path: Path) -> bool:
     return True
 
 
+# --- certified profiles of typical heads ------------------------------------------------------
+
+#: The widths whose typical heads get a certified profile (a profile at 512 costs minutes of CPU).
+PROFILE_WIDTHS = (64, 128)
+
+
+def profiles_folder() -> Path:
+    return RESULTS / "profiles"
+
+
+def _distance_to_medians(rows: list[dict], medians: dict[str, tuple[float, float]]) -> float:
+    """Sum over eps of |log(end / median end)| for both ends (rank 0 counted as 1)."""
+    import math
+
+    return sum(abs(math.log(max(r[side], 1) / max(medians[r["eps"]][i], 1)))
+               for r in rows for i, side in enumerate(("lower", "upper")))
+
+
+def typical_operators(records: list[dict], widths: tuple[int, ...]) -> list[tuple[str, int, str, str]]:
+    """Per model and width (of ``widths``, once every planned unit of it is recorded): the
+    recorded operator whose verified ends at all three eps lie nearest the medians of its model
+    and width (:func:`_distance_to_medians`; ties: the smaller SHA-256 of the name), as
+    ``(model, width, operator, unit)``."""
+    planned = {(u.model, u.width) for u in plan()}
+    done = {r["unit"] for r in records}
+    chosen = []
+    for model in MODELS:
+        for width in widths:
+            if (model, width) not in planned or any(u.name not in done for u in plan() if (u.model, u.width) == (model, width)):
+                continue
+            group = [r for r in records if (r["model"], r["width"]) == (model, width)]
+            by_operator: dict[str, list[dict]] = {}
+            units = {}
+            for record in group:
+                for row in record["rows"]:
+                    by_operator.setdefault(row["operator"], []).append(row)
+                    units[row["operator"]] = record["unit"]
+            medians = {eps: (_median([r["lower"] for rows in by_operator.values() for r in rows if r["eps"] == eps]),
+                             _median([r["upper"] for rows in by_operator.values() for r in rows if r["eps"] == eps]))
+                       for eps in EPS}
+            name = min(by_operator, key=lambda n: (round(_distance_to_medians(by_operator[n], medians), 9),
+                                                    hashlib.sha256(n.encode()).hexdigest()))
+            chosen.append((model, width, name, units[name]))
+    return chosen
+
+
+def profile_stem(operator: str) -> str:
+    """``smollm2/apache2/w128/L3H2`` -> ``smollm2-apache2-w128-L3H2``."""
+    return operator.replace("/", "-")
+
+
+def run_profiles(panels: Panels, log: Path) -> bool:
+    """``softrank profile`` (default work; marks and certificate at ``EPS``) of each typical head
+    into ``RESULTS/profiles/``: STEM.png, STEM.json (every VERIFIED step), STEM.cert.json; then
+    ``softrank-verify`` of the certificates.  Heads already drawn are kept (resume); files of
+    heads no longer typical are removed.  False when a profile or the verification failed."""
+    records = load_records()
+    heads = typical_operators(records, PROFILE_WIDTHS)
+    if not heads:
+        print(f"[stage profiles] no width of {PROFILE_WIDTHS} is wholly recorded yet: nothing to profile", flush=True)
+        return True
+    units = {u.name: u for u in plan()}
+    folder = profiles_folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    index = []
+    for position, (model, width, operator, unit) in enumerate(heads, 1):
+        stem = profile_stem(operator)
+        png, report, certificate = (folder / f"{stem}{suffix}" for suffix in (".png", ".json", ".cert.json"))
+        print(f"[stage profiles] {position}/{len(heads)}: {operator} (typical of {model} at width {width})", flush=True)
+        entry = {"model": model, "width": width, "operator": operator, "stem": stem}
+        if png.is_file() and report.is_file() and certificate.is_file():
+            entry.update(json.loads(report.read_text(encoding="utf-8")).get("_run", {}))
+            index.append(entry)
+            continue
+        panel = panels.unit_panel(units[unit])
+        command = [sys.executable, "-m", "softrank_cert.cli.main", "profile", str(panel), "--operator", operator,
+                   "--eps", ",".join(EPS), "--plot", str(png), "--out", str(certificate), "--json"]
+        rc, stdout, wall, cpu = _run(command, log, capture=True)
+        if rc != 0:
+            print(f"  {operator}: softrank profile exited {rc} (see {log})", flush=True)
+            return False
+        document = json.loads(stdout)
+        document["_run"] = {"cpu_s": round(cpu, 1), "wall_s": round(wall, 1)}
+        write_atomic(report, json.dumps(document, indent=0, sort_keys=True) + "\n")
+        entry.update(document["_run"])
+        index.append(entry)
+    keep = {f"{profile_stem(h[2])}{suffix}" for h in heads for suffix in (".png", ".json", ".cert.json")} | {"index.json"}
+    for stale in (p for p in folder.iterdir() if p.name not in keep):
+        stale.unlink()
+    certificates = sorted(str(p) for p in folder.glob("*.cert.json"))
+    rc, stdout, _, _ = _run([sys.executable, "-m", "softrank_cert.cli.verify", *certificates, "--json"], log,
+                            capture=True)
+    summary = json.loads(stdout)["summary"] if stdout.strip() else {}
+    write_atomic(folder / "index.json", json.dumps({"heads": index, "verify": {"exit_code": rc, **summary}},
+                                                      indent=1, sort_keys=True) + "\n")
+    print(f"  profiles: {len(index)} heads, softrank-verify of their certificates exit {rc}", flush=True)
+    return rc == 0
+
+
+def profile_lines(records: list[dict]) -> list[str]:
+    """The summary's section on the certified profiles of typical heads (none before they are drawn)."""
+    index_path = profiles_folder() / "index.json"
+    if not index_path.is_file():
+        return []
+    index = json.loads(index_path.read_text(encoding="utf-8"))
+    ends = {(row["operator"], row["eps"]): (row["lower"], row["upper"]) for r in records for row in r["rows"]}
+    check = index["verify"]
+    lines = ["", "## Certified profiles of typical heads", "",
+             "Per model and width, the head whose verified ends at all three eps lie nearest the medians of its "
+             "model and width (`typical_operators` in `benchmarks/seed_scale.py`), profiled by `softrank profile` at "
+             "the default work: every drawn step is a kernel-VERIFIED end.  The campaign's bracket and the one read "
+             "off the profile come from two independent searches, both proved; the profile spreads the same work "
+             "over its whole grid of tolerances, so at one eps its bracket can be the wider.  The profiles' certificates "
+             f"(`profiles/*.cert.json`): `softrank-verify` exit {check['exit_code']}, {check.get('verified', 0)} of "
+             f"{check.get('claims', 0)} claims VERIFIED.", "",
+             "| head | typical of | campaign bracket eps 0.1 / 0.25 / 0.5 | profile bracket | verified steps | CPU s |",
+             "|---|---|---|---|---:|---:|"]
+
+    def shown(pair: tuple[int, int]) -> str:
+        return f"{pair[0]}" if pair[0] == pair[1] else f"[{pair[0]}, {pair[1]}]"
+
+    images = []
+    for head in index["heads"]:
+        report = json.loads((profiles_folder() / f"{head['stem']}.json").read_text(encoding="utf-8"))
+        profiled = {b["eps"]: (b["lower"], b["upper"]) for b in report["brackets"]}
+        campaign = " / ".join(shown(ends[(head["operator"], e)]) for e in EPS)
+        lines.append(f"| `{head['operator']}` | {head['model']}, width {head['width']} | {campaign} | "
+                     f"{' / '.join(shown(profiled[e]) for e in EPS)} | {len(report['lower']) + len(report['upper'])} | "
+                     f"{head.get('cpu_s', float('nan')):.0f} |")
+        images.append(f"![Certified profile of {head['operator']}](profiles/{head['stem']}.png)")
+    return lines + [""] + images
+
+
 def write_summary(units: list[Unit]) -> str:
     records = load_records()
     by_name = {r["unit"]: r for r in records}
@@ -439,6 +576,7 @@ def write_summary(units: list[Unit]) -> str:
                   f"{check['verify']['verified']} of {check['verify']['claims']} claims VERIFIED; "
                   f"{check['dask_wall_s_per_operator']:.2f} s wall per operator against "
                   f"{check['pool_wall_s_per_operator']:.2f} s for the pool (`--jobs {check['pool_jobs']}`)."]
+    lines += profile_lines(records)
     todo = [u for u in units if u.name not in by_name]
     if todo:
         estimate = sum(len(u.operators()) * 1.25 * nominal_cpu_seconds(u.width) for u in todo) / 3600
@@ -474,6 +612,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--redo", action="append", default=[], help="compute this unit again (repeatable)")
     ap.add_argument("--list", action="store_true", help="print the plan with each unit's status and stop")
     ap.add_argument("--summary-only", action="store_true")
+    ap.add_argument("--profiles", action="store_true",
+                    help="profile the typical heads of each fully recorded width of 64 and 128 (a few CPU minutes; "
+                         "drawn heads are kept), then the summary")
     ap.add_argument("--reverify", action="store_true", help="softrank-verify every certificate in WORK/store")
     args = ap.parse_args(argv)
     units, work = plan(), args.work_dir
@@ -488,7 +629,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.reverify:
         return reverify(work, log)
     failed = 0
-    if not args.summary_only:
+    if args.profiles:
+        failed += not run_profiles(Panels(work), log)
+    elif not args.summary_only:
         todo = [u for u in units if (not record_path(u).is_file() or u.name in args.redo)
                 and (args.units is None or args.units in u.name)]
         panels, sample, deadline = Panels(work), sample_operators(units), time.monotonic() + 3600 * args.max_hours

@@ -117,3 +117,65 @@ def _verify_only(run):
             return 0, "", 0.0, 0.0
         return run(command, log, capture)
     return inner
+
+
+def _record(unit: str, model: str, width: int, ends: dict[str, tuple[int, int]]) -> dict:
+    """A record of one unit whose operators (keys of ``ends``) have the same bracket at every eps."""
+    rows = [{"operator": op, "eps": e, "lower": lo, "upper": up} for op, (lo, up) in ends.items() for e in seed_scale.EPS]
+    return {"unit": unit, "model": model, "width": width, "rows": rows}
+
+
+def test_the_typical_head_is_nearest_the_medians_and_waits_for_its_whole_width(monkeypatch):
+    a = seed_scale.Unit("minilm", "d", 16, (0,))
+    b = seed_scale.Unit("minilm", "e", 16, (0,))
+    monkeypatch.setattr(seed_scale, "plan", lambda: [a, b])
+    first = _record(a.name, "minilm", 16, {"m/d/w16/L0H0": (2, 3), "m/d/w16/L0H1": (8, 12)})
+    second = _record(b.name, "minilm", 16, {"m/e/w16/L0H0": (4, 6), "m/e/w16/L0H1": (5, 6), "m/e/w16/L0H2": (30, 40)})
+    assert seed_scale.typical_operators([first], (16,)) == []  # unit b not recorded yet
+    # medians over the five: lower 5, upper 6; (5, 6) is exactly there
+    assert seed_scale.typical_operators([first, second], (16,)) == [("minilm", 16, "m/e/w16/L0H1", b.name)]
+    tie = _record(b.name, "minilm", 16, {"m/e/w16/L0H0": (5, 6), "m/e/w16/L0H1": (5, 6), "m/e/w16/L0H2": (30, 40)})
+    names = ["m/e/w16/L0H0", "m/e/w16/L0H1"]
+    expected = min(names, key=lambda n: seed_scale.hashlib.sha256(n.encode()).hexdigest())
+    assert seed_scale.typical_operators([first, tie], (16,))[0][2] == expected
+    assert seed_scale.typical_operators([first, tie], (32,)) == []
+
+
+def test_profiles_of_typical_heads_end_to_end(tmp_path, monkeypatch):
+    """The typical head of a two-head unit profiled, its certificate verified, the summary shows
+    it; a second run keeps it; a tampered certificate fails the stage."""
+    unit, work = _tiny_unit(tmp_path, monkeypatch, 2)
+    monkeypatch.setattr(seed_scale, "plan", lambda: [unit])
+    monkeypatch.setattr(seed_scale, "PROFILE_WIDTHS", (16,))
+    panels = seed_scale.Panels(work)
+    assert seed_scale.run_unit(unit, panels, work, work / "log", set())
+    assert seed_scale.run_profiles(panels, work / "log")
+    folder = tmp_path / "results" / "profiles"
+    (head,) = json.loads((folder / "index.json").read_text())["heads"]
+    stem = head["stem"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        ["index.json", f"{stem}.png", f"{stem}.json", f"{stem}.cert.json"])
+    index = json.loads((folder / "index.json").read_text())
+    assert index["verify"]["exit_code"] == 0 and index["verify"]["verified"] == index["verify"]["claims"] == 6
+    report = json.loads((folder / f"{stem}.json").read_text())
+    assert report["operator"] == head["operator"] and report["lower"] and report["upper"]
+    text = seed_scale.write_summary([unit])
+    assert "## Certified profiles of typical heads" in text and f"(profiles/{stem}.png)" in text
+    assert f"| `{head['operator']}` | minilm, width 16 |" in text
+
+    real_run, commands = seed_scale._run, []
+
+    def recording_run(command, log, capture=False):
+        commands.append(command[2])
+        return real_run(command, log, capture)
+
+    monkeypatch.setattr(seed_scale, "_run", recording_run)
+    (folder / "stray.png").write_bytes(b"")  # a head no longer typical
+    assert seed_scale.run_profiles(panels, work / "log")
+    assert commands == ["softrank_cert.cli.verify"] and not (folder / "stray.png").exists()  # kept, not recomputed
+    certificate = folder / f"{stem}.cert.json"
+    data = json.loads(certificate.read_text())
+    data["brackets"][0]["lower"]["k"] += 1  # a claim the certificate does not prove
+    certificate.write_text(json.dumps(data))
+    assert not seed_scale.run_profiles(panels, work / "log")
+    assert json.loads((folder / "index.json").read_text())["verify"]["exit_code"] != 0
