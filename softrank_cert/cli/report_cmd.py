@@ -1,4 +1,5 @@
-"""``softrank report``: a ``softrank bracket`` campaign folder as one static HTML page."""
+"""``softrank report``: a ``softrank bracket`` campaign folder, or a plain folder of certificate files, as
+one static HTML page."""
 
 from __future__ import annotations
 
@@ -22,36 +23,64 @@ examples:
   softrank report certs/ --out site/campaign.html       # figures in site/campaign-figures/
   softrank report certs/ --json --quiet                 # the page's content as JSON too
   softrank report big-campaign/ --max-certificates 50000 --max-bytes 20G
+  softrank report benchmarks/results/seed_scale/sample --out /tmp/sample/index.html
+  softrank report signed/ --trusted-keys issuer.pub     # a plain folder: only these signers count
+
+DIR is one of two kinds (the page and --json say which):
+  campaign      DIR holds softrank-campaign.json, the manifest of 'softrank bracket PANEL --all':
+                one certificate per operator of the manifest, DIR/NAME.json;
+  certificates  any other folder: the certificates are the *.json files directly in DIR,
+                whatever their names (e.g. <sha256>.json); subfolders are not read (a note
+                names the JSON files there: report each folder on its own).
+A folder that is neither (no manifest, no *.json file in it) is refused.
 
 The page (default DIR/report.html; its figures, PNG files, in the folder beside it named after
-it: DIR/report-figures/) shows a header (folder, time, software version, tolerances, operator
-count), the verify summary, one table per group (the operator name without its last component,
-e.g. minilm/apache2/w64: medians of the verified ends, the median upper/lower ratio and the
-share resolved per tolerance), the figures (the upper/lower ratios per tolerance; certified
-rank against block width per layer when the names carry several widths w<N>) and one row per
-operator linking to its certificate. Every bracket on it comes from re-verifying the
-certificates with the trusted kernel (what softrank-verify runs), never from the manifest; a
-certificate that does not verify, is about another operator or holds other tolerances is
-listed as not verified with the reason, and an operator without a certificate as missing.
+it: DIR/report-figures/) shows a header (folder and its kind, time, software version,
+tolerances, operator count), the verify summary, one table per group (the operator name without
+its last component, e.g. minilm/apache2/w64: medians of the verified ends, the median
+upper/lower ratio and the share resolved per tolerance), the figures (the upper/lower ratios
+per tolerance; certified rank against block width per layer when the names carry several
+widths w<N>) and one row per operator, in natural name order, linking to its certificate.
+Every bracket on it comes from re-verifying the certificates with the trusted kernel (what
+softrank-verify runs), never from a manifest or a file's own claims: only a certificate whose
+every claim is VERIFIED gives brackets.
+  campaign: a certificate that does not verify, is about another operator or holds other
+  tolerances than the manifest's is listed as not verified with the reason, an operator
+  without a certificate as missing; the campaign's signer (--key) is required.
+  certificates: an operator's name is the operator_id of its verified certificate. The page's
+  tolerances are the list held by the most verified certificates (a tie: the list of the
+  first such file in natural name order); a certificate with another list, a file that does
+  not verify and a file that is not a certificate (bad JSON, another format, e.g. a saved
+  --json report) are listed as not verified with the reason (rows of no verified operator
+  after the others, named by their file). Of two or more certificates of one operator that
+  verify with the page's tolerances, the first file in natural name order counts; each other
+  is listed as not counted, naming it. Signatures present are checked as
+  softrank-verify checks them; none is required unless --require-signature or --trusted-keys
+  is given (their softrank-verify meaning: unsigned files, or files signed by a key not in
+  FILE, do not verify). Both options are refused for a campaign.
 Certificates are counted and sized before any is read: more than --max-certificates (default
 {DEFAULT_MAX_CERTIFICATES}) or more than --max-bytes of them together (default {DEFAULT_MAX_BYTES_TEXT}) is refused.
 The page and its figures are written together, atomically, after everything was checked.
 
-exit codes: 0 the page was written and every operator of the manifest verified; 2 invalid
-input (not a folder, no manifest, a manifest of another command or unreadable, over a limit,
-an unusable --out; nothing is written) or an output that cannot be written; 4 a checker bug
-(a verified lower end above a verified upper end: no page); 6 the page was written but some
-operators failed verification or have no certificate (listed on the page).
+exit codes: 0 the page was written and every operator of the manifest (campaign), or every
+file (certificates), verified and counted; 2 invalid input (not a folder, neither a campaign
+nor a folder with *.json files, a manifest of another command or unreadable, over a limit, an
+unusable --out or --trusted-keys, a signature option for a campaign; nothing is written) or an
+output that cannot be written; 4 a checker bug (a verified lower end above a verified upper
+end: no page); 6 the page was written but some operators or files failed verification, have no
+certificate or were not counted (listed on the page).
 """
 
 
 def add_report(sub: Any) -> None:
     """The parser of ``softrank report`` (imports no study: ``--help`` stays light)."""
     p = add_command(sub, "report",
-                    description="Render a 'softrank bracket --all' campaign folder as one static HTML page: every "
-                                "certificate re-verified by the trusted kernel, tables per group, figures, links.",
+                    description="Render a 'softrank bracket --all' campaign folder, or a plain folder of certificate "
+                                "files, as one static HTML page: every certificate re-verified by the trusted kernel, "
+                                "tables per group, figures, links.",
                     epilog=EPILOG)
-    p.add_argument("folder", metavar="DIR", help="the --out folder of a 'softrank bracket PANEL --all' campaign")
+    p.add_argument("folder", metavar="DIR", help="the --out folder of a 'softrank bracket PANEL --all' campaign, or a "
+                                                 "folder holding certificate files (*.json, read without subfolders)")
     p.add_argument("--out", metavar="REPORT.html", help="the page (default DIR/report.html); its figures go to the "
                                                         "folder beside it named REPORT-figures/")
     p.add_argument("--max-certificates", type=int, default=DEFAULT_MAX_CERTIFICATES, metavar="N",
@@ -59,14 +88,21 @@ def add_report(sub: Any) -> None:
     p.add_argument("--max-bytes", default=DEFAULT_MAX_BYTES_TEXT, metavar="SIZE",
                    help=f"refuse certificates larger than this together, e.g. 20G or 800M (K/M/G = 1024^1/2/3 "
                         f"bytes; default {DEFAULT_MAX_BYTES_TEXT})")
+    p.add_argument("--trusted-keys", metavar="FILE",
+                   help="a folder of certificates: only certificates signed by these keys verify (did:key list or "
+                        "a .pub file, as softrank-verify --trusted-keys)")
+    p.add_argument("--require-signature", action="store_true",
+                   help="a folder of certificates: unsigned certificates do not verify")
     p.add_argument("--json", action="store_true", help="also print the page's content as JSON on stdout")
     add_quiet_option(p)
     p.set_defaults(run=run_report)
 
 
 def run_report(args: Any) -> int:
-    """Check the limits, the folder and ``--out``; size, then re-verify every certificate; write the
-    page and its figures together.  Returns 0, or 6 when some operator is not verified or missing."""
+    """Check the limits, the folder, ``--out`` and the signature options; size, then re-verify
+    every certificate; write the page and its figures together.  Returns 0, or 6 when some
+    operator or file is not verified, missing or not counted."""
+    from ..studies.report.folder import folder_kind, read_manifest
     from ..util.memory import parse_size
     from ..util.progress import StageProgress
 
@@ -74,18 +110,28 @@ def run_report(args: Any) -> int:
         raise InvalidInputError(f"--max-certificates must be at least 1, got {args.max_certificates}")
     max_bytes = parse_size(args.max_bytes, "--max-bytes")
     folder = Path(args.folder)
-    from ..studies.report.folder import plan, read_manifest, unlisted_files, verify_operators
-
-    manifest = read_manifest(folder)
+    kind = folder_kind(folder)
+    if kind == "campaign" and (args.trusted_keys or args.require_signature):
+        raise InvalidInputError(f"{folder}: a campaign folder: --trusted-keys and --require-signature are for a folder "
+                                "of certificates (a campaign's certificates are held to the signer its manifest names)")
+    manifest = read_manifest(folder) if kind == "campaign" else None
     page = check_output_file(args.out if args.out else folder / "report.html", "--out", suffixes=PAGE_SUFFIXES)
     figures = check_output_folder(page.with_name(page.stem + "-figures"), "--out (its figures folder)")
+    trusted = None
+    if args.trusted_keys:
+        from ..certio.signing import load_trusted_keys
+
+        trusted = load_trusted_keys(args.trusted_keys)
     with StageProgress("softrank report", not args.json, unit="certificates") as progress:
         progress.stage("sizing the certificates")
-        planned = plan(folder, manifest, max_certificates=args.max_certificates, max_bytes=max_bytes)
-        records, summary = verify_operators(planned, manifest, lambda done, total: progress.stage("verifying", done, total))
+        if manifest is not None:
+            read = _read_campaign(folder, manifest, args.max_certificates, max_bytes, progress)
+        else:
+            signatures = {"trusted_keys": args.trusted_keys,
+                          "require_signature": bool(args.require_signature or args.trusted_keys)}
+            read = _read_certificates(folder, trusted, signatures, args.max_certificates, max_bytes, progress)
         progress.stage("figures")
-        doc, drawn = _document(folder, page, manifest, records, summary, figures)
-        doc["notes"] += [note for note in [unlisted_files(folder, planned)] if note]
+        doc, drawn = _document(kind, folder, page, read, figures)
         progress.stage("writing the page")
         from ..studies.report.page import render_page
 
@@ -93,14 +139,55 @@ def run_report(args: Any) -> int:
             for figure, path in drawn:
                 outputs.stage_figure(figure, path)
             outputs.stage_text(page, render_page(doc, page))
+    summary = doc["summary"]
     if args.json:
         from ..plumbing.reports import dumps
 
         print(dumps(doc))
-    else:
+    elif kind == "campaign":
         print(f"{summary['verified']} verified, {summary['failed']} failed, {summary['missing']} missing of "
               f"{summary['operators']} operators (re-verified in {summary['seconds']:.1f} s); page: {page}")
-    return EXIT_SOME_FAILED if summary["failed"] or summary["missing"] else 0
+    else:
+        print(f"{summary['verified']} verified, {summary['failed']} failed, {summary['duplicates']} not counted of "
+              f"{summary['files']} certificate files ({summary['operators']} operators; re-verified in "
+              f"{summary['seconds']:.1f} s); page: {page}")
+    return EXIT_SOME_FAILED if summary["failed"] or summary["missing"] or summary["duplicates"] else 0
+
+
+def _read_campaign(folder: Path, manifest: dict[str, Any], max_certificates: int, max_bytes: int,
+                   progress: Any) -> dict[str, Any]:
+    """The campaign folder re-verified: the document's ``campaign`` header (from the manifest:
+    bookkeeping), ``signatures``, ``summary``, ``operators`` (records) and ``notes``."""
+    from ..studies.report.folder import plan, unlisted_files, verify_operators
+
+    planned = plan(folder, manifest, max_certificates=max_certificates, max_bytes=max_bytes)
+    records, summary = verify_operators(planned, manifest, lambda done, total: progress.stage("verifying", done, total))
+
+    def text(key: str) -> str | None:
+        return manifest.get(key) if isinstance(manifest.get(key), str) else None
+
+    generator = manifest.get("generator")
+    campaign = {"state": text("state"), "created": text("created"), "updated": text("updated"),
+                "generator_version": generator.get("version") if isinstance(generator, dict) else None,
+                "tolerances": list(manifest["tolerances"]), "operators": len(records), "signer": summary["signer"]}
+    return {"campaign": campaign, "signatures": {"trusted_keys": None, "require_signature": bool(summary["signer"])},
+            "summary": summary, "operators": records, "notes": [n for n in [unlisted_files(folder, planned)] if n]}
+
+
+def _read_certificates(folder: Path, trusted: frozenset[str] | None, signatures: dict[str, Any],
+                       max_certificates: int, max_bytes: int, progress: Any) -> dict[str, Any]:
+    """The plain folder re-verified, in the shape of :func:`_read_campaign` (no manifest: state and
+    times None, the page's tolerances and the software versions from the verified certificates;
+    ``signatures``: the --trusted-keys file and whether a signature is required)."""
+    from ..studies.report.certificates import plan_files, unread_below, verify_files
+
+    planned = plan_files(folder, max_certificates=max_certificates, max_bytes=max_bytes)
+    reading = verify_files(planned, trusted_keys=trusted, require_signature=signatures["require_signature"],
+                           advance=lambda done, total: progress.stage("verifying", done, total))
+    campaign = {"state": None, "created": None, "updated": None, "generator_version": reading.generator_version,
+                "tolerances": reading.tolerances, "operators": reading.summary["operators"], "signer": None}
+    return {"campaign": campaign, "signatures": signatures, "summary": reading.summary, "operators": reading.records,
+            "notes": [reading.note] + [n for n in [unread_below(folder)] if n]}
 
 
 def _css_width(figure: Any) -> int:
@@ -108,19 +195,19 @@ def _css_width(figure: Any) -> int:
     return round(float(figure.get_size_inches()[0]) * 100)
 
 
-def _document(folder: Path, page: Path, manifest: dict[str, Any], records: list[dict[str, Any]],
-              summary: dict[str, Any], figures: Path) -> tuple[dict[str, Any], list[tuple[Any, Path]]]:
+def _document(kind: str, folder: Path, page: Path, read: dict[str, Any],
+              figures: Path) -> tuple[dict[str, Any], list[tuple[Any, Path]]]:
     """The report document (the page's content; ``--json``) and the figures to write."""
     from ..plumbing.reports import envelope
     from ..studies.report.figures import ratio_figure, width_figure
     from ..studies.report.summary import group_rows, width_series
 
-    tolerances = list(manifest["tolerances"])
+    records, tolerances = read["operators"], read["campaign"]["tolerances"]
     drawn = [(ratio_figure(records, tolerances), figures / "ratios.png")]
     entries = [{"path": str(drawn[0][1]), "title": "upper/lower ratios", "width": _css_width(drawn[0][0]),
                 "caption": "Empirical distribution of verified upper end / verified lower end per tolerance "
                            "(1 = resolved)."}]
-    notes = []
+    notes = list(read["notes"])
     series = width_series(records, tolerances)
     if series is not None:
         drawn.append((width_figure(series, tolerances), figures / "width.png"))
@@ -130,14 +217,7 @@ def _document(folder: Path, page: Path, manifest: dict[str, Any], records: list[
     else:
         notes.append("No rank-against-width figure: the verified operators' names carry fewer than two block "
                      "widths (w<N> components).")
-
-    def text(key: str) -> str | None:
-        return manifest.get(key) if isinstance(manifest.get(key), str) else None
-
-    generator = manifest.get("generator")
-    campaign = {"state": text("state"), "created": text("created"), "updated": text("updated"),
-                "generator_version": generator.get("version") if isinstance(generator, dict) else None,
-                "tolerances": tolerances, "operators": len(records), "signer": summary["signer"]}
-    body = {"folder": str(folder), "page": str(page), "campaign": campaign, "summary": summary,
-            "groups": group_rows(records, tolerances), "figures": entries, "notes": notes, "operators": records}
+    body = {"kind": kind, "folder": str(folder), "page": str(page), "campaign": read["campaign"],
+            "signatures": read["signatures"], "summary": read["summary"], "groups": group_rows(records, tolerances),
+            "figures": entries, "notes": notes, "operators": records}
     return envelope("report", body), drawn

@@ -21,6 +21,6 @@ self-contained (the one helper two of them share is :mod:`~softrank_cert.studies
   (``softrank analyze``; the operator geometry is :mod:`softrank_cert.geometry.intrinsic`);
 * :mod:`softrank_cert.studies.supports` -- certified ranks against kappa on grid / sphere / ball
   supports (``softrank supports``);
-* :mod:`softrank_cert.studies.report` -- a ``bracket`` campaign folder as one static HTML page,
-  every certificate re-verified (``softrank report``).
+* :mod:`softrank_cert.studies.report` -- a ``bracket`` campaign folder, or a plain folder of
+  certificate files, as one static HTML page, every certificate re-verified (``softrank report``).
 """

@@ -1,17 +1,23 @@
-"""``softrank report DIR``: a bracket campaign folder as one static HTML page (issue 34 item 4).
+"""``softrank report DIR``: a bracket campaign folder, or a plain folder of certificate files, as one
+static HTML page (issue 34 item 4).
 
 One tiny campaign (five random qk heads, widths 16 and 32, a small --work: seconds) is made once
-per module; each test works on a copy.  What is checked: the page's brackets are those the
-kernel verifies (compared with ``softrank-verify --json``), never the manifest's; a tampered,
-swapped or missing certificate shows up as such and gives no bracket; bad input is one line,
-exit 2 and nothing written; the JSON matches its schema; and a real headless Chromium loads
-the page with every image decoded, every local link resolving and no console error (skipped,
-naming the install command, where no browser is installed).
+per module; each test works on a copy, or on its certificates copied into one folder without a
+manifest under their SHA-256 names (as the seed-scale sample is).  What is checked: the page's
+brackets are those the kernel verifies (compared with ``softrank-verify --json``), never the
+manifest's nor a file's own; a tampered, swapped or missing certificate, a file that is no
+certificate, a second certificate of an operator and other tolerances show up as such and give
+no bracket; bad input is one line, exit 2 and nothing written; the JSON matches its schema; and
+a real headless Chromium loads the page -- of the campaign and of the committed sample
+``benchmarks/results/seed_scale/sample/`` -- with every image decoded, every local link
+resolving and no console error (skipped, naming the install command, where no browser is
+installed).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import re
@@ -29,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NAMES = [("tiny/doc/w16/L0H0", 16), ("tiny/doc/w16/L1H0", 16), ("tiny/doc/w32/L0H0", 32), ("tiny/doc/w32/L1H0", 32),
          ("loose", 16)]
 EPS = ["0.1", "0.25", "0.5"]
+SAMPLE = ROOT / "benchmarks" / "results" / "seed_scale" / "sample"
 BROWSER_INSTALL = "apt-get install chromium chromium-driver && pip install selenium"
 
 
@@ -280,6 +287,233 @@ def test_the_help_limits_are_the_studys():
 
 
 # --------------------------------------------------------------------------------------
+# A plain folder of certificate files (no manifest)
+# --------------------------------------------------------------------------------------
+
+def flatten(campaign: Path, out: Path, names: list[str] | None = None) -> dict[str, str]:
+    """The campaign's certificates (of ``names``: all by default) copied into ``out`` under their
+    SHA-256 names, as the seed-scale sample stores them: operator -> file name."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for name in names or [n for n, _ in NAMES]:
+        raw = (campaign / f"{name}.json").read_bytes()
+        files[name] = f"{hashlib.sha256(raw).hexdigest()}.json"
+        (out / files[name]).write_bytes(raw)
+    return files
+
+
+@pytest.fixture
+def plain(campaign, tmp_path) -> tuple[Path, dict[str, str]]:
+    folder = tmp_path / "plain"
+    return folder, flatten(campaign, folder)
+
+
+def validate(doc: dict) -> None:
+    import jsonschema
+    from referencing import Registry, Resource
+
+    schemas = [json.loads(p.read_text()) for p in (ROOT / "certificates" / "schema").glob("softrank-*.schema.json")]
+    registry = Registry().with_resources([(s["$id"], Resource.from_contents(s)) for s in schemas])
+    schema = next(s for s in schemas if s["title"].startswith("softrank report"))
+    jsonschema.Draft202012Validator(schema, registry=registry).validate(doc)
+
+
+def name_rows(page: _Page) -> list[list[str]]:
+    """The rows of the operators table (first cell: the operator, or the file of no operator)."""
+    header = next(i for i, row in enumerate(page.rows) if row and row[0] == "operator")
+    return page.rows[header + 1:]
+
+
+def test_a_plain_folder_shows_what_the_kernel_verifies(plain):
+    folder, files = plain
+    res = run_softrank("report", folder)
+    assert res.returncode == 0, res.stderr
+    assert "5 verified, 0 failed, 0 not counted of 5 certificate files (5 operators;" in res.stdout
+    page = folder / "report.html"
+    text, parsed = read_page(page)
+    for fragment in ("(certificate files, no campaign manifest)", "0.1, 0.25, 0.5", "<strong>5 verified</strong>",
+                     "<h3>tiny/doc/w16</h3>", "<h3>tiny/doc/w32</h3>", "<h3>-</h3>", "checked where present"):
+        assert fragment in text, fragment
+    verified = json.loads(run_verify(*sorted(folder.glob("*.json")), "--json").stdout)
+    expected = {}
+    for entry in verified["files"]:
+        lows = [c["rank"] for c in entry["claims"] if c["side"] == "lower"]
+        ups = [c["rank"] for c in entry["claims"] if c["side"] == "upper"]
+        expected[entry["operator"]] = [str(lo) if lo == up else f"[{lo}, {up}]" for lo, up in zip(lows, ups)]
+    rows = name_rows(parsed)
+    from softrank_cert.util.operator_files import natural_key
+
+    assert [row[0] for row in rows] == sorted(files, key=natural_key)  # natural order, named by operator_id
+    assert {row[0]: row[1:] for row in rows} == expected
+    assert {local_target(page, url) for url in parsed.links} == {(folder / f).resolve() for f in files.values()}
+    assert sorted(parsed.images) == ["report-figures/ratios.png", "report-figures/width.png"]
+    doc = report_json(folder)
+    validate(doc)
+    assert doc["kind"] == "certificates" and doc["campaign"]["tolerances"] == EPS
+    assert {r["operator"]: r["file"] for r in doc["operators"]} == files
+    assert doc["signatures"] == {"trusted_keys": None, "require_signature": False}
+    assert doc["summary"]["claims_verified"] == 2 * len(EPS) * len(NAMES)
+
+
+def test_a_tampered_certificate_in_a_plain_folder_is_not_verified(plain):
+    """A flipped witness byte: the file is listed by its name (its operator_id is not believed),
+    not verified with the reason, gives no bracket and counts in no group; exit 6."""
+    folder, files = plain
+    path = folder / files["tiny/doc/w32/L0H0"]
+    document = json.loads(path.read_text())
+    bracket = next(b for b in document["brackets"] if "U" in b["upper"])
+    data = bytearray(base64.b64decode(bracket["upper"]["U"]["data"]))
+    data[0] ^= 0x01
+    bracket["upper"]["U"]["data"] = base64.b64encode(bytes(data)).decode()
+    path.write_text(json.dumps(document))
+    res = run_softrank("report", folder, "--quiet")
+    assert res.returncode == 6, res.stderr
+    assert "4 verified, 1 failed, 0 not counted of 5 certificate files (4 operators;" in res.stdout
+    _, parsed = read_page(folder / "report.html")
+    rows = {row[0]: row[1:] for row in name_rows(parsed)}
+    assert "tiny/doc/w32/L0H0" not in rows
+    assert rows[files["tiny/doc/w32/L0H0"]][0].startswith("not verified: does not verify:")
+    assert "sha256" in rows[files["tiny/doc/w32/L0H0"]][0].lower() and len(rows[files["tiny/doc/w32/L0H0"]]) == 1
+    assert name_rows(parsed)[-1][0] == files["tiny/doc/w32/L0H0"]  # files of no operator come last
+    doc = report_json(folder)
+    assert next(g for g in doc["groups"] if g["group"] == "tiny/doc/w32")["operators"] == 1
+    record = next(r for r in doc["operators"] if r["file"] == files["tiny/doc/w32/L0H0"])
+    assert (record["operator"], record["status"], record["brackets"]) == (None, "failed", [])
+
+
+def test_a_file_that_is_not_a_certificate_is_listed_as_failed(plain):
+    folder, _ = plain
+    (folder / "verify.json").write_text('{"format": "softrank-verify-report", "version": 1}')
+    (folder / "broken.json").write_text('{"format": "softrank-certificate", ')
+    (folder / "list.json").write_text("[1, 2]")
+    (folder / "empty.json").write_text("{}")
+    res = run_softrank("report", folder, "--quiet")
+    assert res.returncode == 6, res.stderr
+    assert "5 verified, 4 failed, 0 not counted of 9 certificate files" in res.stdout
+    doc = report_json(folder)
+    reasons = {r["file"]: r["reason"] for r in doc["operators"] if r["status"] == "failed"}
+    assert reasons == {"verify.json": "not a certificate (a 'softrank-verify-report' document)",
+                       "broken.json": reasons["broken.json"], "list.json": "not a certificate (a JSON list)",
+                       "empty.json": 'not a certificate (a JSON object without "format": "softrank-certificate")'}
+    assert reasons["broken.json"].startswith("does not verify: not valid JSON")
+    assert [r["file"] for r in doc["operators"][-4:]] == ["broken.json", "empty.json", "list.json", "verify.json"]
+
+
+def test_a_second_certificate_of_an_operator_is_not_counted(campaign, tmp_path):
+    """Three files of one operator: the first in natural name order (a9 before a10, unlike a
+    sort of the strings) counts; each other is listed as not counted, naming it; exit 6."""
+    folder = tmp_path / "plain"
+    flatten(campaign, folder)
+    raw = (campaign / "tiny" / "doc" / "w16" / "L0H0.json").read_bytes()
+    for name in ("b.json", "a10.json", "a9.json"):
+        (folder / name).write_bytes(raw)
+    for path in folder.glob("*.json"):  # the copy under its SHA-256 name too: it sorts first (digits)
+        if path.name not in ("b.json", "a10.json", "a9.json") and path.read_bytes() == raw:
+            path.unlink()
+    res = run_softrank("report", folder, "--quiet")
+    assert res.returncode == 6, res.stderr
+    assert "5 verified, 0 failed, 2 not counted of 7 certificate files (5 operators;" in res.stdout
+    doc = report_json(folder)
+    mine = [r for r in doc["operators"] if r["operator"] == "tiny/doc/w16/L0H0"]
+    assert [(r["file"], r["status"]) for r in mine] == [("a9.json", "verified"), ("a10.json", "duplicate"),
+                                                       ("b.json", "duplicate")]
+    assert all(r["reason"] == "a second certificate of 'tiny/doc/w16/L0H0' (the first: a9.json): not counted"
+               and r["brackets"] == [] for r in mine[1:])
+    assert next(g for g in doc["groups"] if g["group"] == "tiny/doc/w16")["operators"] == 2
+    assert doc["summary"]["claims_verified"] == 2 * len(EPS) * len(NAMES)
+    _, parsed = read_page(folder / "report.html")
+    cells = [row[1] for row in name_rows(parsed) if row[0] == "tiny/doc/w16/L0H0"]
+    assert cells[0] != "" and cells[1:] == ["not counted: a second certificate of 'tiny/doc/w16/L0H0' (the first: "
+                                            "a9.json): not counted"] * 2
+
+
+def _fewer_tolerances(source: Path, target: Path) -> None:
+    """``source`` without its last bracket: a valid certificate of the tolerances 0.1, 0.25."""
+    document = json.loads(source.read_text())
+    document["brackets"] = document["brackets"][:2]
+    target.write_text(json.dumps(document))
+
+
+def test_a_plain_folder_has_one_tolerance_list(plain, campaign, tmp_path):
+    """The list most verified certificates hold is the page's; a certificate with another list is
+    not verified (its operator named, without brackets); a tie goes to the first file in natural
+    name order (a2 before a10)."""
+    folder, files = plain
+    _fewer_tolerances(folder / files["loose"], folder / files["loose"])
+    doc = report_json(folder)
+    assert doc["campaign"]["tolerances"] == EPS and doc["summary"]["verified"] == 4
+    record = next(r for r in doc["operators"] if r["file"] == files["loose"])
+    assert (record["operator"], record["status"], record["brackets"]) == ("loose", "failed", [])
+    assert record["reason"] == "holds the tolerances 0.1,0.25, the page's are 0.1,0.25,0.5"
+    assert any("held by the most certificates whose every claim verified (4 of 5" in n for n in doc["notes"])
+    tie = tmp_path / "tie"
+    tie.mkdir()
+    shutil.copyfile(campaign / "tiny" / "doc" / "w16" / "L0H0.json", tie / "a10.json")
+    _fewer_tolerances(campaign / "tiny" / "doc" / "w16" / "L1H0.json", tie / "a2.json")
+    doc = report_json(tie)
+    assert doc["campaign"]["tolerances"] == ["0.1", "0.25"]
+    assert {r["file"]: r["status"] for r in doc["operators"]} == {"a2.json": "verified", "a10.json": "failed"}
+
+
+def test_a_plain_folder_checks_signatures_as_verify_does(tmp_path, issuer_key, other_key):
+    """Signatures present are checked (a broken one does not verify) and none is required; with
+    --require-signature an unsigned file does not verify, with --trusted-keys neither does one
+    signed by another key."""
+    rng = np.random.default_rng(7)
+    np.savez(tmp_path / "p.npz", **{f"doc/w8/L0H{h}/{x}": rng.standard_normal((8, 2)) for h in range(4) for x in "QK"})
+    res = run_softrank("bracket", tmp_path / "p.npz", "--all", "--eps", "0.5", "--out", tmp_path / "c", "--work", "100",
+                       "--key", issuer_key, "--quiet")
+    assert res.returncode == 0, res.stderr
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    for h in range(4):
+        shutil.copyfile(tmp_path / "c" / "doc" / "w8" / f"L0H{h}.json", folder / f"h{h}.json")
+    document = json.loads((folder / "h1.json").read_text())
+    del document["proof"]
+    (folder / "h1.json").write_text(json.dumps(document))
+    assert run_softrank("sign", folder / "h2.json", "--key", other_key, "--out", folder / "h2.json").returncode == 0
+    document = json.loads((folder / "h3.json").read_text())
+    document["operator"]["id"] = "doc/w8/L0H9"  # the signed content changed: the signature no longer holds
+    (folder / "h3.json").write_text(json.dumps(document))
+
+    def statuses(*options):
+        doc = report_json(folder, *options)
+        validate(doc)
+        return {r["file"]: (r["status"], r["reason"]) for r in doc["operators"]}, doc["signatures"]
+
+    seen, signatures = statuses()
+    assert [seen[f][0] for f in ("h0.json", "h1.json", "h2.json", "h3.json")] == ["verified"] * 3 + ["failed"]
+    assert signatures == {"trusted_keys": None, "require_signature": False}
+    seen, signatures = statuses("--require-signature")
+    assert [seen[f][0] for f in ("h0.json", "h1.json", "h2.json")] == ["verified", "failed", "verified"]
+    assert "not signed" in seen["h1.json"][1] and signatures["require_signature"] is True
+    public = issuer_key.with_name("issuer.key.pub")
+    seen, signatures = statuses("--trusted-keys", public)
+    assert [seen[f][0] for f in ("h0.json", "h1.json", "h2.json")] == ["verified", "failed", "failed"]
+    assert "not in the trusted keys" in seen["h2.json"][1] and signatures["trusted_keys"] == str(public)
+
+
+def test_a_plain_folder_is_sized_before_reading(plain, monkeypatch):
+    from softrank_cert.errors import InvalidInputError
+    from softrank_cert.studies.report.certificates import plan_files
+
+    folder, files = plain
+    res = run_softrank_traced("report", folder, "--max-certificates", "4")
+    assert_one_line_error(res, 2)
+    assert "5 certificates, more than the limit of 4" in res.stderr
+    assert res.imported_any(*WORK_MODULES, "matplotlib") == []
+    assert not (folder / "report.html").exists()
+    total = sum(p.size for p in plan_files(folder))
+    with pytest.raises(InvalidInputError, match="--max-bytes"):
+        plan_files(folder, max_bytes=total - 1)
+    opened: list[str] = []
+    monkeypatch.setattr(os, "open", lambda *a, **k: opened.append(a[0]))  # plan_files never opens a file
+    from softrank_cert.util.operator_files import natural_key
+
+    assert [p.name for p in plan_files(folder)] == sorted(files.values(), key=natural_key) and not opened
+
+
+# --------------------------------------------------------------------------------------
 # Bad input: one line, exit 2, nothing written
 # --------------------------------------------------------------------------------------
 
@@ -287,9 +521,23 @@ def _break(folder: Path, case: str) -> tuple[Path, list[str], str]:
     manifest = folder / "softrank-campaign.json"
     if case == "not a folder":
         return manifest, [], "not a folder"
-    if case == "no manifest":
+    if case == "no manifest, JSON only in subfolders":
         manifest.unlink()
-        return folder, [], "no softrank-campaign.json"
+        (folder / "loose.json").unlink()
+        return folder, [], "no softrank-campaign.json) nor a folder of certificates (no *.json file in it; those in its"
+    if case == "an empty folder":
+        (folder / "empty").mkdir()
+        return folder / "empty", [], "neither a campaign folder"
+    if case == "a plain folder over the byte limit":
+        manifest.unlink()
+        with open(folder / "loose.json", "a") as handle:
+            handle.write(" " * (1 << 20))
+        return folder, ["--max-bytes", "1M"], "raise it with --max-bytes"
+    if case == "a signature option for a campaign":
+        return folder, ["--require-signature"], "--trusted-keys and --require-signature are for a folder of certificates"
+    if case == "unreadable --trusted-keys":
+        manifest.unlink()
+        return folder, ["--trusted-keys", folder / "nowhere.pub"], "nowhere.pub"
     if case == "another command":
         data = json.loads(manifest.read_text())
         data["command"] = "supports"
@@ -312,8 +560,10 @@ def _break(folder: Path, case: str) -> tuple[Path, list[str], str]:
     raise AssertionError(case)
 
 
-@pytest.mark.parametrize("case", ["not a folder", "no manifest", "another command", "unreadable JSON",
-                                  "not a manifest", "too many certificates", "too many bytes", "bad --out"])
+@pytest.mark.parametrize("case", ["not a folder", "no manifest, JSON only in subfolders", "an empty folder",
+                                  "another command", "unreadable JSON", "not a manifest", "too many certificates",
+                                  "too many bytes", "bad --out", "a plain folder over the byte limit",
+                                  "a signature option for a campaign", "unreadable --trusted-keys"])
 def test_bad_input_is_one_line_and_writes_nothing(folder, case):
     target, extra, fragment = _break(folder, case)
     before = files_below(folder)
@@ -394,3 +644,33 @@ def test_a_headless_browser_loads_the_page(folder, tmp_path):
         assert url.startswith("file://") and Path(urllib.parse.unquote(urllib.parse.urlparse(url).path)).is_file(), url
     assert seen["errors"] == [], seen["errors"]
     assert control["images"][0][2] == 0 and control["errors"], control
+
+
+def test_a_headless_browser_loads_the_committed_sample(tmp_path):
+    """``softrank report`` of the committed seed-scale sample (a plain folder of certificates named
+    by their SHA-256; the page written under tmp_path, nothing in the repository): every file is
+    a verified operator on the page, however many the sample holds."""
+    files = sorted(p.name for p in SAMPLE.glob("*.json"))
+    assert files, SAMPLE
+    before = files_below(SAMPLE)
+    page = tmp_path / "site" / "index.html"
+    res = run_softrank("report", SAMPLE, "--out", page, "--quiet")
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert f"{len(files)} verified, 0 failed, 0 not counted of {len(files)} certificate files" in res.stdout
+    assert files_below(SAMPLE) == before
+    browser = _browser()
+    try:
+        seen = _load(browser, page)
+        verified = browser.execute_script("return document.querySelectorAll('tr[data-status=\"verified\"]').length")
+        others = browser.execute_script("return document.querySelectorAll('tr[data-status]').length")
+        summary = browser.execute_script("return document.getElementById('verify').nextElementSibling.textContent")
+    finally:
+        browser.quit()
+    assert seen["title"].startswith("softrank certificate folder report")
+    assert seen["images"] and all(complete and width > 0 for _, complete, width in seen["images"]), seen
+    targets = sorted(Path(urllib.parse.unquote(urllib.parse.urlparse(url).path)) for url in seen["links"])
+    assert all(url.startswith("file://") for url in seen["links"])
+    assert targets == sorted((SAMPLE / name).resolve() for name in files)
+    assert seen["errors"] == [], seen["errors"]
+    assert verified == others == len(files)
+    assert f"{len(files)} verified" in summary

@@ -1,15 +1,19 @@
 """A campaign folder read for the report (UNTRUSTED orchestration; every verdict is the kernel's).
 
+* :func:`folder_kind`: ``"campaign"`` for a folder holding ``softrank-campaign.json``, else
+  ``"certificates"`` (a plain folder of certificate files: :mod:`.certificates`);
 * :func:`read_manifest`: ``DIR/softrank-campaign.json`` of a ``softrank bracket`` campaign, read
   within a size bound; anything else (no folder, no manifest, unreadable JSON, a manifest of
   another command) is one :class:`~softrank_cert.errors.InvalidInputError` (exit 2);
 * :func:`plan`: each operator's certificate file and its size, from ``stat`` alone, refused as a
-  whole (exit 2) when the count or the total exceeds the limits, before a byte is read;
+  whole (exit 2) when the count or the total exceeds the limits (:func:`check_limits`), before a
+  byte is read;
 * :func:`unlisted_files`: a note on JSON files below the folder that belong to no operator;
 * :func:`verify_operators`: each certificate re-checked by
   :func:`softrank_cert.verification.verify_certificate_bytes` (what ``softrank-verify`` runs);
   only a certificate whose every claim is VERIFIED, about the manifest's operator of that name
-  with exactly the campaign's tolerances, gives brackets.
+  with exactly the campaign's tolerances, gives brackets (:func:`claims_not_verified`,
+  :func:`verified_brackets` and :func:`summarize` serve both kinds of folder).
 
 The manifest supplies the operator names, the tolerances and bookkeeping (status, reason,
 seconds); no bracket is ever read from it.
@@ -37,6 +41,20 @@ DEFAULT_MAX_BYTES = 4 << 30
 MAX_MANIFEST_BYTES = 256 << 20
 #: The one campaign command whose folder holds one certificate per operator of a panel.
 COMMAND = "bracket"
+#: A record's status: brackets shown; a certificate there but not verified or not belonging; no
+#: certificate file (campaign); a second certificate of an operator, not counted (plain folder).
+STATUSES = ("verified", "failed", "missing", "duplicate")
+#: What to give, in the one line that refuses a folder.
+WHAT_TO_GIVE = "give the --out folder of 'softrank bracket PANEL --all', or a folder holding certificate files"
+
+
+def folder_kind(folder: Path) -> str:
+    """``"campaign"`` when ``folder`` holds a campaign manifest (``softrank-campaign.json``, read
+    by :func:`read_manifest`), else ``"certificates"``; no folder is one line, exit 2."""
+    if not folder.is_dir():
+        what = "not a folder" if folder.exists() else "no such folder"
+        raise InvalidInputError(f"{folder}: {what} ({WHAT_TO_GIVE})")
+    return "campaign" if (folder / MANIFEST_NAME).exists() else "certificates"
 
 
 def read_manifest(folder: Path) -> dict[str, Any]:
@@ -100,6 +118,13 @@ def plan(folder: Path, manifest: dict[str, Any], *, max_certificates: int = DEFA
             planned.append(Planned(name, path, None, "not a regular file"))
             continue
         planned.append(Planned(name, path, info.st_size))
+    check_limits(folder, planned, max_certificates, max_bytes)
+    return planned
+
+
+def check_limits(folder: Path, planned: list[Planned], max_certificates: int, max_bytes: int) -> None:
+    """Refuse (one line naming the option that raises the limit) more than ``max_certificates``
+    sized files in ``planned``, or more than ``max_bytes`` bytes of them together."""
     present = [p for p in planned if p.size is not None]
     total = sum(p.size or 0 for p in present)
     if len(present) > max_certificates:
@@ -110,7 +135,6 @@ def plan(folder: Path, manifest: dict[str, Any], *, max_certificates: int = DEFA
 
         raise InvalidInputError(f"{folder}: {format_bytes(total)} of certificates, more than the limit of "
                                 f"{format_bytes(max_bytes)} (raise it with --max-bytes SIZE)")
-    return planned
 
 
 def unlisted_files(folder: Path, planned: list[Planned], shown: int = 3) -> str | None:
@@ -124,7 +148,7 @@ def unlisted_files(folder: Path, planned: list[Planned], shown: int = 3) -> str 
             f"not read: {', '.join(extra[:shown])}" + (", ..." if len(extra) > shown else ""))
 
 
-def _claims_not_verified(report: Any) -> str:
+def claims_not_verified(report: Any) -> str:
     """``r_eps >= 5 at eps 0.1: REJECTED (reason); ...`` for the claims that are not VERIFIED."""
     bad = [v for v in report.verdicts if v.status.value != "VERIFIED"]
     shown = "; ".join(f"r_eps {'>=' if v.side == 'lower' else '<='} {v.rank} at eps {v.eps}: {v.status.value}"
@@ -132,7 +156,7 @@ def _claims_not_verified(report: Any) -> str:
     return f"{len(bad)} claim(s) not verified: {shown}" + ("; ..." if len(bad) > 3 else "")
 
 
-def _brackets(report: Any) -> list[dict[str, Any]]:
+def verified_brackets(report: Any) -> list[dict[str, Any]]:
     """The verified ends, per tolerance in file order (from the kernel's verdicts)."""
     return [{"eps": lo.eps, "lower": lo.rank, "upper": up.rank, "lower_method": lo.method,
              "upper_construction": up.method, "checked_by": [lo.engine, up.engine]} for lo, up in report.pairs]
@@ -146,7 +170,8 @@ def check_one(planned: Planned, entry: dict[str, Any], tolerances: list[str],
     from ...certio.certificate import read_certificate_bytes
     from ...verification import verify_certificate_bytes
 
-    record: dict[str, Any] = {"operator": planned.name, "manifest_status": entry.get("status"),
+    record: dict[str, Any] = {"operator": planned.name, "file": f"{planned.name}.json" if planned.path else None,
+                              "manifest_status": entry.get("status"),
                               "seconds": entry.get("seconds") if isinstance(entry.get("seconds"), (int, float)) else None,
                               "certificate": None, "brackets": [], "reason": None}
     if planned.size is None or planned.path is None:
@@ -168,7 +193,7 @@ def check_one(planned: Planned, entry: dict[str, Any], tolerances: list[str],
     assert certificate is not None  # verify_certificate_bytes always decodes it
     recorded = entry.get("operator_sha256")
     if not report.ok:
-        reason = _claims_not_verified(report)
+        reason = claims_not_verified(report)
     elif certificate.operator_id != planned.name:
         reason = f"the certificate is about {certificate.operator_id!r}, not this operator"
     elif [b.eps for b in certificate.brackets] != tolerances:
@@ -177,7 +202,7 @@ def check_one(planned: Planned, entry: dict[str, Any], tolerances: list[str],
     elif isinstance(recorded, str) and recorded != operator_sha256(certificate.operator):
         reason = "its operator is not the one the campaign recorded (operator_sha256 differs)"
     else:
-        record.update(status="verified", brackets=_brackets(report))
+        record.update(status="verified", brackets=verified_brackets(report))
         return record
     record.update(status="failed", reason=reason)
     return record
@@ -186,8 +211,7 @@ def check_one(planned: Planned, entry: dict[str, Any], tolerances: list[str],
 def verify_operators(planned: list[Planned], manifest: dict[str, Any],
                      advance: Callable[[int, int], None] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """:func:`check_one` of every planned operator, in the manifest's order, and the verify
-    summary (counts verified / failed / missing, claims verified, seconds of this re-check).
-    ``advance(done, total)`` is called after each certificate read."""
+    summary (:func:`summarize`).  ``advance(done, total)`` is called after each certificate read."""
     signer = manifest.get("signer") if isinstance(manifest.get("signer"), str) else None
     started = time.perf_counter()
     records = []
@@ -196,13 +220,23 @@ def verify_operators(planned: list[Planned], manifest: dict[str, Any],
         records.append(check_one(item, entry, list(manifest["tolerances"]), signer))
         if advance is not None:
             advance(index + 1, len(planned))
-    counts = {status: sum(1 for r in records if r["status"] == status) for status in ("verified", "failed", "missing")}
+    files = sum(1 for item in planned if item.size is not None)
+    return records, summarize(records, operators=len(records), files=files, signer=signer, started=started)
+
+
+def summarize(records: list[dict[str, Any]], *, operators: int, files: int, signer: str | None,
+              started: float) -> dict[str, Any]:
+    """The verify summary: ``operators`` and certificate ``files`` as the caller counts them, the
+    records per status (verified / failed / missing / duplicate), the claims verified and what
+    checked them, the signer a campaign requires, and the seconds since ``started``
+    (``time.perf_counter``)."""
+    counts = {status: sum(1 for r in records if r["status"] == status) for status in STATUSES}
     engines: dict[str, int] = {}
     for record in records:
         for bracket in record["brackets"]:
             for engine in bracket["checked_by"]:
                 engines[engine] = engines.get(engine, 0) + 1
-    summary = {"operators": len(records), **counts, "claims_verified": sum(engines.values()),
-               "checked_by": dict(sorted(engines.items())), "signer": signer,
-               "seconds": round(time.perf_counter() - started, 3)}
-    return records, summary
+    return {"operators": operators, "files": files, "verified": counts["verified"], "failed": counts["failed"],
+            "missing": counts["missing"], "duplicates": counts["duplicate"], "claims_verified": sum(engines.values()),
+            "checked_by": dict(sorted(engines.items())), "signer": signer,
+            "seconds": round(time.perf_counter() - started, 3)}

@@ -1,7 +1,9 @@
 """The report's HTML (UNTRUSTED rendering): one static page, no script, no network.
 
 :func:`render_page` turns the report document (``softrank_cert.cli.report_cmd``: header,
-verify summary, group rows, operator records, figure files) into HTML.  Every piece of
+verify summary, group rows, operator records, figure files) into HTML, worded for the kind of
+folder read (a campaign; a plain folder of certificate files, whose rows of no verified operator
+are named by their file).  Every piece of
 untrusted text (operator names, reasons, methods, paths) is escaped; links and image sources
 are relative to the page's folder and percent-encoded, so the page moves with its folder.
 """
@@ -20,7 +22,7 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; } h3 { font-siz
 table { border-collapse: collapse; margin: 0.6em 0 1.2em; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th { background: #f3f3f3; } td.name, th.name { text-align: left; font-family: monospace; }
-td.failed { color: #a00; text-align: left; } td.missing { color: #855; text-align: left; }
+td.failed { color: #a00; text-align: left; } td.missing, td.duplicate { color: #855; text-align: left; }
 .resolved { font-weight: bold; } img { max-width: 100%; height: auto; border: 1px solid #ddd; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; } dt { font-weight: bold; }
 p.note { color: #555; font-size: 0.9em; }
@@ -54,23 +56,54 @@ def _ends(bracket: dict[str, Any]) -> str:
     return f'<td title="{title}">[{lower}, {upper}]</td>'
 
 
-def _header(doc: dict[str, Any]) -> list[str]:
-    c, s = doc["campaign"], doc["summary"]
-    items = [("folder", doc["folder"]), ("page written", doc["generator"]["created"]),
-             ("software", f"softrank-cert {doc['generator']['version']} (campaign run by {c['generator_version']})"),
-             ("tolerances", ", ".join(c["tolerances"])), ("operators", c["operators"]),
-             ("campaign", f"{c['state']}; created {c['created']}, updated {c['updated']}"),
-             ("signer", c["signer"] or "unsigned (no --key)")]
-    out = ["<dl>"] + [f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in items] + ["</dl>"]
+def _header_items(doc: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The header's (label, value) pairs for the kind of folder read."""
+    c, signatures = doc["campaign"], doc["signatures"]
+    tolerances = ", ".join(c["tolerances"]) or "none (no certificate verified)"
+    if doc["kind"] == "campaign":
+        return [("folder", doc["folder"]), ("page written", doc["generator"]["created"]),
+                ("software", f"softrank-cert {doc['generator']['version']} (campaign run by {c['generator_version']})"),
+                ("tolerances", tolerances), ("operators", c["operators"]),
+                ("campaign", f"{c['state']}; created {c['created']}, updated {c['updated']}"),
+                ("signer", c["signer"] or "unsigned (no --key)")]
+    if signatures["trusted_keys"]:
+        signed = f"required, by a key in {signatures['trusted_keys']}"
+    elif signatures["require_signature"]:
+        signed = "required (any valid signature)"
+    else:
+        signed = "checked where present (as softrank-verify does); none required"
+    return [("folder", f"{doc['folder']} (certificate files, no campaign manifest)"),
+            ("page written", doc["generator"]["created"]),
+            ("software", f"softrank-cert {doc['generator']['version']} (certificates made by "
+                         f"{c['generator_version'] or 'unknown'})"),
+            ("tolerances", tolerances), ("operators", c["operators"]),
+            ("files", doc["summary"]["files"]), ("signatures", signed)]
+
+
+def _verify_summary(doc: dict[str, Any]) -> str:
+    """The verify summary's paragraph (counts, engines, what the numbers come from)."""
+    s = doc["summary"]
     engines = ", ".join(f"{n} by {_e(e)}" for e, n in s["checked_by"].items()) or "none"
-    out += ["<h2 id=\"verify\">Verify summary</h2>",
-            f"<p>Every certificate was re-checked by the trusted kernel for this page (the entry point of "
+    checked = (f"{s['claims_verified']} claims verified ({engines}), in {s['seconds']:.1f} s. Only verified "
+               "certificates give brackets")
+    files = doc["folder"] if doc["kind"] == "campaign" else str(Path(doc["folder"]) / "*.json")
+    again = f"Check them again with <code>softrank-verify {_e(files)}</code>."
+    if doc["kind"] == "campaign":
+        return (f"<p>Every certificate was re-checked by the trusted kernel for this page (the entry point of "
+                f"<code>softrank-verify</code>): <strong>{s['verified']} verified</strong>, "
+                f"<strong>{s['failed']} failed</strong>, <strong>{s['missing']} missing</strong> of {s['operators']} "
+                f"operators, {checked}; the manifest is bookkeeping and no number on this page is read from it. "
+                f"{again}</p>")
+    return (f"<p>Every file was re-checked by the trusted kernel for this page (the entry point of "
             f"<code>softrank-verify</code>): <strong>{s['verified']} verified</strong>, "
-            f"<strong>{s['failed']} failed</strong>, <strong>{s['missing']} missing</strong> of {s['operators']} "
-            f"operators, {s['claims_verified']} claims verified ({engines}), in {s['seconds']:.1f} s. Only verified "
-            "certificates give brackets; the manifest is bookkeeping and no number on this page is read from it. "
-            f"Check them again with <code>softrank-verify {_e(doc['folder'])}</code>.</p>"]
-    return out
+            f"<strong>{s['failed']} failed</strong>, <strong>{s['duplicates']} not counted</strong> (a second "
+            f"certificate of an operator) of {s['files']} files, {checked}; an operator's name is the one its "
+            f"verified certificate states. {again}</p>")
+
+
+def _header(doc: dict[str, Any]) -> list[str]:
+    out = ["<dl>"] + [f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in _header_items(doc)] + ["</dl>"]
+    return out + ["<h2 id=\"verify\">Verify summary</h2>", _verify_summary(doc)]
 
 
 def _group_tables(doc: dict[str, Any]) -> list[str]:
@@ -103,29 +136,39 @@ def _figures(doc: dict[str, Any], page: Path) -> list[str]:
     return out
 
 
+#: What a record that gives no brackets is shown as, by status.
+_LABELS = {"failed": "not verified", "missing": "missing", "duplicate": "not counted"}
+
+
 def _operator_table(doc: dict[str, Any], page: Path) -> list[str]:
     tolerances = doc["campaign"]["tolerances"]
+    campaign = doc["kind"] == "campaign"
+    seconds = ("<th title=\"the solver's seconds, as the manifest records them (bookkeeping)\">search s</th>"
+               if campaign else "")
     out = ["<h2 id=\"operators\">Operators</h2>",
            "<p class=\"note\">Ends per tolerance as the kernel verified them: one number when resolved, else "
-           "[lower, upper] (hover for the methods and what checked them). Each name links to its certificate.</p>",
+           "[lower, upper] (hover for the methods and what checked them). Each name links to its certificate"
+           + ("." if campaign else "; a file of no verified operator is named by its file name.") + "</p>",
            "<table><tr><th class=\"name\">operator</th>" + "".join(f"<th>eps {_e(e)}</th>" for e in tolerances)
-           + "<th title=\"the solver's seconds, as the manifest records them (bookkeeping)\">search s</th></tr>"]
+           + seconds + "</tr>"]
     for record in doc["operators"]:
-        name = _e(record["operator"])
+        name = _e(record["operator"] if record["operator"] is not None else record["file"])
         cell = (f"<a href=\"{href(record['certificate'], page)}\">{name}</a>" if record["certificate"] else name)
         if record["status"] == "verified":
             ends = "".join(_ends(b) for b in record["brackets"])
         else:
-            label = "not verified" if record["status"] == "failed" else "missing"
-            ends = f"<td class=\"{record['status']}\" colspan=\"{len(tolerances)}\">{label}: {_e(record['reason'])}</td>"
-        out.append(f"<tr><td class=\"name\">{cell}</td>{ends}<td>{_number(record['seconds'], 2)}</td></tr>")
+            ends = (f"<td class=\"{record['status']}\" colspan=\"{max(1, len(tolerances))}\">"
+                    f"{_LABELS[record['status']]}: {_e(record['reason'])}</td>")
+        tail = f"<td>{_number(record['seconds'], 2)}</td>" if campaign else ""
+        out.append(f"<tr data-status=\"{record['status']}\"><td class=\"name\">{cell}</td>{ends}{tail}</tr>")
     out.append("</table>")
     return out
 
 
 def render_page(doc: dict[str, Any], page: Path) -> str:
     """The HTML text of the report document ``doc`` to be written at ``page``."""
-    title = f"softrank campaign report: {doc['folder']}"
+    what = "campaign" if doc["kind"] == "campaign" else "certificate folder"
+    title = f"softrank {what} report: {doc['folder']}"
     parts = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
              "<link rel=\"icon\" href=\"data:,\">", f"<title>{_e(title)}</title>", f"<style>{_CSS}</style>",
              "</head><body>", f"<h1>{_e(title)}</h1>"]

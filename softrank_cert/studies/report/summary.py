@@ -49,15 +49,17 @@ def _median(values: list[float]) -> float | None:
 
 
 def group_rows(records: list[dict[str, Any]], tolerances: list[str]) -> list[dict[str, Any]]:
-    """One row per group (natural order of the group names): ``operators`` (all of the manifest
-    in the group), ``verified``, and per tolerance ``median_lower``, ``median_upper``,
-    ``median_ratio`` (None where no ratio is bounded) and ``resolved_share`` (None without a
-    verified operator)."""
+    """One row per group (natural order of the group names): ``operators`` (the distinct names of
+    the group: all of the manifest's, or of a plain folder those of a verified certificate;
+    records without a name are in no group), ``verified``, and per tolerance ``median_lower``,
+    ``median_upper``, ``median_ratio`` (None where no ratio is bounded) and ``resolved_share``
+    (None without a verified operator)."""
     from ...util.operator_files import natural_key
 
     groups: dict[str, list[dict[str, Any]]] = {}
     for record in records:
-        groups.setdefault(group_of(record["operator"]), []).append(record)
+        if record["operator"] is not None:
+            groups.setdefault(group_of(record["operator"]), []).append(record)
     rows = []
     for group in sorted(groups, key=natural_key):
         members = groups[group]
@@ -70,7 +72,8 @@ def group_rows(records: list[dict[str, Any]], tolerances: list[str]) -> list[dic
                             "median_upper": _median([up for _, up in ends]),
                             "median_ratio": _median(ratios),
                             "resolved_share": (sum(lo == up for lo, up in ends) / len(ends)) if ends else None}
-        rows.append({"group": group, "operators": len(members), "verified": len(verified), "eps": per_eps})
+        rows.append({"group": group, "operators": len({r["operator"] for r in members}), "verified": len(verified),
+                     "eps": per_eps})
     return rows
 
 
