@@ -546,7 +546,9 @@ def write_summary(units: list[Unit]) -> str:
              f"{stats['claims_verified']:,} claims, every one VERIFIED by `softrank-verify` before its unit was "
              f"recorded. CPU {stats['cpu_hours']:.2f} h, wall {stats['wall_hours']:.2f} h (bracket and verify runs). "
              "Plan and method: `benchmarks/seed_scale.py`; one record per unit in `units/`, a deterministic "
-             "sample of certificates in `sample/` (named by SHA-256).", "",
+             "sample of certificates in `sample/` (named by SHA-256); `softrank report "
+             "benchmarks/results/seed_scale/sample --out /tmp/sample/index.html` re-verifies it and renders it as a "
+             "page.", "",
              "| model | width | eps | operators | median upper/lower | resolved | median lower | median upper |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['model']} | {r['width']} | {r['eps']} | {r['operators']} | {r['median_ratio']:.2f} | "
