@@ -38,6 +38,7 @@ session; run it again to go on.
     python benchmarks/seed_scale.py --summary-only    # rewrite benchmarks/results/seed_scale/README.md
     python benchmarks/seed_scale.py --reverify        # softrank-verify WORK/store once more
     python benchmarks/seed_scale.py --profiles        # certified profiles of typical heads, then the summary
+    python benchmarks/seed_scale.py --reproduce UNIT  # bracket a recorded unit again, compare every result
 
 The summary (``README.md`` and ``summary.json`` beside the units) gives median upper/lower,
 resolved share and median ends per model x width x eps, CPU and wall hours, and the cost per
@@ -312,6 +313,37 @@ def run_unit(unit: Unit, panels: Panels, work: Path, log: Path, sample: set[str]
     return True
 
 
+def reproduce_unit(unit: Unit, panels: Panels, work: Path, log: Path) -> bool:
+    """Bracket a recorded ``unit`` again from scratch in ``WORK/reproduce/UNIT/``, verify it, and
+    compare every operator's result (:func:`result_sha256`: operator, claims and witness arrays)
+    with the committed record; the comparison goes to ``RESULTS/reproduced/UNIT.json``.  True when
+    every result is identical (the certificates of the campaign can be made again, bit for bit)."""
+    record = json.loads(record_path(unit).read_text(encoding="utf-8"))
+    out = work / "reproduce" / unit.name
+    shutil.rmtree(out, ignore_errors=True)
+    panel = panels.unit_panel(unit)
+    bracket = [sys.executable, "-m", "softrank_cert.cli.main", "bracket", str(panel), "--all", "--eps", ",".join(EPS),
+               "--out", str(out) + "/", "--jobs", str(JOBS)]
+    rc, _, wall, cpu = _run(bracket, log)
+    verify = [sys.executable, "-m", "softrank_cert.cli.verify", str(out), "--json"]
+    vrc, stdout, _, _ = _run(verify, log, capture=True)
+    rows, problems = verified_rows(json.loads(stdout) if stdout.strip() else {"files": []}, unit)
+    recorded = {(r["operator"], r["eps"]): r for r in record["rows"]}
+    differing = sorted({r["operator"] for r in rows if recorded.get((r["operator"], r["eps"]), {}).get("result_sha256")
+                        != r["result_sha256"]})
+    same = len({r["operator"] for r in rows}) - len(differing)
+    result = {"unit": unit.name, "operators": len(unit.operators()), "bracket_exit_code": rc, "verify_exit_code": vrc,
+              "problems": problems[:10], "identical_results": same, "differing": differing,
+              "recorded_commit": record["commit"], **{f"now_{k}": v for k, v in _commit().items()},
+              "bracket_wall_s": round(wall, 1), "bracket_cpu_s": round(cpu, 1),
+              "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    write_atomic(RESULTS / "reproduced" / f"{unit.name}.json", json.dumps(result, indent=1) + "\n")
+    print(f"  {unit.name}: {same} of {len(unit.operators())} results identical to the record"
+          + (f"; differing: {', '.join(differing[:3])}" if differing else "") + (f"; {problems[0]}" if problems else ""),
+          flush=True)
+    return rc == 0 and vrc == 0 and not problems and same == len(unit.operators())
+
+
 # --- summary ------------------------------------------------------------------------------------
 
 def load_records() -> list[dict]:
@@ -567,6 +599,12 @@ def write_summary(units: list[Unit]) -> str:
                   f"{check['recorded_certificates']:,} recorded certificates, {check['summary'].get('verified', 0):,} of "
                   f"{check['summary'].get('claims', 0):,} claims VERIFIED, exit {check['exit_code']}, "
                   f"{check['cpu_s']:.0f} CPU s."]
+    for path in sorted((RESULTS / "reproduced").glob("*.json")):
+        check = json.loads(path.read_text(encoding="utf-8"))
+        lines += ["", f"`--reproduce` ({check['checked']}): unit `{check['unit']}` bracketed again from scratch at commit "
+                  f"{check['now_commit'][:10]} (recorded at {check['recorded_commit'][:10]}): **{check['identical_results']} "
+                  f"of {check['operators']} results identical** to the record (claims and witness arrays, by "
+                  f"`result_sha256`), {check['bracket_cpu_s']:.0f} CPU s."]
     dask = RESULTS / "dask_check.json"
     if dask.is_file():
         check = json.loads(dask.read_text(encoding="utf-8"))
@@ -614,6 +652,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--redo", action="append", default=[], help="compute this unit again (repeatable)")
     ap.add_argument("--list", action="store_true", help="print the plan with each unit's status and stop")
     ap.add_argument("--summary-only", action="store_true")
+    ap.add_argument("--reproduce", metavar="UNIT",
+                    help="bracket the recorded unit of this exact name again from scratch and compare every result "
+                         "with its record (reproduced/UNIT.json), then the summary")
     ap.add_argument("--profiles", action="store_true",
                     help="profile the typical heads of each fully recorded width of 64 and 128 (a few CPU minutes; "
                          "drawn heads are kept), then the summary")
@@ -631,7 +672,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.reverify:
         return reverify(work, log)
     failed = 0
-    if args.profiles:
+    if args.reproduce:
+        chosen = [u for u in units if u.name == args.reproduce and record_path(u).is_file()]
+        if not chosen:
+            raise SystemExit(f"seed_scale: no recorded unit named {args.reproduce!r} (see --list)")
+        failed += not reproduce_unit(chosen[0], Panels(work), work, log)
+    elif args.profiles:
         failed += not run_profiles(Panels(work), log)
     elif not args.summary_only:
         todo = [u for u in units if (not record_path(u).is_file() or u.name in args.redo)

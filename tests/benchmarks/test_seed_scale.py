@@ -179,3 +179,21 @@ def test_profiles_of_typical_heads_end_to_end(tmp_path, monkeypatch):
     certificate.write_text(json.dumps(data))
     assert not seed_scale.run_profiles(panels, work / "log")
     assert json.loads((folder / "index.json").read_text())["verify"]["exit_code"] != 0
+
+
+def test_a_reproduced_unit_is_compared_result_by_result(tmp_path, monkeypatch):
+    """A recorded unit bracketed again gives identical results; a record that does not match is reported."""
+    unit, work = _tiny_unit(tmp_path, monkeypatch, 2)
+    panels = seed_scale.Panels(work)
+    assert seed_scale.run_unit(unit, panels, work, work / "log", set())
+    assert seed_scale.reproduce_unit(unit, panels, work, work / "log")
+    check = json.loads((tmp_path / "results" / "reproduced" / f"{unit.name}.json").read_text())
+    assert check["identical_results"] == 2 and check["differing"] == [] and check["problems"] == []
+    assert "**2 of 2 results identical**" in seed_scale.write_summary([unit])
+    path = seed_scale.record_path(unit)
+    record = json.loads(path.read_text())
+    record["rows"][0]["result_sha256"] = "0" * 64  # a record the computation does not reproduce
+    path.write_text(json.dumps(record))
+    assert not seed_scale.reproduce_unit(unit, panels, work, work / "log")
+    check = json.loads((tmp_path / "results" / "reproduced" / f"{unit.name}.json").read_text())
+    assert check["identical_results"] == 1 and check["differing"] == [record["rows"][0]["operator"]]
