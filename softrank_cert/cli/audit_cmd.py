@@ -33,7 +33,9 @@ Rows look like {"operator": "NAME", "eps": "0.25", "lower": 5, "upper": 26} with
 no '..', no symlink out). Statuses: confirmed, tightened, reproduced,
 refuted, invalid-certificate, unresolved, error (see softrank_cert/studies/audit/table.py). Refuting and
 tightening ends are written as certificates to REPORT-evidence/ (signed with --key); check
-them with softrank-verify.
+them with softrank-verify. With --jobs or --scheduler the evidence (and a campaign's
+reproduction) that a worker returns is re-verified here before it is written or signed; an
+operator whose certificates do not verify gets 'error' rows with the reason (exit 6).
 
 With --resume the audit is a resumable campaign: REPORT-campaign.json records each audited
 operator (rewritten atomically after every one) and REPORT-campaign/ the certificate of each

@@ -39,7 +39,11 @@ Every output path is checked before any work. Every end written was VERIFIED by 
 kernel first; check any of them again with softrank-verify. --jobs N runs N operators at a
 time in worker processes and --scheduler runs them on a Dask cluster; the certificates do not
 depend on either, nor on how busy the machine is: the search is bounded by work (--work; the
-same work gives the same ends). With --budget-seconds, a time cap, they may.
+same work gives the same ends). With --budget-seconds, a time cap, they may. A certificate
+that comes back from a worker process or a Dask worker is re-verified by this process's kernel
+(every claim VERIFIED, the panel's operator bit for bit, exactly --eps, the provenance) before
+it is signed or written; one that does not verify is not written, and its operator is recorded
+as failed with the reason (exit 6; --resume computes it again).
 
 Campaigns (--out a folder): certs/softrank-campaign.json records the parameters and each
 operator's status and seconds, rewritten atomically after every operator. --resume keeps
@@ -53,8 +57,11 @@ peak does not fit and starts tasks only while they fit together.
 exit codes: 0 every certificate written (or kept); 2 invalid input (also an operator named
 softrank-campaign, the manifest's name, or a --resume with other --eps), or an output that cannot
 be written (full disk: one line, the manifest and every finished certificate stay intact);
-4 a checker bug; 6 the campaign finished but some operators failed or were refused (see the
-manifest); 130 interrupted by Ctrl-C or SIGTERM (the message names the --resume command).
+4 a checker bug; 6 the campaign finished but some operators failed or were refused, including
+a worker's certificate that did not verify here (see the manifest); 130 interrupted by Ctrl-C or
+SIGTERM (the message names the --resume command). One operator (--out a file) run on a Dask
+cluster whose certificate does not verify here: softrank-verify's code for it (1 a claim
+REJECTED, 3 INCONCLUSIVE, 2 it does not decode), nothing written.
 """
 
 

@@ -35,8 +35,11 @@ ones count). A budget b is feasible when the verified upper end is <= b (some ra
 within eps), impossible when the verified lower end is > b (none is), unresolved otherwise.
 --certificates DIR writes, for every operator with a feasible or impossible budget, the
 certificate of its verified ends to DIR/NAME.json (signed with --key), which proves each
-such class: check them with softrank-verify DIR. --operator NAME (repeatable) restricts the
-study to those operators of the panels.
+such class: check them with softrank-verify DIR. With --jobs or --scheduler a worker's
+certificate (--certificates, or a campaign's R-campaign/) is re-verified here before it is
+stored, signed or written, and the operator's ends and classes are re-derived from it; one that
+does not verify fails its operator (exit 6). Without either, the workers' numbers are reported.
+--operator NAME (repeatable) restricts the study to those operators of the panels.
 Operators are grouped by document and block width read from names like
 minilm/apache2/w128/L3H7 (no w<N> segment: width group "-"; document = the panel's stem).
 Without --budget-seconds each operator's searches are bounded by the bracket driver's default

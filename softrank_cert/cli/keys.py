@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..certio.certificate import FORMAT_NAME, decode_certificate, parse_json_strict, read_certificate_bytes
+from ..certio.certificate import FORMAT_NAME, parse_json_strict, read_certificate_bytes
 from ..certio.signing import did_key, generate_private_key, load_private_key, sign_certificate, write_key_file
-from ..errors import CertificateFormatError, InvalidInputError
+from ..errors import CertificateFormatError, CertificateRefusedError, InvalidInputError, KernelLimitError
 from ..util.files import check_output_file, write_json_atomic
 from ..plumbing.reports import dumps, envelope
 from .common import add_command
@@ -40,15 +40,43 @@ def run_keygen(args: Any) -> int:
     return 0
 
 
+SIGN_EPILOG = """\
+examples:
+  softrank sign cert.json --key issuer.key
+  softrank sign cert.json --key issuer.key --out signed/cert.json
+
+Before it signs, softrank sign checks the certificate exactly as softrank-verify does --
+schema, array hashes, operator, then every claim with the trusted kernel -- and signs only when
+every claim is VERIFIED: a signature never vouches for an unproved claim. Any existing proof
+is discarded first, valid or not, whoever made it: it is being replaced, and what is signed is
+the claims, which are checked afresh (verify the old signature with softrank-verify
+--trusted-keys if it matters to you). A refusal is one line naming the first claim that is not
+VERIFIED (rank, side, eps, verdict); nothing is written.
+
+exit codes: 0 signed (every claim VERIFIED); 1 refused: some claim REJECTED (provably false);
+3 refused: nothing rejected, but some claim INCONCLUSIVE at --max-prec (softrank-verify's
+codes for the same certificate); 2 invalid input (not a certificate, schema, hash mismatch, a
+bad key file) or an output that cannot be written; 4 a checker bug; 5 not checked (beyond the
+limits of --kernel exact, or an Arb check larger than this process may use).
+"""
+
+
 def add_sign(sub: Any) -> None:
+    from .verify import DEFAULT_MAX_PREC, KERNEL_CHOICES
+
     p = add_command(sub, "sign",
                     description="Add an eddsa-jcs-2022 Data Integrity proof to a certificate "
-                                "(any existing proof is replaced). The certificate is decoded first (schema, "
-                                "array hashes, operator): anything else is refused. The file is rewritten atomically.",
-                    epilog="example:\n  softrank sign cert.json --key issuer.key")
+                                "(any existing proof is replaced) after re-verifying every claim with the trusted "
+                                "kernel, as softrank-verify does: a certificate with a claim that is not VERIFIED is "
+                                "refused. The file is rewritten atomically.",
+                    epilog=SIGN_EPILOG)
     p.add_argument("certificate", metavar="CERT.json")
     p.add_argument("--key", required=True, metavar="KEYFILE")
     p.add_argument("--out", metavar="FILE", help="write the signed certificate here instead of in place")
+    p.add_argument("--max-prec", type=int, default=DEFAULT_MAX_PREC, metavar="BITS",
+                   help=f"highest Arb precision tried before INCONCLUSIVE (default {DEFAULT_MAX_PREC}; as softrank-verify)")
+    p.add_argument("--kernel", choices=KERNEL_CHOICES, default="auto",
+                   help="checker for the claims, as softrank-verify --kernel (default auto)")
     p.add_argument("--json", action="store_true", help="print a JSON summary (file, signer) instead of the line")
     p.set_defaults(run=run_sign)
 
@@ -71,10 +99,21 @@ def _what_document(raw: bytes) -> str | None:
     return f"a {kind!r} document" if isinstance(kind, str) else f'a JSON object without "format": "{FORMAT_NAME}"'
 
 
-def read_certificate_to_sign(path: str | Path) -> dict[str, Any]:
-    """The certificate at ``path``, fully decoded (schema, array hashes, operator, ends) before it
-    is signed: a signature must never vouch for a file that softrank-verify refuses.  Anything else
-    is refused with one line (exit 2) saying what the file is."""
+def read_certificate_to_sign(path: str | Path, *, max_prec: int | None = None, kernel: str = "auto") -> dict[str, Any]:
+    """The certificate at ``path`` without its proof, re-verified as ``softrank-verify`` verifies it
+    (schema, array hashes, operator, then every claim with the trusted kernel) before it is
+    signed: a signature must never vouch for a claim the kernel has not verified.
+
+    Any existing proof is dropped before the check, valid or not: it is being replaced, and the
+    claims, not who signed them before, are what the new signature vouches for.  A file that is
+    not a valid certificate is refused with one line saying what it is (exit 2); one with a claim
+    that is not VERIFIED with one line naming the first such claim
+    (:class:`~softrank_cert.errors.CertificateRefusedError`: exit 1 when some claim is REJECTED,
+    3 when some is INCONCLUSIVE, as ``softrank-verify`` exits on it)."""
+    from ..kernel import DEFAULT_MAX_PREC
+    from ..plumbing.campaign import first_unverified
+    from ..verification import verify_certificate_document
+
     raw = read_certificate_bytes(path)
     try:
         document = parse_json_strict(raw)
@@ -86,17 +125,28 @@ def read_certificate_to_sign(path: str | Path) -> dict[str, Any]:
     if not isinstance(document, dict) or document.get("format") != FORMAT_NAME:
         what = _what_document(json.dumps(document).encode())
         raise InvalidInputError(f"{path} is not a softrank certificate ({what}); softrank sign signs certificates only")
+    unsigned = {key: value for key, value in document.items() if key != "proof"}
     try:
-        decode_certificate(document)
+        report = verify_certificate_document(unsigned, source=str(path), max_prec=max_prec or DEFAULT_MAX_PREC,
+                                             kernel=kernel)
     except InvalidInputError as exc:
         raise type(exc)(f"{path}: refusing to sign an invalid certificate: {exc}") from None
-    return document
+    except KernelLimitError as exc:
+        raise KernelLimitError(f"{path}: refusing to sign a certificate whose claims were not checked: {exc}") from None
+    bad = first_unverified(report)
+    if bad is not None:
+        raise CertificateRefusedError(f"{path}: refusing to sign: claim {bad} by the trusted kernel (softrank-verify "
+                                      "shows every claim); nothing was written", report.exit_code)
+    return unsigned
 
 
 def run_sign(args: Any) -> int:
     out = check_output_file(args.out or args.certificate, "--out" if args.out else "CERT.json")
     load_private_key(args.key)  # fail before reading the certificate
-    document = read_certificate_to_sign(args.certificate)
+    from ..kernel import precision_schedule
+
+    precision_schedule(args.max_prec)  # a bad --max-prec is refused before any work
+    document = read_certificate_to_sign(args.certificate, max_prec=args.max_prec, kernel=args.kernel)
     signed = sign_certificate(document, args.key)
     write_json_atomic(out, signed)
     method = signed["proof"]["verificationMethod"]

@@ -47,6 +47,8 @@ softrank-verify DIR) and the campaign manifest DIR/softrank-campaign.json; --res
 every certificate there that re-verifies (about the same operator bit for bit, with the same
 --eps and provenance; signed by --key when given) and computes the rest. A resume with another
 support, --dim, --n, x points or --eps is refused (exit 2, naming both); docs/campaigns.md.
+With --out and --jobs or --scheduler, a point's certificate from a worker is re-verified here
+before it is signed or written; one that does not verify fails its point (exit 6).
 
 exit codes: 0 ok; 2 invalid input (also a --resume with other parameters); 4 a checker bug;
 6 some points failed (listed, and recorded in the manifest); 130 interrupted by Ctrl-C or

@@ -19,6 +19,7 @@ The front ends (``softrank_cert.bracket``, ``softrank bracket``) validate their 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -167,7 +168,12 @@ def run_brackets(operators: Sequence[tuple[Operator, str, Mapping[str, Any]]], e
                  ) -> Iterator[parallel.TaskOutcome]:
     """One :class:`Issued` per ``(operator, name, provenance)`` (as :class:`TaskOutcome` values of
     :func:`~softrank_cert.plumbing.parallel.run_tasks`, in completion order).  ``progress(name)``:
-    the stage callback of an operator, used when the tasks run in this process."""
+    the stage callback of an operator, used when the tasks run in this process.
+
+    A task that ran in another process (``jobs`` > 1, a Dask ``scheduler``) returns plain data
+    that nothing vouches for: its certificate is re-verified here, by this process's kernel,
+    before it is handed on (:func:`rechecked`); one that does not verify comes back as a failed
+    outcome whose reason says why, and nothing of it is signed or written."""
     if parallel.in_process(jobs, scheduler, len(operators)):
         tasks: list[tuple[Any, ...]] = [(op, name, provenance, eps_list, work, budget_seconds,
                                          None if progress is None else progress(name))
@@ -175,5 +181,42 @@ def run_brackets(operators: Sequence[tuple[Operator, str, Mapping[str, Any]]], e
         return parallel.run_tasks(issue, tasks, memory=memory, max_memory=max_memory, done=done)
     tasks = [(parallel.pack_operator(op), name, dict(provenance), eps_list, work, budget_seconds)
              for op, name, provenance in operators]
-    return parallel.run_tasks(issue_packed, tasks, jobs=jobs, scheduler=scheduler, memory=memory,
-                              max_memory=max_memory, done=done)
+    return rechecked(parallel.run_tasks(issue_packed, tasks, jobs=jobs, scheduler=scheduler, memory=memory,
+                                        max_memory=max_memory, done=done), operators, eps_list)
+
+
+def rechecked(outcomes: Iterator[parallel.TaskOutcome], operators: Sequence[tuple[Operator, str, Mapping[str, Any]]],
+              eps_list: list[str]) -> Iterator[parallel.TaskOutcome]:
+    """``outcomes`` of bracket tasks that ran in other processes, each :class:`Issued` re-verified
+    in this one (:func:`~softrank_cert.plumbing.campaign.recheck_from_worker`: every claim
+    VERIFIED by the kernel, about the operator of that name bit for bit, exactly ``eps_list``,
+    the operator's provenance): passed on as the document that was verified, or turned into a
+    failure (:func:`~softrank_cert.plumbing.campaign.worker_failure`)."""
+    from .campaign import recheck_from_worker, worker_failure
+
+    try:
+        for outcome in outcomes:
+            if outcome.ok:
+                op, name, provenance = operators[outcome.index]
+                issued = outcome.value
+                verified, _report, why, code = recheck_from_worker(getattr(issued, "document", issued),
+                                                                   f"{name} (from a worker)", name, op, eps_list,
+                                                                   provenance=dict(provenance))
+                seconds = getattr(issued, "seconds", None)
+                if verified is None:
+                    outcome = worker_failure(outcome, why, code)
+                else:  # the solver seconds go into the report and the manifest: a number or nothing
+                    outcome = dataclasses.replace(outcome, value=Issued(verified, float(seconds) if _seconds(seconds)
+                                                                       else outcome.seconds))
+            yield outcome
+    finally:
+        close = getattr(outcomes, "close", None)
+        if close is not None:
+            close()
+
+
+def _seconds(value: Any) -> bool:
+    """Whether a worker's solver seconds are a finite non-negative number (they go into the report)."""
+    import math
+
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0

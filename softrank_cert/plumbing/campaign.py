@@ -56,6 +56,7 @@ The manifest's fields, per command and per operator, are defined by its JSON Sch
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from contextlib import contextmanager
@@ -167,11 +168,24 @@ def recheck_certificate(raw: bytes | str, source: str, name: str, op: Any, eps_l
     inputs of ``op``, holding exactly the tolerances ``eps_list`` in that order (None: any) and,
     when ``provenance`` is given, exactly that provenance.  ``report`` is the
     :class:`~softrank_cert.verification.VerifyReport`: its verdicts are what a resume reports."""
-    from ..kernel import DEFAULT_MAX_PREC, Status
+    report, why, _code = _recheck(raw, source, name, op, eps_list, signer=signer, provenance=provenance,
+                                  max_prec=max_prec)
+    return report, why
+
+
+def _recheck(raw: bytes | str, source: str, name: str, op: Any, eps_list: list[str] | None, *,
+             signer: str | None, provenance: Mapping[str, Any] | None, max_prec: int | None
+             ) -> tuple[Any | None, str, int]:
+    """:func:`recheck_certificate` with the exit code of a refusal: ``softrank-verify``'s for a
+    certificate that does not decode or whose claims are not all VERIFIED (2, 5; 1 or 3), 1 for a
+    verified one that certifies something else than was asked (another operator, tolerances or
+    provenance), 0 when it may be kept."""
+    from ..errors import EXIT_INVALID_INPUT, EXIT_REJECTED
+    from ..kernel import DEFAULT_MAX_PREC
     from ..verification import verify_certificate_bytes
 
     if isinstance(raw, str):
-        return None, raw
+        return None, raw, EXIT_INVALID_INPUT
     trusted = frozenset({signer.split("#", 1)[0]}) if signer else None
     try:
         report = verify_certificate_bytes(raw, source=source, trusted_keys=trusted, require_signature=bool(signer),
@@ -179,20 +193,77 @@ def recheck_certificate(raw: bytes | str, source: str, name: str, op: Any, eps_l
     except SoftrankError as exc:
         if exc.exit_code == 4:  # a checker bug is never a reason to recompute quietly
             raise
-        return None, f"certificate does not verify: {exc}"
-    if any(v.status is not Status.VERIFIED for v in report.verdicts):
-        return None, "certificate has a claim that is not VERIFIED"
+        return None, f"certificate does not verify: {exc}", exc.exit_code
+    bad = first_unverified(report)
+    if bad is not None:
+        return None, f"certificate has a claim that is not VERIFIED ({bad})", report.exit_code
     certificate = report.certificate
     if certificate.operator_id != name:
-        return None, f"certificate is about {certificate.operator_id!r}"
+        return None, f"certificate is about {certificate.operator_id!r}", EXIT_REJECTED
     mismatch = operator_mismatch(op, certificate.operator)
     if mismatch is not None:
-        return None, f"certificate's operator differs from the panel's: {mismatch}"
+        return None, f"certificate's operator differs from the panel's: {mismatch}", EXIT_REJECTED
     if eps_list is not None and [b.eps for b in certificate.brackets] != list(eps_list):
-        return None, "certificate has other tolerances (" + ",".join(b.eps for b in certificate.brackets) + ")"
+        have = ",".join(b.eps for b in certificate.brackets)
+        return None, f"certificate has other tolerances ({have})", EXIT_REJECTED
     if provenance is not None and _canonical(certificate.provenance or {}) != _canonical(provenance):
-        return None, "certificate's provenance differs from the panel's"
-    return report, ""
+        return None, "certificate's provenance differs from the panel's", EXIT_REJECTED
+    return report, "", 0
+
+
+def first_unverified(report: Any) -> str | None:
+    """The first claim of a :class:`~softrank_cert.verification.VerifyReport`, in file order, that
+    the kernel did not VERIFY, in words (``r_eps >= 8 (lower end) at eps 0.25 is REJECTED``), or
+    None when every claim is VERIFIED."""
+    from ..kernel import Status
+
+    for v in report.verdicts:
+        if v.status is not Status.VERIFIED:
+            return f"{v.claim} ({v.side} end) at eps {v.eps} is {v.status.value}"
+    return None
+
+
+def recheck_from_worker(document: Any, source: str, name: str, op: Any, eps_list: list[str] | None, *,
+                        provenance: Mapping[str, Any] | None = None, max_prec: int | None = None
+                        ) -> tuple[dict[str, Any] | None, Any | None, str, int]:
+    """A certificate document that a task computed in another process (a worker of the local
+    pool, a Dask worker on any machine), re-verified in this process before it is signed or
+    written: ``(document, report, "", 0)`` when it may be, else ``(None, None, why not, exit
+    code)`` (:func:`recheck_certificate`'s rules, the exit code ``softrank-verify``'s where the
+    kernel decided).  A worker returns plain data, which nothing vouches for: the one thing this
+    process trusts is its own kernel's verdicts on exactly the bytes it writes.
+
+    The document is encoded as a certificate file is (:func:`~softrank_cert.util.files.canonical_dump`)
+    and those bytes are verified; the document returned is parsed back from them, so it is what
+    was verified (a float, NaN or a non-JSON value is refused as in a file).  A worker's
+    certificate is unsigned: one that carries a proof is refused (only this process signs)."""
+    from ..errors import EXIT_INVALID_INPUT
+    from ..util.files import canonical_dump
+
+    if not isinstance(document, dict):
+        return None, None, f"a worker returned a {type(document).__name__}, not a certificate document", \
+            EXIT_INVALID_INPUT
+    if "proof" in document:
+        return None, None, "a worker returned a signed certificate (only the signing process signs)", EXIT_INVALID_INPUT
+    try:
+        raw = canonical_dump(document).encode("utf-8")
+    except (TypeError, ValueError, UnicodeEncodeError, RecursionError) as exc:
+        reason = " ".join(str(exc).split())[:200]
+        return None, None, f"a worker returned a document that is not JSON data ({type(exc).__name__}: {reason})", \
+            EXIT_INVALID_INPUT
+    report, why, code = _recheck(raw, source, name, op, eps_list, signer=None, provenance=provenance,
+                                 max_prec=max_prec)
+    if report is None:
+        return None, None, why, code
+    return json.loads(raw), report, "", 0
+
+
+def worker_failure(outcome: Any, why: str, exit_code: int) -> Any:
+    """``outcome`` (a task that ran in another process) as the failure of a certificate that did
+    not verify in this process: nothing of it is written; a campaign records it as ``failed`` with
+    this reason (and ``--resume`` computes it again)."""
+    return dataclasses.replace(outcome, value=None, exit_code=exit_code, kind="UnverifiedCertificate",
+                               failure=f"the certificate computed in a worker does not verify in this process: {why}")
 
 
 def reusable_certificate(path: Path, name: str, op: Any, eps_list: list[str], signer: str | None,
@@ -343,5 +414,5 @@ def _shown(value: Any) -> str:
 
 
 __all__ = ["FORMAT", "MANIFEST_NAME", "STATUSES", "VERSION", "Campaign", "CampaignInterrupted", "budget_json",
-           "check_manifest_clear", "failure_record", "file_sha256", "operator_sha256", "recheck_certificate",
-           "resume_command", "reusable_certificate"]
+           "check_manifest_clear", "failure_record", "file_sha256", "first_unverified", "operator_sha256",
+           "recheck_certificate", "recheck_from_worker", "resume_command", "reusable_certificate", "worker_failure"]

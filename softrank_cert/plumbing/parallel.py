@@ -36,7 +36,10 @@ an unexpected exception is re-raised with its traceback instead).  Workers ignor
 SIGINT (the client stops them) and exit when the client process is gone.
 
 Soundness does not depend on this module: every end is VERIFIED by the kernel inside the task,
-and ``softrank-verify`` re-checks the certificates anywhere.
+a certificate that comes back from a worker is re-verified by the kernel of the process that
+signs and writes it (:func:`~softrank_cert.plumbing.campaign.recheck_from_worker`: what a worker
+returns is plain data, which nothing vouches for), and ``softrank-verify`` re-checks the
+certificates anywhere.
 """
 
 from __future__ import annotations

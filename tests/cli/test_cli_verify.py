@@ -359,6 +359,91 @@ def test_sign_round_trip(tmp_path, issuer_key, other_key, keys_dir):
     assert_one_line_error(run_softrank("sign", cert, "--key", tmp_path / "missing.key"), code=2)
 
 
+def _bump_lower(document: dict, index: int, row: str) -> dict:
+    """``document`` with the lower end of bracket ``index`` bumped from k to k + 1: one more row
+    of X and column of Y (``row`` "repeat": a copy of the last one; "unit": e_1), SHA-256
+    recomputed, so that it decodes and only the kernel can tell the claim is not proved."""
+    import base64
+    import hashlib
+
+    def decode(array: dict) -> np.ndarray:
+        return np.frombuffer(base64.b64decode(array["data"]), "<f8").reshape(array["shape"])
+
+    def encode(array: dict, value: np.ndarray) -> None:
+        raw = np.ascontiguousarray(value, "<f8").tobytes()
+        array.update(data=base64.b64encode(raw).decode("ascii"), shape=list(value.shape),
+                     sha256=hashlib.sha256(raw).hexdigest())
+
+    document = json.loads(json.dumps(document))
+    lower = document["brackets"][index]["lower"]
+    X, Y = decode(lower["X"]), decode(lower["Y"])
+    extra = X[-1:] if row == "repeat" else np.eye(1, X.shape[1])
+    encode(lower["X"], np.vstack([X, extra]))
+    encode(lower["Y"], np.hstack([Y, extra.T if row == "unit" else Y[:, -1:]]))
+    lower["k"] += 1
+    return document
+
+
+@pytest.mark.parametrize("row, verdict, code", [("unit", "REJECTED", 1), ("repeat", "INCONCLUSIVE", 3)])
+def test_sign_refuses_a_lower_end_bumped_by_one(tmp_path, issuer_key, row, verdict, code):
+    """A certificate that decodes (schema, hashes, operator) but claims a lower end one higher
+    than its arrays prove: softrank sign re-verifies every claim as softrank-verify does and
+    refuses, with softrank-verify's exit code (1 REJECTED, 3 INCONCLUSIVE) and one line naming the
+    first claim that is not VERIFIED; nothing is written.  The example's old proof no longer
+    matches, which is not the reason: the claims are."""
+    from conftest import TESTS
+
+    original = json.loads((TESTS.parent / "certificates" / "examples" / "random-qk.json").read_text())
+    forged = _bump_lower(original, 2, row)
+    unsigned = tmp_path / "unsigned.json"
+    unsigned.write_text(json.dumps({k: v for k, v in forged.items() if k != "proof"}))
+    report = verify_certificate_file(unsigned)  # decodes; the kernel does not verify the bumped claim
+    assert report.exit_code == code and [v.status.value for v in report.verdicts].count(verdict) == 1
+    claim = f"claim r_eps >= {original['brackets'][2]['lower']['k'] + 1} (lower end) at eps 0.5 is {verdict}"
+    for cert in (unsigned, tmp_path / "signed-before.json"):
+        if cert.name == "signed-before.json":
+            cert.write_text(json.dumps(forged))  # still carries the example's (now broken) proof
+        before = cert.read_bytes()
+        for out in ((), ("--out", str(tmp_path / "signed.json"))):
+            res = run_softrank("sign", cert, "--key", issuer_key, *out)
+            assert_one_line_error(res, code=code)
+            assert claim in res.stderr and "refusing to sign" in res.stderr, res.stderr
+            assert cert.read_bytes() == before and not (tmp_path / "signed.json").exists()
+
+
+def test_sign_refuses_a_false_witness_and_signs_a_good_certificate(tmp_path, issuer_key, other_key, keys_dir, capsys):
+    """A REJECTED upper end (exit 1, nothing written), then a certificate whose claims all verify
+    is signed -- also over an old proof that does not verify (it is replaced: the claims are what
+    is signed), and over one made by another key."""
+    from conftest import run_in_process
+
+    op = peaked_operator()
+    false = write_certificate(tmp_path / "false.json", build_document(op, false_witness_brackets(op)))
+    before = false.read_bytes()
+    code, _out, err = run_in_process(capsys, "sign", str(false), "--key", str(issuer_key))
+    assert code == 1 and err.count("\n") == 1, err
+    assert "claim r_eps <= 1 (upper end) at eps 0.25 is REJECTED" in err
+    assert false.read_bytes() == before
+    # a good certificate, signed by another key, its proof then broken: signed afresh
+    good = write_certificate(tmp_path / "good.json", build_document(op, valid_brackets(op)), key=other_key)
+    document = json.loads(good.read_text())
+    document["proof"]["proofValue"] = document["proof"]["proofValue"][:-2] + "11"
+    good.write_text(json.dumps(document))
+    with pytest.raises(SignatureError):
+        verify_certificate_file(good)
+    code, _out, err = run_in_process(capsys, "sign", str(good), "--key", str(issuer_key))
+    assert code == 0, err
+    trusted = frozenset({json.loads((keys_dir / "issuer.key.pub").read_text())["did"]})
+    report = verify_certificate_file(good, require_signature=True, trusted_keys=trusted)
+    assert report.ok and report.signer.startswith(next(iter(trusted)))
+    # --kernel / --max-prec are softrank-verify's: a bad --max-prec is refused before any work
+    code, _out, err = run_in_process(capsys, "sign", str(good), "--key", str(issuer_key), "--max-prec", "10")
+    assert code == 2 and "--max-prec" in err
+    code, _out, err = run_in_process(capsys, "sign", str(good), "--key", str(other_key), "--kernel", "exact",
+                                     "--out", str(tmp_path / "exact.json"))
+    assert code == 0 and verify_certificate_file(tmp_path / "exact.json", kernel="exact").ok, err
+
+
 def test_signed_then_edited_by_hand_is_refused(tmp_path, issuer_key):
     op = peaked_operator()
     cert = write_certificate(tmp_path / "c.json", build_document(op, valid_brackets(op)), key=issuer_key)

@@ -398,6 +398,146 @@ def test_task_failing_twice_is_recorded_and_the_campaign_completes(panel8, refer
     assert len((tmp_path / "attempts").read_text().split()) == 2
 
 
+def tamper(function: str, target: str) -> tuple[Path, dict]:
+    """``tamper_softrank.py`` and its environment: the task ``function``'s certificates about
+    operator ``target`` come back from the workers with a false claim (``r_eps <= 0`` at the first
+    tolerance, which decodes)."""
+    return Path(__file__).with_name("tamper_softrank.py"), {"SOFTRANK_TEST_TAMPER": function,
+                                                             "SOFTRANK_TEST_TAMPER_TARGET": target}
+
+
+def unverified(eps: str) -> str:
+    """The reason a campaign records for a tampered certificate from a worker."""
+    return (f"does not verify in this process: certificate has a claim that is not VERIFIED (r_eps <= 0 (upper end) "
+            f"at eps {eps} is REJECTED)")
+
+
+def test_worker_certificate_that_does_not_verify_is_not_written(panel8, reference8, tmp_path):
+    """A worker process returns a certificate with a false claim (plain data: nothing vouches for
+    it): the campaign re-verifies it in the signing process, writes and signs nothing of it,
+    records the operator as failed with the kernel's reason and exits 6; --resume computes it
+    again (here with honest workers) and the folder ends up as an untampered run's."""
+    from softrank_cert.util.operator_files import load_operators
+    from softrank_cert.verification import verify_certificate_file
+
+    target = load_operators(panel8)[1]
+    script, env = tamper("softrank_cert.plumbing.bracketing:issue_packed", target.name)
+    key = tmp_path / "issuer.key"
+    assert softrank("keygen", "--out", str(key)).returncode == 0
+    out = tmp_path / "certs"
+    args = ("bracket", str(panel8), "--all", "--eps", EPS, "--out", str(out), "--budget-seconds", "inf",
+            "--jobs", "2", "--key", str(key), "--json")
+    run = softrank(*args, script=script, env=env)
+    assert run.returncode == EXIT_SOME_FAILED, run.stderr
+    summary = json.loads(run.stdout)
+    why = unverified(EPS.split(",")[0])
+    assert [(entry["operator"], entry["status"]) for entry in summary["failed"]] == [(target.name, "failed")]
+    assert why in summary["failed"][0]["reason"], summary["failed"][0]
+    entry = manifest(out)["operators"][target.name]
+    assert entry["status"] == "failed" and why in entry["reason"] and "\n" not in entry["reason"]
+    assert manifest(out)["state"] == "incomplete"
+    assert not (out / entry["output"]).exists() and not leftovers(out)  # nothing of it was written
+    got = contents(out)
+    assert len(got) == 3 and all(reference8[path] == value for path, value in got.items())
+    assert all(verify_certificate_file(path, require_signature=True).ok
+               for path in out.rglob("*.json") if path.name != MANIFEST_NAME)
+
+    again = softrank(*args, "--resume")  # honest workers this time
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["campaign"] == {"manifest": str(out / MANIFEST_NAME), "computed": 1, "kept": 3,
+                                                    "failed": 0}
+    assert contents(out) == reference8
+    assert manifest(out)["operators"][target.name]["status"] == "done"
+
+
+def test_budgets_certificate_from_a_worker_is_reverified(panel8, tmp_path):
+    """budgets --certificates --resume with worker processes: a tampered certificate of the final
+    ends is neither stored in the state folder nor signed into --certificates; the operator is
+    failed with the reason (exit 6) and a resume computes it."""
+    from softrank_cert.util.operator_files import load_operators
+
+    target = load_operators(panel8)[1].name
+    key = tmp_path / "issuer.key"
+    assert softrank("keygen", "--out", str(key)).returncode == 0
+    out, certs = tmp_path / "R.json", tmp_path / "certs"
+    args = ("budgets", str(panel8), "--budgets", "2,4,6", "--eps", "0.25", "--budget-seconds", "inf", "--out", str(out),
+            "--certificates", str(certs), "--key", str(key), "--jobs", "2", "--json", "--resume")
+    script, env = tamper("softrank_cert.studies.budgets.operators:study_operator", target)
+    run = softrank(*args, script=script, env=env)
+    assert run.returncode == EXIT_SOME_FAILED, run.stderr
+    report = json.loads(run.stdout)
+    assert [entry["operator"] for entry in report["failed"]] == [target]
+    assert unverified("0.25") in report["failed"][0]["reason"]
+    assert target not in [entry["operator"] for entry in report["operators"]]
+    state = json.loads((tmp_path / "R-campaign.json").read_text())
+    assert state["operators"][target]["status"] == "failed" and unverified("0.25") in state["operators"][target]["reason"]
+    stored = {json.loads(path.read_text())["operator"]["id"] for path in (tmp_path / "R-campaign").rglob("*.json")}
+    written = {json.loads(path.read_text())["operator"]["id"] for path in certs.rglob("*.json")}
+    assert len(stored) == 3 and target not in stored and target not in written
+    again = softrank(*args)
+    assert again.returncode == 0, again.stderr
+    run_record = json.loads((tmp_path / "R-campaign.json").read_text())["runs"][-1]
+    assert (run_record["skipped"], run_record["computed"]) == (3, 1)
+
+
+@pytest.mark.parametrize("resume", [True, False], ids=["campaign", "evidence-only"])
+def test_audit_certificates_from_a_worker_are_reverified(panel8, tmp_path, resume):
+    """audit with worker processes: an operator whose evidence (and, with --resume, reproduction)
+    comes back tampered gets 'error' rows with the reason, no state certificate and no evidence
+    file; exit 6; a resume audits it."""
+    from softrank_cert.util.operator_files import operator_names
+
+    names = operator_names(panel8)
+    target = names[1]
+    table = tmp_path / "table.jsonl"
+    table.write_text("".join(json.dumps({"operator": name, "eps": "0.25", "lower": 1, "upper": 2}) + "\n"
+                             for name in names))
+    out = tmp_path / "audit.json"
+    args = ("audit", str(table), "--operators", str(panel8), "--out", str(out), "--budget-seconds", "inf",
+            "--jobs", "2", "--json", *(["--resume"] if resume else []))
+    script, env = tamper("softrank_cert.studies.audit.reproduction:audit_operator", target)
+    run = softrank(*args, script=script, env=env)
+    assert run.returncode == EXIT_SOME_FAILED, run.stderr
+    report = json.loads(run.stdout)
+    assert [entry["operator"] for entry in report["failed"]] == [target]
+    assert "does not verify in this process" in report["failed"][0]["reason"]
+    rows = [row for row in report["rows"] if row["operator"] == target]
+    assert rows and all(row["status"] == "error" for row in rows)
+    evidence = [json.loads(path.read_text())["operator"]["id"] for path in (tmp_path / "audit-evidence").rglob("*.json")]
+    assert evidence and target not in evidence  # the other operators' evidence is there (their rows are refuted)
+    if not resume:
+        return
+    state = json.loads((tmp_path / "audit-campaign.json").read_text())
+    assert state["operators"][target]["status"] == "failed"
+    assert all(json.loads(path.read_text())["operator"]["id"] != target
+               for path in (tmp_path / "audit-campaign").rglob("*.json"))
+    again = softrank(*args)
+    assert again.returncode == 0, again.stderr
+    run_record = json.loads((tmp_path / "audit-campaign.json").read_text())["runs"][-1]
+    assert (run_record["skipped"], run_record["computed"]) == (3, 1)
+
+
+def test_supports_certificate_from_a_worker_is_reverified(tmp_path):
+    """supports --out with worker processes: the tampered point is failed (exit 6), its
+    certificate not written; a resume computes it."""
+    from softrank_cert.studies.supports.points import point_name
+
+    target = point_name("sphere", 2, 12, "0.25", 2.0)
+    folder = tmp_path / "sweep"
+    args = ("supports", "sphere", "--dim", "2", "--n", "12", "--kappas", "0.5,2,4", "--out", str(folder), "--jobs", "2",
+            "--json")
+    script, env = tamper("softrank_cert.studies.supports.points:support_point_task", target)
+    run = softrank(*args, script=script, env=env)
+    assert run.returncode == EXIT_SOME_FAILED, run.stderr
+    report = json.loads(run.stdout)
+    assert [entry["point"] for entry in report["failed"]] == [target]
+    assert unverified("0.25") in report["failed"][0]["reason"]
+    assert not (folder / f"{target}.json").exists() and manifest(folder)["operators"][target]["status"] == "failed"
+    again = softrank(*args, "--resume")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["campaign"]["computed"] == 1 and (folder / f"{target}.json").is_file()
+
+
 def test_pool_worker_killed_from_outside_mid_task_is_retried(tmp_path):
     """A worker killed while it runs a task: the task is retried, the others are unaffected.
     Each task leaves a marker file when it starts, so the kill comes when both workers are

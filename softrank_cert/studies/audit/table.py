@@ -42,7 +42,7 @@ from collections.abc import Callable
 
 from ...errors import InvalidInputError
 from ...util.operator_files import load_operators, operator_names
-from ...plumbing.parallel import pack_operator, run_tasks
+from ...plumbing.parallel import in_process, pack_operator, run_tasks
 from .certificates import check_certificate, check_certificate_bytes
 from .reproduction import OperatorAudit, audit_operator, evidence_name
 from .rows import (STATUSES, AuditResult, PublishedRow, RowError, RowResult, judge, parse_row, read_table,
@@ -124,6 +124,7 @@ def audit_table(table: str | Path, panel: str | Path, *, evidence_dir: Path, bud
                 evidence_files[audited.evidence[0]] = audited.evidence[1]
             done(i)
     todo = [i for i in range(len(tasks)) if i not in kept]
+    here = in_process(jobs, scheduler, len(todo))
     with campaign.running() if campaign is not None else nullcontext():
         with closing(run_tasks(audit_operator, [tasks[i] for i in todo], jobs=jobs, scheduler=scheduler,
                                done=lambda j: done(todo[j]), memory=[memory[i] for i in todo],
@@ -131,6 +132,8 @@ def audit_table(table: str | Path, panel: str | Path, *, evidence_dir: Path, bud
             for outcome in outcomes:
                 i = todo[outcome.index]
                 name, rows = names[i], tasks[i][2]
+                if outcome.ok and not here:  # plain data from another process: its certificates are re-verified here
+                    outcome = rechecked(outcome, named_ops[i], tasks[i])
                 if not outcome.ok:  # the operator's task failed (after a retry if its worker died): its rows are errors
                     status = "refused" if outcome.refused else "failed"
                     failed.append({"operator": name, "status": status, "reason": outcome.failure,
@@ -151,6 +154,47 @@ def audit_table(table: str | Path, panel: str | Path, *, evidence_dir: Path, bud
         campaign.finish(failed=bool(failed))
     ordered = [results[line] for line in sorted(results)]
     return AuditResult(ordered, evidence_files, time.perf_counter() - start, len(groups), failed)
+
+
+def rechecked(outcome: Any, named: Any, task: tuple) -> Any:
+    """The outcome of an operator's audit that ran in another process, its certificates -- the
+    evidence (written, signed with ``--key``) and a campaign's reproduction (kept in the state
+    folder) -- re-verified in this one before anything of it is written
+    (:func:`~softrank_cert.plumbing.campaign.recheck_from_worker`: every claim VERIFIED, about the
+    panel operator bit for bit, the panel's provenance; the reproduction at exactly the tolerances
+    of the rows it reproduced), with the evidence going to the path this process chose.  Anything
+    else makes the outcome a failure (the operator's rows become ``error`` rows with the reason).
+    The rows' statuses are the worker's judgement of verified ends: numbers in a report, not a
+    certificate (a resumed audit judges them again from the kept reproduction)."""
+    import dataclasses
+
+    from ...plumbing.campaign import recheck_from_worker, worker_failure
+    from .reproduction import reproduction_tolerances
+
+    audited = outcome.value
+    name, _spec, rows, _raw, _table_dir, evidence_path, _budget, _trusted, provenance, keep = task
+    if not isinstance(audited, OperatorAudit):
+        return worker_failure(outcome, f"a worker returned a {type(audited).__name__}, not an operator's audit", 2)
+    plain = [row for row in rows if row.certificate is None]
+    evidence = reproduction = None
+    if audited.evidence is not None:
+        path, document = audited.evidence if isinstance(audited.evidence, tuple) and len(audited.evidence) == 2 \
+            else (None, None)
+        if path is None or Path(path) != Path(evidence_path):
+            return worker_failure(outcome, f"a worker named another evidence file than {Path(evidence_path).as_posix()}", 2)
+        evidence, _report, why, code = recheck_from_worker(document, f"{name} evidence (from a worker)", name,
+                                                           named.operator, None, provenance=provenance)
+        if evidence is None:
+            return worker_failure(outcome, f"evidence: {why}", code)
+    if keep and plain:
+        reproduction, _report, why, code = recheck_from_worker(audited.reproduction, f"{name} reproduction (from a worker)",
+                                                               name, named.operator, reproduction_tolerances(plain),
+                                                               provenance=provenance)
+        if reproduction is None:
+            return worker_failure(outcome, f"reproduction: {why}", code)
+    return dataclasses.replace(outcome, value=OperatorAudit(audited.rows, None if evidence is None else
+                                                            (Path(evidence_path), evidence), reproduction,
+                                                            audited.solver_seconds))
 
 
 __all__ = ["AuditResult", "OperatorAudit", "PublishedRow", "RowError", "RowResult", "STATUSES", "audit_operator",

@@ -166,8 +166,9 @@ def _run_study(operators: list[tuple[NamedOperator, str]], tasks: list[tuple], t
 
     from ...plumbing.campaign import failure_record
     from ...util.memory import operator_task_bytes
-    from ...plumbing.parallel import run_tasks
+    from ...plumbing.parallel import in_process, run_tasks
 
+    here = in_process(jobs, scheduler, len(todo))
     with campaign.running() if campaign is not None else nullcontext(), \
             OperatorProgress("softrank budgets", len(tasks), bar=show_progress) as bar:
         for i in sorted(results):
@@ -179,6 +180,8 @@ def _run_study(operators: list[tuple[NamedOperator, str]], tasks: list[tuple], t
             for outcome in outcomes:
                 i = todo[outcome.index]
                 name = operators[i][0].name
+                if outcome.ok and not here:  # plain data from another process: its certificate is re-verified here
+                    outcome = _rechecked(outcome, operators[i], tasks[i])
                 if not outcome.ok:
                     record = campaign.failed(name, outcome) if campaign is not None else failure_record(outcome, name)
                     failed.append(record)
@@ -193,6 +196,32 @@ def _run_study(operators: list[tuple[NamedOperator, str]], tasks: list[tuple], t
                 classes = ", ".join(f"{b} {cls}" for b, cls in item.classes.items())
                 bar.finished(item.name, f"eps {eps} [{item.lower}, {item.upper}]: budget {classes} "
                                         f"in {item.seconds:.1f} s")
+
+
+def _rechecked(outcome: Any, operator: tuple[NamedOperator, str], task: tuple) -> Any:
+    """The outcome of a task that ran in another process, its certificate re-verified in this one
+    before it is stored, signed or written (:func:`~softrank_cert.plumbing.campaign.recheck_from_worker`):
+    the result is then re-derived from the kernel's verdicts on it
+    (:meth:`~softrank_cert.studies.budgets.operators.OperatorBudgets.from_verified`, as a resume
+    does), or the outcome becomes a failure saying why.  A task asked for no certificate (no
+    ``--certificates``, no campaign) returns only numbers, which are passed on as they are."""
+    import dataclasses
+
+    from ...plumbing.campaign import recheck_from_worker, worker_failure
+
+    item, (named, stem) = outcome.value, operator
+    _spec, name, _stem, eps, budgets, _seconds, _sharpen, wanted, _provenance = task
+    if not wanted:
+        return outcome
+    document = item.certificate if isinstance(item, OperatorBudgets) else None
+    verified, report, why, code = recheck_from_worker(document, f"{name} (from a worker)", name, named.operator, [eps],
+                                                      provenance=named.provenance)
+    if verified is None:
+        return worker_failure(outcome, why, code)
+    result = OperatorBudgets.from_verified(name, stem, named.operator, report.certificate.brackets[0], report.pairs[0],
+                                           budgets, item.sharpened, item.seconds)
+    result.certificate = verified
+    return dataclasses.replace(outcome, value=result)
 
 
 class _BudgetsCampaign(Campaign):

@@ -113,6 +113,8 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
         with closing(outcomes):
             for outcome in outcomes:
                 i = todo[outcome.index]
+                if outcome.ok and campaign is not None and not here:  # its certificate is written: re-verified here
+                    outcome = _rechecked(outcome, names[i], ops[i], eps, provenance(support, dim, n, kappas[i]))
                 if not outcome.ok:
                     record = _failure(campaign, names[i], kappas[i], outcome)
                     result.failed.append(record)
@@ -133,6 +135,26 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
         campaign.finish(failed=bool(result.failed))
     result.points = [points[i] for i in sorted(points)]
     return result
+
+
+def _rechecked(outcome: Any, name: str, op: Any, eps: str, point_provenance: dict[str, Any]) -> Any:
+    """The outcome of a point that ran in another process, its certificate re-verified in this one
+    before it is signed and written (:func:`~softrank_cert.plumbing.campaign.recheck_from_worker`:
+    every claim VERIFIED, the point's operator bit for bit, exactly ``eps``, the point's
+    provenance): passed on with the certificate that was verified (the point's ends are read from
+    it), or a failure saying why.  Without ``--out`` nothing is written and the points' numbers
+    are reported as the workers computed them."""
+    import dataclasses
+
+    from ...plumbing.campaign import recheck_from_worker, worker_failure
+
+    value = outcome.value
+    document = value.get("certificate") if isinstance(value, dict) else None
+    verified, _report, why, code = recheck_from_worker(document, f"{name} (from a worker)", name, op, [eps],
+                                                       provenance=point_provenance)
+    if verified is None:
+        return worker_failure(outcome, why, code)
+    return dataclasses.replace(outcome, value={**value, "certificate": verified})
 
 
 def _failure(campaign: Any, name: str, kappa: float, outcome: Any) -> dict[str, Any]:
