@@ -116,7 +116,7 @@ def run_budgets(args: Any) -> int:
     check_distinct_outputs({"--out": out, "--table": table, "--plot": plot}, {f"panel {path}": Path(path) for path in args.panels})
     if args.resume and out is None:
         raise InvalidInputError("--resume needs --out RESULTS.json (the campaign manifest lives beside it)")
-    manifest = out.with_name(out.stem + "-campaign.json") if args.resume else None
+    manifest = out.with_name(out.stem + "-campaign.json") if args.resume and out is not None else None
     if manifest is not None:
         from ..plumbing.parallel import check_scheduler
 

@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 from collections.abc import Callable
 
 from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, InvalidInputError, SoftrankError, debugging, describe
@@ -338,7 +338,7 @@ def name_table(title: str, names: list[str], columns: list[str], *, name_column:
     table = Table(title=title)
     width = max([len(name_column), *(Text.from_markup(text).cell_len for text in shown.values())])
     for column in columns:
-        justify = "right" if column in right else "left"
+        justify: Literal["left", "right"] = "right" if column in right else "left"
         if column == name_column:
             table.add_column(column, justify=justify, width=width, no_wrap=True, overflow="fold")
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInputError
+from ..errors import InternalInvariantError, InvalidInputError
 from ..util.files import OutputFiles, check_output_file
 from ..util.operator_files import choose_operator_message, operator_names
 from ..plumbing.plotting import PLOT_SUFFIXES
@@ -103,6 +103,8 @@ def run_profile(args: Any) -> int:
     result = profile.bracket(eps) if eps else None
     with OutputFiles() as outputs:  # all or nothing
         if out is not None:
+            if result is None:  # --out needs --eps (checked above)
+                raise InternalInvariantError("--out without the tolerances of a certificate")
             outputs.stage_json(out, certificate_for(name, op, result.brackets, result.provenance, args.key))
         if plot is not None:
             fig = profile.figure(marks=eps or (), yscale="linear" if args.linear else "log")

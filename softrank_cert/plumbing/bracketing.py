@@ -22,10 +22,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..certio.issuing import certificate_for, signed
 from ..certio.verified import VerifiedBracket
@@ -165,7 +165,7 @@ def run_brackets(operators: Sequence[tuple[Operator, str, Mapping[str, Any]]], e
                  work: float | None, budget_seconds: float | None, jobs: int = 1, scheduler: str | None = None,
                  progress: Callable[[str], Progress | None] | None = None, memory: Sequence[int] | None = None,
                  max_memory: int | None = None, done: Callable[[int], None] | None = None
-                 ) -> Iterator[parallel.TaskOutcome]:
+                 ) -> Generator[parallel.TaskOutcome, None, None]:
     """One :class:`Issued` per ``(operator, name, provenance)`` (as :class:`TaskOutcome` values of
     :func:`~softrank_cert.plumbing.parallel.run_tasks`, in completion order).  ``progress(name)``:
     the stage callback of an operator, used when the tasks run in this process.
@@ -186,7 +186,7 @@ def run_brackets(operators: Sequence[tuple[Operator, str, Mapping[str, Any]]], e
 
 
 def rechecked(outcomes: Iterator[parallel.TaskOutcome], operators: Sequence[tuple[Operator, str, Mapping[str, Any]]],
-              eps_list: list[str]) -> Iterator[parallel.TaskOutcome]:
+              eps_list: list[str]) -> Generator[parallel.TaskOutcome, None, None]:
     """``outcomes`` of bracket tasks that ran in other processes, each :class:`Issued` re-verified
     in this one (:func:`~softrank_cert.plumbing.campaign.recheck_from_worker`: every claim
     VERIFIED by the kernel, about the operator of that name bit for bit, exactly ``eps_list``,
@@ -215,7 +215,7 @@ def rechecked(outcomes: Iterator[parallel.TaskOutcome], operators: Sequence[tupl
             close()
 
 
-def _seconds(value: Any) -> bool:
+def _seconds(value: Any) -> TypeGuard[int | float]:
     """Whether a worker's solver seconds are a finite non-negative number (they go into the report)."""
     import math
 

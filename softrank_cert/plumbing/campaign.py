@@ -64,8 +64,8 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterable, Iterator, Mapping
 
-from ..errors import InvalidInputError, SoftrankError
-from ..meta import __version__
+from ..errors import InternalInvariantError, InvalidInputError, SoftrankError
+from ..meta import __version__, utc_now_rfc3339
 from .campaign_inputs import file_sha256, operator_mismatch, operator_sha256, read_kept_bytes
 from ..util.files import canonical_dump, loads_unique, read_regular_file, write_text_atomic
 
@@ -86,8 +86,6 @@ def budget_json(budget_seconds: float | None) -> float | str | None:
 
 
 def _now() -> str:
-    from ..certio.signing import utc_now_rfc3339
-
     return utc_now_rfc3339()
 
 
@@ -198,6 +196,8 @@ def _recheck(raw: bytes | str, source: str, name: str, op: Any, eps_list: list[s
     if bad is not None:
         return None, f"certificate has a claim that is not VERIFIED ({bad})", report.exit_code
     certificate = report.certificate
+    if certificate is None:  # verify_certificate_bytes reports the certificate it decoded, always
+        raise InternalInvariantError(f"{source}: the verification report carries no certificate")
     if certificate.operator_id != name:
         return None, f"certificate is about {certificate.operator_id!r}", EXIT_REJECTED
     mismatch = operator_mismatch(op, certificate.operator)

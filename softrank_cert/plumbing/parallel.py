@@ -54,12 +54,12 @@ from collections import deque
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import (EXIT_INTERNAL, EXIT_INVALID_INPUT, InvalidInputError, SoftrankError, WorkerError, debugging,
-                      describe)
+from ..errors import (EXIT_INTERNAL, EXIT_INVALID_INPUT, InternalInvariantError, InvalidInputError, SoftrankError,
+                      WorkerError, debugging, describe)
 from ..kernel import Operator
 from ..util.memory import format_bytes
 
@@ -192,7 +192,7 @@ def _refusal(index: int, need: int, limit: int) -> TaskOutcome:
 
 def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *, jobs: int = 1, scheduler: str | None = None,
               done: Callable[[int], None] | None = None, memory: Sequence[int] | None = None,
-              max_memory: int | None = None, attempts: int = MAX_ATTEMPTS) -> Iterator[TaskOutcome]:
+              max_memory: int | None = None, attempts: int = MAX_ATTEMPTS) -> Generator[TaskOutcome, None, None]:
     """Yield one :class:`TaskOutcome` per task, in completion order (see the module docstring).
 
     ``fn`` must be a module-level function of an installed module (workers import it by name)
@@ -239,7 +239,7 @@ def run_ordered(fn: Callable[..., Any], tasks: Sequence[tuple], *, jobs: int = 1
 
 
 def _run_serial(fn: Callable[..., Any], tasks: Sequence[tuple], memory: Sequence[int] | None,
-                max_memory: int | None, attempts: int) -> Iterator[TaskOutcome]:
+                max_memory: int | None, attempts: int) -> Generator[TaskOutcome, None, None]:
     """In this process, in order.  Errors become failures exactly as in a worker (but a fatal one,
     and an interrupt, propagate)."""
     for i, task in enumerate(tasks):
@@ -343,7 +343,7 @@ class _Worker:
 
 
 def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], jobs: int, memory: Sequence[int] | None,
-              max_memory: int | None, attempts: int) -> Iterator[TaskOutcome]:
+              max_memory: int | None, attempts: int) -> Generator[TaskOutcome, None, None]:
     from multiprocessing.connection import wait
 
     context = multiprocessing.get_context("spawn")
@@ -358,6 +358,11 @@ def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], jobs: int, memory:
     def need(i: int) -> int:
         return 0 if memory is None else int(memory[i])
 
+    def running(worker: _Worker) -> int:
+        if worker.task is None:  # a busy worker is always running a task
+            raise InternalInvariantError("a busy worker process has no task")
+        return worker.task
+
     try:
         while pending or busy:
             while pending:  # start what fits
@@ -368,7 +373,7 @@ def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], jobs: int, memory:
                     continue
                 if busy and (i in alone or any(w.task in alone for w in busy)):
                     break
-                if busy and max_memory is not None and sum(need(w.task) for w in busy) + need(i) > max_memory:
+                if busy and max_memory is not None and sum(need(running(w)) for w in busy) + need(i) > max_memory:
                     break  # serialised: wait for memory to come free
                 if not idle and len(busy) >= size:
                     break
@@ -386,7 +391,7 @@ def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], jobs: int, memory:
                 continue
             ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout=1.0))
             for worker in [w for w in busy if w.conn in ready or w.process.sentinel in ready]:
-                i = worker.task
+                i = running(worker)
                 message = None
                 try:
                     if worker.conn.poll():
@@ -455,7 +460,7 @@ def _dask_memory_limit(client: Any) -> int | None:
 
 
 def _run_dask(fn: Callable[..., Any], tasks: Sequence[tuple], address: str, memory: Sequence[int] | None,
-              max_memory: int | None, attempts: int) -> Iterator[TaskOutcome]:
+              max_memory: int | None, attempts: int) -> Generator[TaskOutcome, None, None]:
     from dask.distributed import as_completed
 
     client = connect(address)

@@ -77,7 +77,7 @@ def label_log_axis(axis: Any, values: Iterable[float], *, integers: bool = False
     if integers:
         ticks = [t for t in ticks if t >= 1 and abs(t - round(t)) < 1e-9]
         if len(ticks) < 4:
-            whole = list(range(max(1, math.ceil(low)), math.floor(high) + 1))
+            whole: list[float] = list(range(max(1, math.ceil(low)), math.floor(high) + 1))
             ticks = whole if len(whole) <= 12 else sorted({*ticks, *whole[:: max(1, len(whole) // 6)]})
         if not ticks:
             ticks = [max(1, round(low))]

@@ -26,9 +26,9 @@ import json
 import math
 from fractions import Fraction
 from importlib import resources
-from typing import Any
+from typing import Any, overload
 
-from ..meta import __version__
+from ..meta import __version__, utc_now_rfc3339
 from ..util.numbers import CERTIFIED_DIGITS, format_down, format_up
 
 #: Version of the report formats (the ``version`` of every envelope).
@@ -44,11 +44,19 @@ def report_format(command: str) -> str:
     return f"softrank-{command}-report"
 
 
+@overload
+def bound_down(value: Fraction | int) -> str: ...
+@overload
+def bound_down(value: None) -> None: ...
 def bound_down(value: Fraction | int | None) -> str | None:
     """A certified lower bound as a decimal string <= ``value`` (None stays None)."""
     return None if value is None else format_down(Fraction(value), CERTIFIED_DIGITS)
 
 
+@overload
+def bound_up(value: Fraction | int) -> str: ...
+@overload
+def bound_up(value: None) -> None: ...
 def bound_up(value: Fraction | int | None) -> str | None:
     """A certified upper bound as a decimal string >= ``value`` (None stays None)."""
     return None if value is None else format_up(Fraction(value), CERTIFIED_DIGITS)
@@ -70,8 +78,6 @@ def verdict_fields(verdict: Any) -> dict[str, Any]:
 
 
 def generator() -> dict[str, str]:
-    from ..certio.signing import utc_now_rfc3339
-
     return {"name": "softrank-cert", "version": __version__, "created": utc_now_rfc3339()}
 
 
