@@ -40,7 +40,9 @@ tolerances, operator count), the verify summary, one table per group (the operat
 its last component, e.g. minilm/apache2/w64: medians of the verified ends, the median
 upper/lower ratio and the share resolved per tolerance), the figures (the upper/lower ratios
 per tolerance; certified rank against block width per layer when the names carry several
-widths w<N>) and one row per operator, in natural name order, linking to its certificate.
+widths w<N>, N of at most 9 digits; each figure draws at most 6 tolerances and 10 layers, its
+caption naming those drawn) and one row per operator, in natural name order, linking to its
+certificate (a file name that is not UTF-8: shown with its bytes as \\xNN, linked by its bytes).
 Every bracket on it comes from re-verifying the certificates with the trusted kernel (what
 softrank-verify runs), never from a manifest or a file's own claims: only a certificate whose
 every claim is VERIFIED gives brackets.
@@ -49,26 +51,29 @@ every claim is VERIFIED gives brackets.
   without a certificate as missing; the campaign's signer (--key) is required.
   certificates: an operator's name is the operator_id of its verified certificate. The page's
   tolerances are the list held by the most verified certificates (a tie: the list of the
-  first such file in natural name order); a certificate with another list, a file that does
-  not verify and a file that is not a certificate (bad JSON, another format, e.g. a saved
-  --json report) are listed as not verified with the reason (rows of no verified operator
-  after the others, named by their file). Of two or more certificates of one operator that
-  verify with the page's tolerances, the first file in natural name order counts; each other
-  is listed as not counted, naming it. Signatures present are checked as
-  softrank-verify checks them; none is required unless --require-signature or --trusted-keys
-  is given (their softrank-verify meaning: unsigned files, or files signed by a key not in
-  FILE, do not verify). Both options are refused for a campaign.
+  first such file in natural name order); a certificate with another list is listed as
+  verified but not counted (status failed in --json), a file that does not verify and a file
+  that is not a certificate (bad JSON, another format, e.g. a saved --json report) as not
+  verified with the reason (rows of no verified operator after the others, named by their
+  file). Of two or more certificates of one operator that verify with the page's tolerances,
+  the first file in natural name order counts; each other is listed as not counted, naming
+  it. Signatures present are checked as softrank-verify checks them; none is required unless
+  --require-signature or --trusted-keys is given (their softrank-verify meaning: unsigned
+  files, or files signed by a key not in FILE, do not verify). Both options are refused for a
+  campaign.
 Certificates are counted and sized before any is read: more than --max-certificates (default
-{DEFAULT_MAX_CERTIFICATES}) or more than --max-bytes of them together (default {DEFAULT_MAX_BYTES_TEXT}) is refused.
+{DEFAULT_MAX_CERTIFICATES}; every operator of a manifest counts, and every *.json entry of a folder, a regular
+file or not) or more than --max-bytes of them together (default {DEFAULT_MAX_BYTES_TEXT}) is refused.
 The page and its figures are written together, atomically, after everything was checked.
 
 exit codes: 0 the page was written and every operator of the manifest (campaign), or every
 file (certificates), verified and counted; 2 invalid input (not a folder, neither a campaign
-nor a folder with *.json files, a manifest of another command or unreadable, over a limit, an
-unusable --out or --trusted-keys, a signature option for a campaign; nothing is written) or an
-output that cannot be written; 4 a checker bug (a verified lower end above a verified upper
-end: no page); 6 the page was written but some operators or files failed verification, have no
-certificate or were not counted (listed on the page).
+nor a folder with *.json files, a manifest of another command or unreadable or with an operator
+name that is not Unicode text, over a limit, an unusable --out or --trusted-keys, a signature
+option for a campaign; nothing is written) or an output that cannot be written; 4 a checker
+bug (a verified lower end above a verified upper end: no page); 6 the page was written but
+some operators or files failed verification, have no certificate or were not counted (listed
+on the page).
 """
 
 
@@ -133,24 +138,25 @@ def run_report(args: Any) -> int:
         progress.stage("figures")
         doc, drawn = _document(kind, folder, page, read, figures)
         progress.stage("writing the page")
-        from ..studies.report.page import render_page
+        from ..studies.report.page import render_page, shown
 
         with OutputFiles() as outputs:  # the page and its figures together, or nothing
             for figure, path in drawn:
                 outputs.stage_figure(figure, path)
             outputs.stage_text(page, render_page(doc, page))
     summary = doc["summary"]
+    shown_page = shown(str(page))  # a path that is not UTF-8: its bytes as \xNN
     if args.json:
         from ..plumbing.reports import dumps
 
         print(dumps(doc))
     elif kind == "campaign":
         print(f"{summary['verified']} verified, {summary['failed']} failed, {summary['missing']} missing of "
-              f"{summary['operators']} operators (re-verified in {summary['seconds']:.1f} s); page: {page}")
+              f"{summary['operators']} operators (re-verified in {summary['seconds']:.1f} s); page: {shown_page}")
     else:
         print(f"{summary['verified']} verified, {summary['failed']} failed, {summary['duplicates']} not counted of "
               f"{summary['files']} certificate files ({summary['operators']} operators; re-verified in "
-              f"{summary['seconds']:.1f} s); page: {page}")
+              f"{summary['seconds']:.1f} s); page: {shown_page}")
     return EXIT_SOME_FAILED if summary["failed"] or summary["missing"] or summary["duplicates"] else 0
 
 
@@ -195,25 +201,36 @@ def _css_width(figure: Any) -> int:
     return round(float(figure.get_size_inches()[0]) * 100)
 
 
+def _drawn(what: str, chosen: list[str], every: list[str]) -> str:
+    """What a figure left out, for its caption ("" when it drew all of ``every``)."""
+    if len(chosen) == len(every):
+        return ""
+    return (f" Drawn for {len(chosen)} of the {len(every)} {what} ({', '.join(chosen)}: the first, the last and evenly "
+            "spaced ones between); the tables hold all.")
+
+
 def _document(kind: str, folder: Path, page: Path, read: dict[str, Any],
               figures: Path) -> tuple[dict[str, Any], list[tuple[Any, Path]]]:
     """The report document (the page's content; ``--json``) and the figures to write."""
     from ..plumbing.reports import envelope
-    from ..studies.report.figures import ratio_figure, width_figure
+    from ..studies.report.figures import MAX_LAYERS, MAX_TOLERANCES, ratio_figure, spread, width_figure
     from ..studies.report.summary import group_rows, width_series
 
     records, tolerances = read["operators"], read["campaign"]["tolerances"]
+    left_out = _drawn("tolerances", spread(tolerances, MAX_TOLERANCES), tolerances)
     drawn = [(ratio_figure(records, tolerances), figures / "ratios.png")]
     entries = [{"path": str(drawn[0][1]), "title": "upper/lower ratios", "width": _css_width(drawn[0][0]),
                 "caption": "Empirical distribution of verified upper end / verified lower end per tolerance "
-                           "(1 = resolved)."}]
+                           "(1 = resolved)." + left_out}]
     notes = list(read["notes"])
     series = width_series(records, tolerances)
     if series is not None:
+        layers = ["no layer" if layer is None else str(layer) for layer in series["layers"]]
         drawn.append((width_figure(series, tolerances), figures / "width.png"))
         entries.append({"path": str(drawn[1][1]), "title": "certified rank against width", "width": _css_width(drawn[1][0]),
                         "caption": "Median verified upper (solid) and lower (dashed) ends against block width, "
-                                   "per layer and tolerance."})
+                                   "per layer and tolerance." + left_out
+                                   + _drawn("layers", spread(layers, MAX_LAYERS), layers)})
     else:
         notes.append("No rank-against-width figure: the verified operators' names carry fewer than two block "
                      "widths (w<N> components).")

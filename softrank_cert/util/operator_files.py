@@ -32,9 +32,20 @@ OPERATOR_LEAVES = {"Q", "K", "S", "A", "beta", "causal"}
 PROVENANCE_KEY = "__provenance__"
 
 
-def natural_key(name: str) -> tuple[list[str | int], str]:
-    """Sort key that orders digit runs by value: ``L0H2`` before ``L0H10``, ``w64`` before ``w128``."""
-    parts: list[str | int] = [int(part) if i % 2 else part for i, part in enumerate(re.split(r"(\d+)", name, flags=re.ASCII))]
+def natural_key(name: str) -> tuple[list[str | tuple[int, str]], str]:
+    """Sort key that orders digit runs by value: ``L0H2`` before ``L0H10``, ``w64`` before ``w128``.
+
+    A run is compared as its digits without leading zeros, by their count and then as text (its
+    value, without converting it: a run of any length -- beyond Python's 4,300-digit limit of
+    ``int()`` -- is fine); runs of one value (``7``, ``007``) tie, and the whole ``name`` breaks
+    the tie.  Any ``str`` is accepted, lone surrogates included."""
+    parts: list[str | tuple[int, str]] = []
+    for index, part in enumerate(re.split(r"([0-9]+)", name)):
+        if index % 2:
+            digits = part.lstrip("0")
+            parts.append((len(digits), digits))
+        else:
+            parts.append(part)
     return parts, name
 
 

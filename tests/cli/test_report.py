@@ -514,6 +514,202 @@ def test_a_plain_folder_is_sized_before_reading(plain, monkeypatch):
 
 
 # --------------------------------------------------------------------------------------
+# Robustness: odd names, many tolerances and layers, entries that are not files
+# --------------------------------------------------------------------------------------
+
+def forge(campaign: Path, operator_id: str, eps: list[str]) -> str:
+    """A valid certificate of the 16-wide operator ``loose`` under another ``operator_id``, with
+    trivial claims only (lower end 0, upper end 16: the identity) at the tolerances ``eps``."""
+    from softrank_cert.util.files import canonical_dump
+
+    document = json.loads((campaign / "loose.json").read_text())
+    document["operator"]["id"] = operator_id
+    document["brackets"] = [{"eps": e, "lower": {"k": 0, "method": "trivial"},
+                             "upper": {"r": 16, "construction": "identity"}} for e in eps]
+    document.pop("proof", None)
+    return canonical_dump(document)
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """A PNG file's (width, height) in pixels, from its IHDR chunk."""
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR", path
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_and_linked(plain):
+    """A certificate named by bytes that are not UTF-8, directly in the folder and in a subfolder:
+    verified and linked by its bytes (``%FF%FE.json``), shown as ``\\xff\\xfe.json``; the page is
+    UTF-8; --json carries the name as Python's surrogate escapes (round-trip to the file)."""
+    folder, files = plain
+    raw = os.fsencode(folder / files["loose"])
+    odd = os.fsencode(folder) + b"/\xff\xfe.json"
+    try:
+        os.rename(raw, odd)
+        os.mkdir(os.fsencode(folder) + b"/sub")
+        shutil.copyfile(odd, os.fsencode(folder) + b"/sub/\xff.json")
+    except (OSError, UnicodeError):
+        pytest.skip("this file system refuses a file name that is not UTF-8")
+    res = run_softrank("report", folder, "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert "5 verified, 0 failed, 0 not counted of 5 certificate files" in res.stdout
+    page = folder / "report.html"
+    text, parsed = read_page(page)  # UTF-8 text (read_text would raise otherwise)
+    assert "sub/\\xff.json" in text  # the note on the subfolder
+    link = next(url for url in parsed.links if "%FF" in url)
+    assert link == "%FF%FE.json"
+    assert os.path.isfile(os.fsencode(page.parent) + b"/" + urllib.parse.unquote_to_bytes(link))
+    assert [row[0] for row in name_rows(parsed) if row[0] == "loose"] == ["loose"]
+    res = run_softrank("report", folder, "--json", "--quiet")
+    assert res.returncode == 0, res.stderr
+    record = next(r for r in json.loads(res.stdout)["operators"] if r["operator"] == "loose")
+    assert os.fsencode(record["file"]) == b"\xff\xfe.json" and os.path.isfile(record["certificate"])
+    (folder / "report.html").unlink()
+    shutil.rmtree(folder / "report-figures")
+    os.rename(odd, os.fsencode(folder) + b"/z\xff.json")  # a file of no operator: named by its file
+    with open(os.fsencode(folder) + b"/z\xff.json", "w") as handle:
+        handle.write("{}")
+    res = run_softrank("report", folder, "--quiet")
+    assert res.returncode == 6, res.stderr
+    _, parsed = read_page(page)
+    assert name_rows(parsed)[-1][:2] == ["z\\xff.json", 'not verified: not a certificate (a JSON object without '
+                                                         '"format": "softrank-certificate")']
+    assert "z%FF.json" in parsed.links
+
+
+def test_a_width_or_layer_beyond_nine_digits_is_none(campaign, tmp_path):
+    """``x/w<400 digits>/L0H0`` verifies beside ``x/w8/L0H0``: it has no width (so fewer than two
+    widths, no width figure), where it made the figure overflow a float (exit 4)."""
+    from softrank_cert.studies.report.summary import MAX_POSITION_DIGITS, name_position
+
+    huge = "9" * 400
+    assert name_position(f"x/w{huge}/L0H0") == (None, 0)
+    assert name_position(f"x/w16/L{huge}H0") == (16, None)
+    assert name_position("x/w0/L3H1") == (None, 3)  # no block is 0 wide
+    assert name_position("x/w999999999/L999999999H7") == (999_999_999, 999_999_999)
+    assert name_position(f"x/w1{'0' * MAX_POSITION_DIGITS}/L0H0") == (None, 0)
+    assert name_position("x/w\u0663/L0H0") == (None, 0)  # only ASCII digits
+    folder = tmp_path / "wide"
+    folder.mkdir()
+    (folder / "1.json").write_text(forge(campaign, f"x/w{huge}/L0H0", ["0.1"]))
+    (folder / "2.json").write_text(forge(campaign, "x/w8/L0H0", ["0.1"]))
+    res = run_softrank("report", folder, "--json", "--quiet")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["summary"]["verified"] == 2 and [f["title"] for f in doc["figures"]] == ["upper/lower ratios"]
+
+
+def test_natural_key_takes_digit_runs_of_any_length():
+    """Digit runs are ordered by value without ``int()`` (whose 4,300-digit limit raised), any str
+    is a key (a lone surrogate too), and the order is the one of the values."""
+    import random
+
+    from softrank_cert.util.operator_files import natural_key
+
+    long_run = "x" + "9" * 5000
+    assert sorted([long_run, "x" + "1" * 4999, "x2", "x007", "x7"], key=natural_key) == \
+        ["x2", "x007", "x7", "x" + "1" * 4999, long_run]
+    assert sorted(["L0H10", "L0H2", "a\ud800", "a"], key=natural_key) == ["L0H2", "L0H10", "a", "a\ud800"]
+    rng = random.Random(5)
+    names = [f"w{rng.randrange(0, 10 ** rng.randrange(1, 30))}/L{rng.randrange(40)}" for _ in range(300)]
+    by_value = sorted(names, key=lambda n: (int(n[1:n.index("/")]), int(n[n.index("L") + 1:]), n))
+    assert sorted(names, key=natural_key) == by_value
+
+
+def test_a_manifest_name_with_a_huge_digit_run_is_missing_not_a_crash(folder):
+    """A 5,000-digit run in a manifest's operator name (beyond int()'s limit): sorted, looked for
+    (no such file), listed as missing; exit 6, no exit 4."""
+    manifest = folder / "softrank-campaign.json"
+    data = json.loads(manifest.read_text())
+    data["operators"]["x" + "9" * 5000] = dict(data["operators"]["loose"])
+    data["operators"]["x/w" + "9" * 400 + "/L0H0"] = dict(data["operators"]["loose"])
+    manifest.write_text(json.dumps(data))
+    res = run_softrank("report", folder, "--json", "--quiet")
+    assert res.returncode == 6, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["summary"]["verified"] == 5 and doc["summary"]["missing"] == 2
+
+
+def test_figures_stay_bounded_with_many_tolerances_and_layers(campaign, tmp_path):
+    """20 tolerances and 12 layers at two widths: every PNG is at most MAX_FIGURE_INCHES at the
+    dpi written (the width figure had one 4.2-inch panel per tolerance, without limit); each
+    caption names the tolerances and layers drawn; nothing on stderr with --quiet (no
+    matplotlib warning: the ratio figure has no bounded ratio, hence no legend)."""
+    from softrank_cert.studies.report.figures import MAX_FIGURE_INCHES, MAX_LAYERS, MAX_TOLERANCES
+    from softrank_cert.util.figure_formats import DPI
+
+    eps = [f"0.{i:02d}" for i in range(1, 21)]
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for layer in range(12):
+        for width in (8, 16):
+            (folder / f"w{width}-L{layer}.json").write_text(forge(campaign, f"m/w{width}/L{layer}H0", eps))
+    res = run_softrank("report", folder, "--json", "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == ""
+    doc = json.loads(res.stdout)
+    assert doc["summary"]["verified"] == 24 and len(doc["figures"]) == 2
+    shown = ", ".join(eps[round(i * 19 / (MAX_TOLERANCES - 1))] for i in range(MAX_TOLERANCES))
+    assert shown == "0.01, 0.05, 0.09, 0.12, 0.16, 0.20"
+    for figure in doc["figures"]:
+        width, height = png_size(Path(figure["path"]))
+        assert width <= MAX_FIGURE_INCHES[0] * DPI and height <= MAX_FIGURE_INCHES[1] * DPI, (figure["path"], width)
+        assert f"Drawn for {MAX_TOLERANCES} of the 20 tolerances ({shown}:" in figure["caption"]
+    assert f"Drawn for {MAX_LAYERS} of the 12 layers (0, 1, 2, 4, 5, 6, 7, 9, 10, 11:" in doc["figures"][1]["caption"]
+    text, _ = read_page(folder / "report.html")
+    assert f"Drawn for {MAX_TOLERANCES} of the 20 tolerances" in text
+
+
+def test_a_figure_draws_every_tolerance_and_layer_when_few(campaign, tmp_path):
+    """Up to the limits nothing is left out and no caption says so."""
+    from softrank_cert.studies.report.figures import spread
+
+    assert spread([1, 2, 3], 6) == [1, 2, 3] and spread(list(range(7)), 6) == [0, 1, 2, 4, 5, 6]
+    folder = tmp_path / "few"
+    folder.mkdir()
+    for layer in range(3):
+        for width in (8, 16):
+            (folder / f"w{width}-L{layer}.json").write_text(forge(campaign, f"m/w{width}/L{layer}H0", EPS))
+    doc = report_json(folder)
+    assert len(doc["figures"]) == 2 and not any("Drawn for" in f["caption"] for f in doc["figures"])
+
+
+def test_every_json_entry_counts_against_the_limit(plain, folder):
+    """A FIFO, a folder and a dangling link named *.json count against --max-certificates like
+    certificate files (they were not counted: a folder of 10,000 certificates and any number of
+    such entries passed); so does a campaign's operator without a certificate file."""
+    directory, files = plain
+    os.mkfifo(directory / "fifo.json")
+    (directory / "folder.json").mkdir()
+    (directory / "dangling.json").symlink_to(directory / "nowhere")
+    res = run_softrank("report", directory, "--max-certificates", "5")
+    assert_one_line_error(res, 2)
+    assert "8 certificates, more than the limit of 5" in res.stderr
+    res = run_softrank("report", directory, "--max-certificates", "8", "--json", "--quiet")
+    assert res.returncode == 6, res.stderr
+    reasons = {r["file"]: r["reason"] for r in json.loads(res.stdout)["operators"] if r["status"] == "failed"}
+    assert reasons["fifo.json"] == reasons["folder.json"] == "not a regular file"
+    assert reasons["dangling.json"].startswith("cannot be read")
+    (folder / "loose.json").unlink()
+    res = run_softrank("report", folder, "--max-certificates", "4")
+    assert_one_line_error(res, 2)
+    assert "5 operators in its manifest, more than the limit of 4 certificates" in res.stderr
+
+
+def test_other_tolerances_are_labelled_verified_not_counted(plain):
+    """In a plain folder, a certificate that verified but holds another tolerance list than the
+    page's is 'verified, not counted' on the page (status failed in --json), not 'not verified'."""
+    folder, files = plain
+    _fewer_tolerances(folder / files["loose"], folder / files["loose"])
+    res = run_softrank("report", folder, "--quiet")
+    assert res.returncode == 6, res.stderr
+    text, parsed = read_page(folder / "report.html")
+    cells = {row[0]: row[1:] for row in name_rows(parsed)}
+    assert cells["loose"] == ["verified, not counted: holds the tolerances 0.1,0.25, the page's are 0.1,0.25,0.5"]
+    assert "listed as verified but not counted" in text
+
+
+# --------------------------------------------------------------------------------------
 # Bad input: one line, exit 2, nothing written
 # --------------------------------------------------------------------------------------
 
@@ -557,13 +753,19 @@ def _break(folder: Path, case: str) -> tuple[Path, list[str], str]:
         return folder, ["--max-bytes", "1M"], "raise it with --max-bytes"
     if case == "bad --out":
         return folder, ["--out", folder / "report.txt"], "unsupported file type"
+    if case == "a lone surrogate in an operator name":  # JSON's "\ud800": loads_unique accepts it
+        data = json.loads(manifest.read_text())
+        data["operators"]["tiny/doc/w16/L9H\ud800"] = dict(data["operators"]["loose"])
+        manifest.write_text(json.dumps(data))
+        return folder, [], "the operator name 'tiny/doc/w16/L9H\\ud800' is not Unicode text"
     raise AssertionError(case)
 
 
 @pytest.mark.parametrize("case", ["not a folder", "no manifest, JSON only in subfolders", "an empty folder",
                                   "another command", "unreadable JSON", "not a manifest", "too many certificates",
                                   "too many bytes", "bad --out", "a plain folder over the byte limit",
-                                  "a signature option for a campaign", "unreadable --trusted-keys"])
+                                  "a signature option for a campaign", "unreadable --trusted-keys",
+                                  "a lone surrogate in an operator name"])
 def test_bad_input_is_one_line_and_writes_nothing(folder, case):
     target, extra, fragment = _break(folder, case)
     before = files_below(folder)

@@ -37,8 +37,8 @@ from typing import Any
 from ...errors import FloatingPointEnvironmentError, InternalInvariantError, InvalidInputError, SoftrankError
 from ...plumbing.certificate_files import CERTIFICATE_FORMAT, declared_format
 from .folder import (
-    DEFAULT_MAX_BYTES, DEFAULT_MAX_CERTIFICATES, WHAT_TO_GIVE, Planned, check_limits, claims_not_verified, summarize,
-    verified_brackets,
+    DEFAULT_MAX_BYTES, DEFAULT_MAX_CERTIFICATES, WHAT_TO_GIVE, Planned, check_count, check_limits, claims_not_verified,
+    summarize, verified_brackets,
 )
 
 #: The files read: directly in the folder, named ``*.json``.
@@ -52,7 +52,8 @@ def plan_files(folder: Path, *, max_certificates: int = DEFAULT_MAX_CERTIFICATES
     """The ``*.json`` entries directly in ``folder``, in natural name order (``a2`` before
     ``a10``), each sized by ``stat`` (no file is opened; an entry that is not a regular file has
     no size and is listed as failed).  None at all, or more than the limits
-    (:func:`~.folder.check_limits`), is one line, exit 2."""
+    (:func:`~.folder.check_limits`: every entry counts against ``max_certificates``, a regular
+    file or not, and it is counted before any is sized), is one line, exit 2."""
     from ...util.operator_files import natural_key
 
     names = sorted((entry.name for entry in os.scandir(folder) if entry.name.endswith(SUFFIX)), key=natural_key)
@@ -61,6 +62,7 @@ def plan_files(folder: Path, *, max_certificates: int = DEFAULT_MAX_CERTIFICATES
         where = "; those in its subfolders are not read" if below else ""
         raise InvalidInputError(f"{folder}: neither a campaign folder (no softrank-campaign.json) nor a folder of "
                                 f"certificates (no *{SUFFIX} file in it{where}): {WHAT_TO_GIVE}")
+    check_count(folder, len(names), max_certificates)  # every entry counts, a regular file or not
     planned = []
     for name in names:
         path = folder / name
@@ -164,7 +166,9 @@ def _record(item: Checked, status: str, reason: str | None = None) -> dict[str, 
 
 def assign(checked: list[Checked], tolerances: list[str]) -> list[dict[str, Any]]:
     """The records of ``checked`` (natural file order), ordered for the page: operators in natural
-    name order (a name's files in natural order), then the files of no verified operator."""
+    name order (a name's files in natural order), then the files of no verified operator.  A
+    "failed" record names an operator only when its certificate verified but holds other
+    tolerances than ``tolerances`` (the page labels it "verified, not counted")."""
     from ...util.operator_files import natural_key
 
     first: dict[str, str] = {}
@@ -220,7 +224,8 @@ def verify_files(planned: list[Planned], *, trusted_keys: frozenset[str] | None 
     if tolerances:
         note = (f"The page's tolerances {', '.join(tolerances)} are the list held by the most certificates whose every "
                 f"claim verified ({held} of {len(accepted)}; a tie goes to the list of the first file in natural "
-                "name order); a certificate with another list is listed as not verified.")
+                "name order); a certificate with another list is listed as verified but not counted (among the "
+                "failed).")
     else:
         note = "No certificate verified, so the page has no tolerances."
     versions = sorted({c.generator_version for c in accepted if c.generator_version}, key=natural_key)

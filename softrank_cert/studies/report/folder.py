@@ -4,10 +4,11 @@
   ``"certificates"`` (a plain folder of certificate files: :mod:`.certificates`);
 * :func:`read_manifest`: ``DIR/softrank-campaign.json`` of a ``softrank bracket`` campaign, read
   within a size bound; anything else (no folder, no manifest, unreadable JSON, a manifest of
-  another command) is one :class:`~softrank_cert.errors.InvalidInputError` (exit 2);
+  another command, an operator name with a lone surrogate) is one
+  :class:`~softrank_cert.errors.InvalidInputError` (exit 2);
 * :func:`plan`: each operator's certificate file and its size, from ``stat`` alone, refused as a
-  whole (exit 2) when the count or the total exceeds the limits (:func:`check_limits`), before a
-  byte is read;
+  whole (exit 2) when the count (of operators, a certificate file or not) or the total exceeds
+  the limits (:func:`check_limits`), before a byte is read;
 * :func:`unlisted_files`: a note on JSON files below the folder that belong to no operator;
 * :func:`verify_operators`: each certificate re-checked by
   :func:`softrank_cert.verification.verify_certificate_bytes` (what ``softrank-verify`` runs);
@@ -81,6 +82,13 @@ def read_manifest(folder: Path) -> dict[str, Any]:
         raise InvalidInputError(f"{path}: 'tolerances' is not a list of decimal strings")
     if not (isinstance(operators, dict) and all(isinstance(e, dict) for e in operators.values())):
         raise InvalidInputError(f"{path}: 'operators' is not an object of operator entries")
+    for name in operators:
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:  # JSON's "\ud800": no file, no page can carry it
+            shown = repr(name) if len(name) <= 80 else repr(name[:80]) + "..."
+            raise InvalidInputError(f"{path}: the operator name {shown} is not Unicode text (it holds a lone "
+                                    "surrogate escape, \\ud800-\\udfff)") from None
     return document
 
 
@@ -98,10 +106,13 @@ class Planned:
 def plan(folder: Path, manifest: dict[str, Any], *, max_certificates: int = DEFAULT_MAX_CERTIFICATES,
          max_bytes: int = DEFAULT_MAX_BYTES) -> list[Planned]:
     """Every operator of ``manifest``, in natural name order (``L0H2`` before ``L0H10``), with its
-    certificate ``folder/NAME.json`` sized by ``stat`` (no file is opened).  More than ``max_certificates`` certificates, or more than ``max_bytes``
-    bytes of them together, is refused with one line naming the option that raises the limit."""
+    certificate ``folder/NAME.json`` sized by ``stat`` (no file is opened).  More than
+    ``max_certificates`` operators (each counts, with a certificate file or not), or more than
+    ``max_bytes`` bytes of certificates together, is refused with one line naming the option that
+    raises the limit."""
     from ...util.operator_files import natural_key
 
+    check_count(folder, len(manifest["operators"]), max_certificates, "operators in its manifest")
     planned = []
     for name in sorted(manifest["operators"], key=natural_key):
         try:
@@ -122,14 +133,21 @@ def plan(folder: Path, manifest: dict[str, Any], *, max_certificates: int = DEFA
     return planned
 
 
+def check_count(folder: Path, count: int, max_certificates: int, what: str = "certificates") -> None:
+    """Refuse more than ``max_certificates`` entries (one line naming the option that raises it),
+    before any is sized."""
+    if count > max_certificates:
+        raise InvalidInputError(f"{folder}: {count} {what}, more than the limit of {max_certificates} certificates "
+                                "(raise it with --max-certificates N)")
+
+
 def check_limits(folder: Path, planned: list[Planned], max_certificates: int, max_bytes: int) -> None:
     """Refuse (one line naming the option that raises the limit) more than ``max_certificates``
-    sized files in ``planned``, or more than ``max_bytes`` bytes of them together."""
-    present = [p for p in planned if p.size is not None]
-    total = sum(p.size or 0 for p in present)
-    if len(present) > max_certificates:
-        raise InvalidInputError(f"{folder}: {len(present)} certificates, more than the limit of {max_certificates} "
-                                "(raise it with --max-certificates N)")
+    entries in ``planned`` -- every one counts, a regular file or not (a missing certificate, a
+    FIFO, a dangling link, a folder named ``*.json``) -- or more than ``max_bytes`` bytes of its
+    regular files together."""
+    check_count(folder, len(planned), max_certificates)
+    total = sum(p.size or 0 for p in planned)
     if total > max_bytes:
         from ...util.memory import format_bytes
 

@@ -6,12 +6,17 @@ folder read (a campaign; a plain folder of certificate files, whose rows of no v
 are named by their file).  Every piece of
 untrusted text (operator names, reasons, methods, paths) is escaped; links and image sources
 are relative to the page's folder and percent-encoded, so the page moves with its folder.
+
+A file name that is not UTF-8 (Python holds its undecodable bytes as the surrogate escapes
+U+DC80..U+DCFF) is shown with those bytes as ``\\xNN`` (:func:`shown`) and linked by its bytes
+(:func:`href`): the page is always UTF-8 text.
 """
 
 from __future__ import annotations
 
 import html
 import os
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -29,14 +34,34 @@ p.note { color: #555; font-size: 0.9em; }
 """
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogate(match: re.Match[str]) -> str:
+    code = ord(match[0])
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def shown(text: str) -> str:
+    """``text`` as Unicode text that can be written: an undecodable byte of a file name (its
+    surrogate escape, U+DC80..U+DCFF) as ``\\xNN``, any other lone surrogate as ``\\uNNNN``
+    (``\\xff\\xfe.json``; text without surrogates is unchanged)."""
+    return _SURROGATE.sub(_escape_surrogate, text)
+
+
 def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    return html.escape(shown(str(value)), quote=True)
 
 
 def href(target: str | Path, page: Path) -> str:
-    """``target`` as a relative, percent-encoded URL from the folder of ``page``."""
-    relative = os.path.relpath(os.path.abspath(target), os.path.abspath(page.parent))
-    return quote(Path(relative).as_posix(), safe="/")
+    """``target`` as a relative, percent-encoded URL from the folder of ``page``: the bytes of
+    its name (``os.fsencode``), so a file name that is not UTF-8 is linked as it is."""
+    relative = Path(os.path.relpath(os.path.abspath(target), os.path.abspath(page.parent))).as_posix()
+    try:
+        raw = os.fsencode(relative)
+    except UnicodeEncodeError:  # a surrogate no file name has: not a file of this disk, still a URL
+        raw = relative.encode("utf-8", "surrogatepass")
+    return quote(raw, safe="/")
 
 
 def _number(value: float | None, digits: int = 3) -> str:
@@ -138,6 +163,16 @@ def _figures(doc: dict[str, Any], page: Path) -> list[str]:
 
 #: What a record that gives no brackets is shown as, by status.
 _LABELS = {"failed": "not verified", "missing": "missing", "duplicate": "not counted"}
+#: A plain folder's "failed" record that names an operator: every claim verified, but the
+#: certificate holds another tolerance list than the page's (the one such case,
+#: :func:`softrank_cert.studies.report.certificates.assign`).
+_OTHER_TOLERANCES = "verified, not counted"
+
+
+def _label(record: dict[str, Any], campaign: bool) -> str:
+    if record["status"] == "failed" and not campaign and record["operator"] is not None:
+        return _OTHER_TOLERANCES
+    return _LABELS[record["status"]]
 
 
 def _operator_table(doc: dict[str, Any], page: Path) -> list[str]:
@@ -158,7 +193,7 @@ def _operator_table(doc: dict[str, Any], page: Path) -> list[str]:
             ends = "".join(_ends(b) for b in record["brackets"])
         else:
             ends = (f"<td class=\"{record['status']}\" colspan=\"{max(1, len(tolerances))}\">"
-                    f"{_LABELS[record['status']]}: {_e(record['reason'])}</td>")
+                    f"{_label(record, campaign)}: {_e(record['reason'])}</td>")
         tail = f"<td>{_number(record['seconds'], 2)}</td>" if campaign else ""
         out.append(f"<tr data-status=\"{record['status']}\"><td class=\"name\">{cell}</td>{ends}{tail}</tr>")
     out.append("</table>")

@@ -2,8 +2,9 @@
 
 * :func:`group_of`: the operator name without its last component (``minilm/apache2/w64`` for
   ``minilm/apache2/w64/L0H3``; ``-`` for a name without ``/``);
-* :func:`name_position`: the width (``w<N>``) and layer (``L<l>H<h>``) a name carries, each
-  None when it has none (names of another shape degrade to "no width", "no layer");
+* :func:`name_position`: the width (``w<N>``: at most 9 digits, N at least 1) and layer (``L<l>H<h>``,
+  each of at most 9 digits) a name carries, each None when it has none (names of another shape,
+  or with a number beyond these bounds, degrade to "no width", "no layer");
 * :func:`group_rows`: per group and tolerance, the operators, the medians of the verified
   ends, the median upper/lower ratio and the share resolved (``lower == upper``).
 
@@ -18,8 +19,11 @@ from typing import Any
 
 #: The group of a name without ``/``.
 NO_GROUP = "-"
-_WIDTH = re.compile(r"w(\d+)")
-_HEAD = re.compile(r"L(\d+)H(\d+)")
+#: The most digits a width or a layer may have (a name with a longer one has no width / layer:
+#: no block is that wide, no model that deep, and a figure's axis stays finite).
+MAX_POSITION_DIGITS = 9
+_WIDTH = re.compile(rf"w([0-9]{{1,{MAX_POSITION_DIGITS}}})")
+_HEAD = re.compile(rf"L([0-9]{{1,{MAX_POSITION_DIGITS}}})H([0-9]{{1,{MAX_POSITION_DIGITS}}})")
 
 
 def group_of(name: str) -> str:
@@ -29,9 +33,10 @@ def group_of(name: str) -> str:
 
 def name_position(name: str) -> tuple[int | None, int | None]:
     """``(width, layer)`` from the last ``w<N>`` and the last ``L<l>H<h>`` component of ``name``
-    (each None when there is none)."""
+    (each None when there is none).  Only ASCII digits count, at most :data:`MAX_POSITION_DIGITS`
+    of them and a width is at least 1: ``x/w0/...``, ``x/w<400 digits>/...`` have no width."""
     parts = name.split("/")
-    width = next((int(m[1]) for m in map(_WIDTH.fullmatch, reversed(parts)) if m), None)
+    width = next((int(m[1]) for m in map(_WIDTH.fullmatch, reversed(parts)) if m), None) or None  # w0: none
     layer = next((int(m[1]) for m in map(_HEAD.fullmatch, reversed(parts)) if m), None)
     return width, layer
 
