@@ -406,18 +406,26 @@ def rank_figure(records: list[dict], path: Path) -> bool:
             for row in (x for x in record["rows"] if x["eps"] == "0.25"):
                 layer = int(row["operator"].rsplit("/", 1)[1][1:].split("H")[0])
                 ends.setdefault(layer, {}).setdefault(record["width"], []).append((row["lower"], row["upper"]))
-        colours = plt.get_cmap("viridis")
-        for i, (layer, by_width) in enumerate(sorted(ends.items())):
+        colours, last = plt.get_cmap("viridis"), max(ends, default=1) or 1
+        for layer, by_width in sorted(ends.items()):
             widths = sorted(by_width)
-            colour = colours(i / max(len(ends) - 1, 1))
-            ax.plot(widths, [_median([lo for lo, _ in by_width[w]]) for w in widths], "-", color=colour,
-                    label=f"L{layer}")
-            ax.plot(widths, [_median([up for _, up in by_width[w]]) for w in widths], "--", color=colour)
+            colour = colours(layer / last)
+            ax.plot(widths, [_median([lo for lo, _ in by_width[w]]) for w in widths], "-o", color=colour,
+                    markersize=3, label=f"L{layer}")
+            ax.plot(widths, [_median([up for _, up in by_width[w]]) for w in widths], "--o", color=colour,
+                    markersize=3, markerfacecolor="white")
         ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted({r["width"] for r in wide}), [str(w) for w in sorted({r["width"] for r in wide})])
         ax.set_xlabel("width (tokens)")
         ax.set_ylabel("median verified rank end, eps 0.25")
         ax.set_title(f"{model} on {WIDE_DOCUMENT}: lower (solid), upper (dashed)")
-        ax.legend(fontsize=7, ncol=2)
+        if len(ends) <= 12:
+            ax.legend(fontsize=7, ncol=2)
+        elif ends:  # many layers: a colour bar instead of a legend
+            from matplotlib.cm import ScalarMappable
+            from matplotlib.colors import Normalize
+
+            fig.colorbar(ScalarMappable(Normalize(0, last), colours), ax=ax, label="layer")
     fig.tight_layout()
     from softrank_cert.util.files import replace_atomically
 
