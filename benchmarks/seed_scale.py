@@ -600,9 +600,7 @@ def write_summary(units: list[Unit]) -> str:
               f"{c['median_solver_s']:.1f} | {c['verify_s_per_operator']:.2f} |" for c in cost]
     if rank_figure(records, RESULTS / "rank_vs_width.png"):
         lines += ["", "![Median verified ends against width per layer](rank_vs_width.png)"]
-    again = RESULTS / "reverify.json"
-    if again.is_file():
-        check = json.loads(again.read_text(encoding="utf-8"))
+    for check in reverify_checks():
         lines += ["", f"`--reverify` ({check['checked']}): `softrank-verify` on the store of {check['in_store']:,} of the "
                   f"{check['recorded_certificates']:,} recorded certificates, {check['summary'].get('verified', 0):,} of "
                   f"{check['summary'].get('claims', 0):,} claims VERIFIED, exit {check['exit_code']}, "
@@ -636,8 +634,19 @@ def write_summary(units: list[Unit]) -> str:
     return text
 
 
+def reverify_checks() -> list[dict]:
+    """The ``--reverify`` runs recorded in ``reverify.json``, oldest first (one per work folder and
+    session: certificates stay on the machine that made them)."""
+    path = RESULTS / "reverify.json"
+    if not path.is_file():
+        return []
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data["checks"] if isinstance(data, dict) and "checks" in data else [data]
+
+
 def reverify(work: Path, log: Path) -> int:
-    """``softrank-verify`` every certificate of ``WORK/store`` once more; its summary into ``reverify.json``."""
+    """``softrank-verify`` every certificate of ``WORK/store`` once more; its summary is added to
+    ``reverify.json`` beside the earlier runs'."""
     store = work / "store"
     rc, stdout, wall, cpu = _run([sys.executable, "-m", "softrank_cert.cli.verify", str(store), "--json"], log,
                                  capture=True)
@@ -647,7 +656,7 @@ def reverify(work: Path, log: Path) -> int:
     result = {"exit_code": rc, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "summary": summary,
               "recorded_certificates": len(known), "in_store": len(known & present),
               "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    write_atomic(RESULTS / "reverify.json", json.dumps(result, indent=1) + "\n")
+    write_atomic(RESULTS / "reverify.json", json.dumps({"checks": reverify_checks() + [result]}, indent=1) + "\n")
     print(json.dumps(result), flush=True)
     return 0 if rc == 0 else 1
 

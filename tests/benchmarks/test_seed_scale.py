@@ -197,3 +197,20 @@ def test_a_reproduced_unit_is_compared_result_by_result(tmp_path, monkeypatch):
     assert not seed_scale.reproduce_unit(unit, panels, work, work / "log")
     check = json.loads((tmp_path / "results" / "reproduced" / f"{unit.name}.json").read_text())
     assert check["identical_results"] == 1 and check["differing"] == [record["rows"][0]["operator"]]
+
+
+def test_each_reverify_run_is_kept_beside_the_earlier_ones(tmp_path, monkeypatch):
+    """``--reverify`` of a session's store is added to ``reverify.json``; an earlier file of one
+    check (the first format) is kept as the first entry."""
+    unit, work = _tiny_unit(tmp_path, monkeypatch, 1)
+    assert seed_scale.run_unit(unit, seed_scale.Panels(work), work, work / "log", set())
+    earlier = {"exit_code": 0, "wall_s": 1.0, "cpu_s": 1.0, "summary": {"claims": 6, "verified": 6},
+               "recorded_certificates": 1, "in_store": 1, "checked": "2026-01-01T00:00:00Z"}
+    (tmp_path / "results" / "reverify.json").write_text(json.dumps(earlier))
+    assert seed_scale.reverify(work, work / "log") == 0
+    checks = seed_scale.reverify_checks()
+    assert checks[0] == earlier and len(checks) == 2
+    assert checks[1]["exit_code"] == 0 and checks[1]["in_store"] == checks[1]["recorded_certificates"] == 1
+    assert checks[1]["summary"]["verified"] == checks[1]["summary"]["claims"] == 6
+    text = seed_scale.write_summary([unit])
+    assert text.count("`--reverify` (") == 2
