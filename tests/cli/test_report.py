@@ -170,17 +170,21 @@ def test_group_medians_and_resolved_shares_come_from_the_verified_ends(folder):
     assert doc["summary"]["claims_verified"] == 2 * len(EPS) * len(NAMES)
 
 
-def test_a_tampered_certificate_is_listed_as_not_verified(folder):
-    """A flipped witness byte (its hash no longer matches), a certificate copied over another
-    operator's and a deleted one: each is listed with its reason and gives no bracket; the
-    others still show theirs; exit 6."""
-    path = folder / "tiny" / "doc" / "w32" / "L0H0.json"
+def flip_a_witness_byte(path: Path) -> None:
+    """Flip one bit of the first witness ``U`` in the certificate at ``path`` (its hash no longer matches)."""
     document = json.loads(path.read_text())
     bracket = next(b for b in document["brackets"] if "U" in b["upper"])
     data = bytearray(base64.b64decode(bracket["upper"]["U"]["data"]))
     data[0] ^= 0x01
     bracket["upper"]["U"]["data"] = base64.b64encode(bytes(data)).decode()
     path.write_text(json.dumps(document))
+
+
+def test_a_tampered_certificate_is_listed_as_not_verified(folder):
+    """A flipped witness byte (its hash no longer matches), a certificate copied over another
+    operator's and a deleted one: each is listed with its reason and gives no bracket; the
+    others still show theirs; exit 6."""
+    flip_a_witness_byte(folder / "tiny" / "doc" / "w32" / "L0H0.json")
     shutil.copyfile(folder / "tiny" / "doc" / "w16" / "L0H0.json", folder / "tiny" / "doc" / "w16" / "L1H0.json")
     (folder / "loose.json").unlink()
     (folder / "planted.json").write_text("{}")  # no operator's: named, not read
@@ -359,13 +363,7 @@ def test_a_tampered_certificate_in_a_plain_folder_is_not_verified(plain):
     """A flipped witness byte: the file is listed by its name (its operator_id is not believed),
     not verified with the reason, gives no bracket and counts in no group; exit 6."""
     folder, files = plain
-    path = folder / files["tiny/doc/w32/L0H0"]
-    document = json.loads(path.read_text())
-    bracket = next(b for b in document["brackets"] if "U" in b["upper"])
-    data = bytearray(base64.b64decode(bracket["upper"]["U"]["data"]))
-    data[0] ^= 0x01
-    bracket["upper"]["U"]["data"] = base64.b64encode(bytes(data)).decode()
-    path.write_text(json.dumps(document))
+    flip_a_witness_byte(folder / files["tiny/doc/w32/L0H0"])
     res = run_softrank("report", folder, "--quiet")
     assert res.returncode == 6, res.stderr
     assert "4 verified, 1 failed, 0 not counted of 5 certificate files (4 operators;" in res.stdout
