@@ -1,17 +1,16 @@
 """Parallel campaigns (front end): one task per operator on a local process pool or a Dask cluster.
 
 :func:`run_tasks` runs ``fn(*task)`` for every task and yields one :class:`TaskOutcome` per task
-as each finishes (completion order); :func:`run_ordered` yields the plain results **in task
-order**, so that the files a campaign writes do not depend on the number of workers.  Three
-back ends, one contract:
+as each finishes; :func:`run_ordered` yields the plain results **in task order**, so that the
+files a campaign writes do not depend on the number of workers.  Three back ends, one contract:
 
 * ``jobs <= 1`` (default): in this process, one task after the other (the serial behaviour);
 * ``jobs = N``: N worker processes started with the ``spawn`` method -- every worker is a fresh
   interpreter with its own python-flint state (Arb precision is process-global, so it must
   never be shared or inherited half-set);
-* ``scheduler = "tcp://HOST:PORT"``: a Dask distributed cluster (``pip install -e
-  '.[dask]'`` in the checkout, here and on every worker).  Tasks carry their data as arrays
-  (:func:`pack_operator`), never file paths, so workers need no shared file system.
+* ``scheduler = "tcp://HOST:PORT"``: a Dask distributed cluster (``pip install -e '.[dask]'``
+  here and on every worker).  Tasks carry their data as arrays (:func:`pack_operator`), never
+  file paths, so workers need no shared file system.
 
 Faults.  A task that raises an error fails at once with its one-line reason (the same inputs
 and the same code give the same error again).  A *worker* that dies under a task (killed, out
@@ -24,22 +23,18 @@ for exactly one retry), and any other loss of a task costs one resubmission.  A 
 tasks go on.  Only a broken invariant of the checker (``InternalInvariantError``, an unsafe
 floating-point environment) stops everything, loudly.
 
-Memory.  With ``memory`` (the estimated peak bytes of each task, see :mod:`softrank_cert.util.memory`)
-and ``max_memory``, a task larger than ``max_memory`` is refused before it starts
-(:attr:`TaskOutcome.refused`), and the local pool starts a task only while the estimates of the
-tasks running together fit in ``max_memory`` (otherwise it waits: the tasks are serialised).
+Memory.  Given ``memory`` (each task's estimated peak bytes) and ``max_memory``, a larger task is
+refused before it starts (:attr:`TaskOutcome.refused`); the local pool starts a task only while
+the estimates of the tasks running together fit in ``max_memory`` (else they are serialised).
 
 In a worker, :func:`_call` sets the Arb working precision, runs one task at a time per process
 (a lock: a Dask worker started with several threads must not interleave two kernels on the one
-global precision) and turns any exception into a :class:`_Failure` value (in this process, with ``SOFTRANK_DEBUG=1``,
-an unexpected exception is re-raised with its traceback instead).  Workers ignore
-SIGINT (the client stops them) and exit when the client process is gone.
+global precision) and turns any exception into a :class:`_Failure` value (in this process, with
+``SOFTRANK_DEBUG=1``, an unexpected exception is re-raised with its traceback instead).  Workers
+ignore SIGINT (the client stops them) and exit when the client process is gone.
 
-Soundness does not depend on this module: every end is VERIFIED by the kernel inside the task,
-a certificate that comes back from a worker is re-verified by the kernel of the process that
-signs and writes it (:func:`~softrank_cert.plumbing.campaign.recheck_from_worker`: what a worker
-returns is plain data, which nothing vouches for), and ``softrank-verify`` re-checks the
-certificates anywhere.
+Soundness does not depend on this module: every end is VERIFIED by the kernel in the task and
+again where it is written (:func:`~.campaign.recheck_from_worker`), and by ``softrank-verify`` anywhere.
 """
 
 from __future__ import annotations
