@@ -138,6 +138,17 @@ def _wait_for_done(folder: Path, process: subprocess.Popen, count: int = 1, time
     raise AssertionError("no operator finished in time")
 
 
+def _wait_for_held(gate: Path, process: subprocess.Popen, timeout: float = 90) -> None:
+    """Wait until ``gated_softrank.py`` let one search through and holds a later one."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (gate / "first").exists() and any(gate.glob("waiting-*")):
+            return
+        assert process.poll() is None, "the campaign ended before it could be interrupted"
+        time.sleep(0.02)
+    raise AssertionError(f"the gate holds no search: {sorted(p.name for p in gate.iterdir())}")
+
+
 def _children(pid: int) -> list[int]:
     kids = []
     for entry in os.listdir("/proc"):
@@ -172,6 +183,7 @@ def test_interrupted_campaign_resumes_to_the_same_certificates(panel16, referenc
     process = start(*args, gate=gate)  # one operator finishes, the others wait for the signal
     try:
         _wait_for_done(out, process)
+        _wait_for_held(gate, process)  # the gate is on the search's path and holds the next operator
         workers = _children(process.pid)
         process.send_signal(how)
         _, stderr = process.communicate(timeout=60)
