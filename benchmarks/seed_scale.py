@@ -437,8 +437,8 @@ def rank_figure(records: list[dict], path: Path) -> bool:
 
 # --- certified profiles of typical heads ------------------------------------------------------
 
-#: The widths whose typical heads get a certified profile (a profile at 512 costs minutes of CPU).
-PROFILE_WIDTHS = (64, 128)
+#: The widths whose typical heads get a certified profile (at 512 one profile costs many CPU minutes).
+PROFILE_WIDTHS = (64, 128, 256)
 
 
 def profiles_folder() -> Path:
@@ -673,7 +673,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="bracket the recorded unit of this exact name again from scratch and compare every result "
                          "with its record (reproduced/UNIT.json), then the summary")
     ap.add_argument("--profiles", action="store_true",
-                    help="profile the typical heads of each fully recorded width of 64 and 128 (a few CPU minutes; "
+                    help="profile the typical heads of each fully recorded width of 64, 128 and 256 (a few CPU minutes; "
                          "drawn heads are kept), then the summary")
     ap.add_argument("--reverify", action="store_true", help="softrank-verify every certificate in WORK/store")
     args = ap.parse_args(argv)
