@@ -182,18 +182,20 @@ def _head_dim(spec: Architecture, meta: dict[str, Any]) -> int:
     return head_dim
 
 
-def _expected(spec: Architecture, blocks: int) -> dict[str, tuple[str, ...]]:
-    """Tensor name -> symbolic shape, for every tensor the architecture needs (in file order)."""
+def layout_tensors(architecture: str, blocks: int) -> dict[str, tuple[str, ...]]:
+    """Tensor name -> symbolic shape (:data:`_DECODER_BLOCK`'s symbols) of every tensor a file of
+    ``architecture`` (a key of :data:`ARCHITECTURES`) with ``blocks`` blocks must hold; the LM head
+    ``output.weight`` may be there too."""
     out = dict(_GLOBAL)
     for b in range(blocks):
-        out.update({f"blk.{b}.{name}": shape for name, shape in spec.block.items()})
+        out.update({f"blk.{b}.{name}": shape for name, shape in ARCHITECTURES[architecture].block.items()})
     return out
 
 
 def _tensors(reader: Any, spec: Architecture, blocks: int, sizes: dict[str, int]) -> None:
     """Every needed tensor present, none unexpected, each of the shape ``sizes`` implies."""
     found = {t.name: t for t in reader.tensors}
-    expected = _expected(spec, blocks)
+    expected = layout_tensors(spec.name, blocks)
     for name in expected:
         if name not in found:
             raise _Problem(f"tensor {name} is missing (the {spec.name} layout needs it; "
