@@ -10,7 +10,9 @@ architecture in :data:`ARCHITECTURES`:
 * ``general.architecture`` is one of :data:`ARCHITECTURES` (llama, qwen2, gemma3);
 * each metadata value the loader reads has its type (an integer, a float, a string; never an
   array where one value belongs) and lies in a bounded range (:data:`LIMITS`): ``block_count``
-  1..4096, head counts 1..1024 with the key/value heads dividing the query heads, ...;
+  1..4096, head counts 1..1024 with the key/value heads dividing the query heads, ...; metadata
+  that changes the model but that the loader does not read (RoPE scaling, a non-causal flag,
+  Gemma 3's local RoPE base) has the value the loader assumes;
 * the tensor list is exactly the architecture's: ``token_embd.weight``, ``output_norm.weight``
   (and optionally the LM head ``output.weight``) and, in every block ``0 .. block_count-1``,
   each tensor of the block layout -- none missing, none unexpected (a block past
@@ -50,17 +52,24 @@ _GLOBAL: dict[str, tuple[str, ...]] = {"token_embd.weight": ("E", "V"), "output_
 _OPTIONAL: dict[str, tuple[str, ...]] = {"output.weight": ("E", "V")}
 
 
+#: Metadata (after ``ARCH.``) that changes what the model computes but that transformers' GGUF
+#: loader does not read -> (kind, the one value it builds the model as if the file said).
+_UNREAD: dict[str, tuple[str, Any]] = {"rope.scaling.type": ("str", "none"), "attention.causal": ("bool", True)}
+
+
 @dataclass(frozen=True)
 class Architecture:
     """The tensor layout and head-size rule of one GGUF architecture.
 
     ``head_size``: ``"rope.dimension_count"`` (Llama: that key when present, else E / heads, as
     transformers reads it), ``"embedding"`` (E / heads) or ``"attention.key_length"`` (required).
+    ``unread``: more of :data:`_UNREAD`, for this architecture.
     """
 
     name: str
     block: Mapping[str, tuple[str, ...]]
     head_size: str
+    unread: Mapping[str, tuple[str, Any]] = field(default_factory=dict)
 
 
 #: The architectures whose GGUF files are checked and then loaded: tensor layouts as llama.cpp
@@ -72,7 +81,7 @@ ARCHITECTURES: dict[str, Architecture] = {
                                     "attn_v.bias": ("KV",)}, "embedding"),
     "gemma3": Architecture("gemma3", {**_DECODER_BLOCK, "attn_q_norm.weight": ("D",), "attn_k_norm.weight": ("D",),
                                       "post_attention_norm.weight": ("E",), "post_ffw_norm.weight": ("E",)},
-                           "attention.key_length"),
+                           "attention.key_length", {"rope.freq_base_swa": ("float", 10000.0)}),
 }
 
 #: Metadata key (after ``ARCH.``) -> (kind, required, low, high): the values the loader reads.
@@ -98,7 +107,7 @@ _INT_TYPES = frozenset({"UINT8", "INT8", "UINT16", "INT16", "UINT32", "INT32", "
 _FLOAT_TYPES = frozenset({"FLOAT32", "FLOAT64"})
 #: kind -> (the GGUF value types it accepts, its name in a refusal)
 _KINDS = {"int": (_INT_TYPES, "an integer"), "float": (_INT_TYPES | _FLOAT_TYPES, "a number"),
-          "str": (frozenset({"STRING"}), "a string")}
+          "str": (frozenset({"STRING"}), "a string"), "bool": (frozenset({"BOOL"}), "a boolean")}
 _BLOCK_NAME = re.compile(r"blk\.(\d+)\.(.+)")
 
 
@@ -142,7 +151,7 @@ def _value(reader: Any, key: str, kind: str) -> Any:
         except UnicodeDecodeError:
             raise _Problem(f"metadata {key} is not UTF-8") from None
     number = raw.tolist()[0]
-    return int(number) if kind == "int" else float(number)
+    return {"int": int, "float": float, "bool": bool}[kind](number)
 
 
 def _metadata(reader: Any, arch: str) -> dict[str, Any]:
@@ -159,6 +168,15 @@ def _metadata(reader: Any, arch: str) -> dict[str, Any]:
             raise _Problem(f"metadata {arch}.{key} = {value!r} is outside {bounds}")
         out[key] = value
     return out
+
+
+def _unread(reader: Any, spec: Architecture) -> None:
+    """Refuse a value of :data:`_UNREAD` (or ``spec.unread``) other than the one transformers assumes."""
+    for key, (kind, assumed) in {**_UNREAD, **spec.unread}.items():
+        value = _value(reader, f"{spec.name}.{key}", kind)
+        if value is not None and value != assumed:
+            raise _Problem(f"metadata {spec.name}.{key} = {value!r} changes the model, but transformers' GGUF loader "
+                           f"does not read it (it builds the model as if {assumed!r})")
 
 
 def _head_dim(spec: Architecture, meta: dict[str, Any]) -> int:
@@ -251,6 +269,7 @@ def _layout(reader: Any) -> GGUFLayout:
                        f"({', '.join(ARCHITECTURES)})")
     spec = ARCHITECTURES[arch]
     meta = _metadata(reader, arch)
+    _unread(reader, spec)
     head_dim = _head_dim(spec, meta)
     embedding = next((t for t in reader.tensors if t.name == "token_embd.weight"), None)
     vocab = int(embedding.shape[-1]) if embedding is not None and len(embedding.shape) == 2 else 0

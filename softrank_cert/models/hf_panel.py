@@ -114,13 +114,17 @@ class HFCheckpoint:
         return "pixel_values" in params and "input_ids" not in params
 
     def tokenizer(self) -> Any:
+        """The checkpoint's tokenizer.  A GGUF file's is built from its metadata alone, so any
+        failure to build it (the ``tokenizers`` library raises plain ``Exception``) is the file's."""
         _, transformers = require_hf()
+        refused = Exception if self.gguf is not None else (OSError, ValueError, KeyError, ImportError)
         try:
             with _quiet(transformers):
                 return transformers.AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True,
                                                                   **self.load_kwargs)
-        except (OSError, ValueError, KeyError, ImportError) as exc:
-            raise InvalidInputError(f"{self.folder} has no tokenizer transformers can load offline: "
+        except refused as exc:
+            where = self.gguf.path if self.gguf is not None else self.folder
+            raise InvalidInputError(f"{where} has no tokenizer transformers can load offline: "
                                     f"{' '.join(str(exc).split())[:200]}") from None
 
 

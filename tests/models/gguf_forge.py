@@ -2,13 +2,14 @@
 
 :func:`forge` writes a complete, loadable model of architecture ``llama``, ``qwen2`` or
 ``gemma3`` (2 blocks, width 16, 2 query heads over 1 key/value head of dimension 8, a byte-level
-GPT-2 tokenizer of 256 byte tokens, one merge and 2 specials), in the tensor layout llama.cpp writes: every tensor
-the architecture's blocks need, named and shaped as in llama.cpp.  Its keywords break it the ways
-a hostile or broken file does: ``drop`` (tensor names to leave out), ``extra`` (tensors to add),
-``shapes`` (tensor name -> another shape), ``meta`` (metadata key without the architecture
-prefix -> a replacement value, written with the type of the value: ``int`` as UINT32, ``str`` as
-STRING, ``None`` to leave the key out), ``arch_name`` (the architecture the metadata claims,
-default ``arch``: the tensors stay ``arch``'s).
+GPT-2 tokenizer of 256 byte tokens, one merge and 2 specials), in the tensor layout llama.cpp
+writes: every tensor the architecture's blocks need, named and shaped as in llama.cpp.  Its
+keywords break it the ways a hostile or broken file does: ``drop`` (tensor names to leave out),
+``extra`` (tensors to add), ``shapes`` (tensor name -> another shape), ``meta`` (metadata key
+without the architecture prefix -> a replacement value, written with the type of the value:
+``int`` as UINT32, ``float`` as FLOAT32, ``bool`` as BOOL, ``str`` as STRING, ``None`` to leave
+the key out), ``arch_name`` (the architecture the metadata claims, default ``arch``: the tensors
+stay ``arch``'s), ``merges`` (the tokenizer's BPE merges).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def metadata(arch: str) -> dict[str, Any]:
 
 def forge(path: Path, arch: str = "llama", *, drop: tuple[str, ...] = (), extra: dict[str, tuple[int, ...]] | None = None,
           shapes: dict[str, tuple[int, ...]] | None = None, meta: dict[str, Any] | None = None,
-          arch_name: str | None = None) -> Path:
+          arch_name: str | None = None, merges: tuple[str, ...] = ("\u0120 t",)) -> Path:
     """Write the file (module docstring) to ``path`` and return ``path``."""
     import gguf
 
@@ -79,7 +80,9 @@ def forge(path: Path, arch: str = "llama", *, drop: tuple[str, ...] = (), extra:
         full = f"{name}.{key}"
         if value is None:
             continue
-        if isinstance(value, str):
+        if isinstance(value, bool):
+            writer.add_bool(full, value)
+        elif isinstance(value, str):
             writer.add_string(full, value)
         elif isinstance(value, float):
             writer.add_float32(full, value)
@@ -89,7 +92,7 @@ def forge(path: Path, arch: str = "llama", *, drop: tuple[str, ...] = (), extra:
     writer.add_tokenizer_pre("default")
     writer.add_token_list([*_byte_tokens(), "\u0120t", "<s>", "</s>"])
     writer.add_token_types([1] * 257 + [3, 3])
-    writer.add_token_merges(["\u0120 t"])
+    writer.add_token_merges(list(merges))
     writer.add_bos_token_id(257)
     writer.add_eos_token_id(258)
     writer.add_add_bos_token(False)

@@ -58,6 +58,11 @@ HOSTILE: dict[str, tuple[dict, str]] = {
     "gemma3-without-head-size": ({"arch": "gemma3", "meta": {"attention.key_length": None, "attention.value_length": None}},
                                  "gemma3.attention.key_length (the head size) is missing"),
     "gemma3-q_norm-missing": ({"arch": "gemma3", "drop": ("blk.1.attn_q_norm.weight",)}, "blk.1.attn_q_norm.weight is missing"),
+    "rope-scaling-ignored": ({"arch": "qwen2", "meta": {"rope.scaling.type": "yarn"}},
+                             "qwen2.rope.scaling.type = 'yarn' changes the model, but transformers' GGUF loader does not read it"),
+    "not-causal": ({"meta": {"attention.causal": False}}, "llama.attention.causal = False changes the model"),
+    "gemma3-local-rope-base": ({"arch": "gemma3", "meta": {"rope.freq_base_swa": 5000.0}},
+                               "gemma3.rope.freq_base_swa = 5000.0 changes the model"),
     "qwen2-value_length": ({"arch": "qwen2", "meta": {"attention.value_length": 4}},
                            "qwen2.attention.value_length = 4 differs from the head size 8"),
 }
@@ -168,6 +173,17 @@ def test_bad_special_token_and_tensor_type_are_refused(tmp_path) -> None:
     bad.write_bytes(data[:at] + int(gguf.GGMLQuantizationType.I32).to_bytes(4, "little") + data[at + 4:])
     with pytest.raises(InvalidInputError, match=r"tensor type I32 cannot be dequantized"):
         read_gguf(str(bad))
+
+
+@pytest.mark.parametrize("merges", [("a b c",), ("\u0120 zz",)])
+def test_broken_tokenizer_in_the_file_is_refused_in_one_line(merges, tmp_path, capfd) -> None:
+    path = forge(tmp_path / "tok.gguf", merges=merges)
+    code, stdout, stderr = run_in_process(capfd, "panel", "--gguf", str(path), "--text", str(APACHE),
+                                          "--widths", "16", "--layers", "0", "--heads", "0",
+                                          "--out", str(tmp_path / "o.npz"))
+    assert code == 2 and "internal error" not in stderr and "Traceback" not in stderr, stderr
+    assert stderr.strip().splitlines()[-1].startswith(f"softrank panel: error: {path} has no tokenizer"), stderr
+    assert not (tmp_path / "o.npz").exists()
 
 
 def test_truncated_files_are_refused_in_one_line(tmp_path) -> None:
