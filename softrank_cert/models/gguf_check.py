@@ -193,7 +193,7 @@ def _head_dim(spec: Architecture, meta: dict[str, Any]) -> int:
         raise _Problem(f"embedding length {width} is not a multiple of {heads} heads")
     else:
         head_dim = width // heads
-    for key in ("attention.key_length", "attention.value_length"):
+    for key in ("attention.key_length", "attention.value_length", "rope.dimension_count"):
         if meta.get(key, head_dim) != head_dim:
             raise _Problem(f"metadata {spec.name}.{key} = {meta[key]} differs from the head size {head_dim} "
                            "transformers builds the model with")

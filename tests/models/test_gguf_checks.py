@@ -63,6 +63,8 @@ HOSTILE: dict[str, tuple[dict, str]] = {
     "not-causal": ({"meta": {"attention.causal": False}}, "llama.attention.causal = False changes the model"),
     "gemma3-local-rope-base": ({"arch": "gemma3", "meta": {"rope.freq_base_swa": 5000.0}},
                                "gemma3.rope.freq_base_swa = 5000.0 changes the model"),
+    "qwen2-partial-rope": ({"arch": "qwen2", "meta": {"rope.dimension_count": 4}},
+                           "qwen2.rope.dimension_count = 4 differs from the head size 8"),
     "qwen2-value_length": ({"arch": "qwen2", "meta": {"attention.value_length": 4}},
                            "qwen2.attention.value_length = 4 differs from the head size 8"),
 }
