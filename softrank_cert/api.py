@@ -121,7 +121,8 @@ def load_gguf(source: str | os.PathLike[str]) -> tuple[Any, Any]:
     by transformers' GGUF loader offline, every quantized tensor dequantized to float64 (the model
     as distributed, not its original weights), in eval mode with eager attention, ready for
     :func:`capture`.  Needs the ``[gguf]`` extra (torch, transformers, gguf, accelerate); refused
-    with one line when transformers cannot load the file's architecture or memory is short."""
+    with one line when transformers cannot load the file's architecture, the file fails the
+    check before loading (:mod:`softrank_cert.models.gguf_check`) or memory is short."""
     from .models.gguf_file import check_memory
     from .models.hf_panel import HFCheckpoint, open_gguf
 

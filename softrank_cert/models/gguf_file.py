@@ -2,7 +2,9 @@
 
 A GGUF file (llama.cpp's format: the model as most people run it locally) holds the
 architecture's hyper-parameters, the tokenizer and quantized weight tensors.  :func:`read_gguf`
-reads its metadata with the ``gguf`` package (memory-mapped, no weights decoded) and
+reads its metadata and tensor list with the ``gguf`` package (memory-mapped, no weights decoded),
+checks them against the architecture's layout (:mod:`.gguf_check`: every tensor present, none
+unexpected, shapes and metadata consistent and bounded) and
 :class:`~softrank_cert.models.hf_panel.HFCheckpoint` then loads it with transformers' own GGUF
 loader (``from_pretrained(folder, gguf_file=NAME, quantization_config=GgufConfig(dequantize=True))``):
 every quantized tensor is dequantized (``gguf.dequantize``) and widened to float64, so the model
@@ -18,13 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInputError
 from ..util.memory import available_memory, format_bytes
+from .gguf_check import GGUFLayout, check_gguf
 
 #: shortcut -> (Python package that ships the file, file name inside it, install command)
 SHORTCUTS: dict[str, tuple[str, str, str]] = {
@@ -77,13 +79,14 @@ def _field(reader: Any, key: str) -> Any:
 
 @dataclass(frozen=True)
 class GGUFFile:
-    """Metadata of one GGUF file (module docstring); no weights are decoded."""
+    """Metadata of one GGUF file (module docstring), its checked ``layout``; no weights are decoded."""
 
     path: Path
     label: str
     sha256: str
     architecture: str
     file_type: str
+    layout: GGUFLayout
     tensor_types: dict[str, int] = field(default_factory=dict)
     parameters: int = 0
     layers: int = 0
@@ -92,11 +95,18 @@ class GGUFFile:
     context_length: int | None = None
 
     def provenance(self) -> dict[str, Any]:
-        """What every captured operator's provenance records about the file."""
+        """What every captured operator's provenance records about the file: exactly what was loaded."""
+        count = sum(self.tensor_types.values())
+        blocks = f"{self.layers} blocks" if self.layers != 1 else "1 block"
+        head = ("; its LM head output.weight was checked but not loaded (the captured base model has none)"
+                if self.layout.lm_head else "")
         return {"gguf_file": self.path.name, "gguf_sha256": self.sha256, "gguf_architecture": self.architecture,
                 "gguf_file_type": self.file_type, "gguf_tensor_types": dict(self.tensor_types),
-                "weights": "dequantized from the GGUF file's quantized tensors (the model as distributed, "
-                           "not its original unquantized weights)"}
+                "gguf_tensor_count": count, "gguf_blocks": self.layers,
+                "weights": f"the file's {count} tensors, checked against the {self.architecture} layout ({blocks}) "
+                           "before loading, dequantized by transformers' GGUF loader (gguf.dequantize) and widened "
+                           "to float64, with no weight missing, unexpected or mismatched in transformers' loading "
+                           f"info: the model as distributed, not its original unquantized weights{head}"}
 
     def load_bytes(self) -> int:
         """Peak memory of loading the file as a float64 model (:data:`LOAD_BYTES_PER_PARAMETER`)."""
@@ -112,8 +122,10 @@ def _sha256(path: Path) -> str:
 
 
 def read_gguf(source: str | Path, supported: list[str] | None = None) -> GGUFFile:
-    """Metadata of the GGUF file ``source`` names (:func:`resolve_gguf`).  ``supported``: the
-    architectures transformers' GGUF loader reads; another one is refused with one line naming it."""
+    """Metadata of the GGUF file ``source`` names (:func:`resolve_gguf`), checked before anything
+    is loaded (:func:`~.gguf_check.check_gguf`: one-line InvalidInputError naming the file and
+    the first problem).  ``supported``: the architectures transformers' GGUF loader reads;
+    another one is refused with one line naming it."""
     gguf = require_gguf()
     path = resolve_gguf(source)
     try:
@@ -124,21 +136,18 @@ def read_gguf(source: str | Path, supported: list[str] | None = None) -> GGUFFil
     if supported is not None and not {arch, arch.replace("-", "_"), arch.replace("moe", "_moe")} & set(supported):
         raise InvalidInputError(f"--gguf {source}: transformers cannot load GGUF architecture {arch!r} "
                                 f"(its GGUF loader reads {', '.join(sorted(supported))})")
+    shortcut = isinstance(source, str) and source in SHORTCUTS
+    layout = check_gguf(reader, f"--gguf {source} ({path})" if shortcut else f"--gguf {path}")
     file_type = _field(reader, "general.file_type")
     try:
         type_name = gguf.LlamaFileType(int(file_type)).name if file_type is not None else "unknown"
-    except ValueError:
+    except (ValueError, OverflowError, TypeError):
         type_name = f"file_type {file_type}"
-    heads = int(_field(reader, f"{arch}.attention.head_count") or 0)
-    width = int(_field(reader, f"{arch}.embedding_length") or 0)
-    head_dim = int(_field(reader, f"{arch}.attention.key_length") or (width // heads if heads else 0))
-    context = _field(reader, f"{arch}.context_length")
-    label = str(source) if isinstance(source, str) and source in SHORTCUTS else path.stem.replace(".", "-")
-    return GGUFFile(path=path, label=label, sha256=_sha256(path), architecture=arch, file_type=type_name,
-                    tensor_types=dict(sorted(Counter(t.tensor_type.name for t in reader.tensors).items())),
-                    parameters=int(sum(int(t.n_elements) for t in reader.tensors)),
-                    layers=int(_field(reader, f"{arch}.block_count") or 0), heads=heads, head_dim=head_dim,
-                    context_length=None if context is None else int(context))
+    label = str(source) if shortcut else path.stem.replace(".", "-")
+    return GGUFFile(path=path, label=label, sha256=_sha256(path), architecture=layout.architecture,
+                    file_type=type_name, tensor_types=layout.tensor_types, parameters=layout.parameters,
+                    layers=layout.blocks, heads=layout.heads, head_dim=layout.head_dim,
+                    context_length=layout.context_length, layout=layout)
 
 
 def check_memory(need: int, what: str) -> None:

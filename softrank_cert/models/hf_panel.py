@@ -3,10 +3,11 @@ and ``[gguf]`` extras).
 
 A GGUF file (:func:`open_gguf`: a path or a shortcut such as ``smollm2``) is read with
 transformers' GGUF loader, every quantized tensor dequantized to float64 (:mod:`.gguf_file`);
-its widths and memory are checked before it is loaded (:func:`gguf_precheck`), and its
-operators' provenance adds ``model_file``, ``gguf_file``, ``gguf_sha256``, ``gguf_file_type``,
-``gguf_tensor_types``, ``gguf_architecture`` and ``weights`` in place of ``model_folder`` and
-``config_sha256``.
+its layout (:mod:`.gguf_check`), widths and memory are checked before it is loaded
+(:func:`gguf_precheck`), transformers' loading info after (no missing, unexpected or mismatched
+weight), and its operators' provenance adds ``model_file``, ``gguf_file``, ``gguf_sha256``,
+``gguf_file_type``, ``gguf_tensor_types``, ``gguf_tensor_count``, ``gguf_blocks``,
+``gguf_architecture`` and ``weights`` in place of ``model_folder`` and ``config_sha256``.
 
 :func:`hf_panel` loads a checkpoint folder offline (``local_files_only=True``, no remote code)
 with ``transformers.AutoModel`` in float64 on CPU, runs it on a document (or, for a vision
@@ -51,6 +52,7 @@ from ..kernel import MAX_DIM
 from ..util.operator_files import MAX_NPZ_BYTES, PROVENANCE_KEY
 from .common import read_input_file, read_text, resolve_model
 from .gguf_file import INSTALL_HINT as GGUF_INSTALL_HINT
+from .gguf_check import check_loading_info
 from .gguf_file import GGUFFile, check_memory, read_gguf, require_gguf
 from .hf_capture import AttentionRecord, capture_attention, record_notes, require_hf, select_heads
 
@@ -83,15 +85,20 @@ class HFCheckpoint:
             try:
                 self.config = transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True,
                                                                       **self.load_kwargs)
-                extra = ({"quantization_config": transformers.GgufConfig(dequantize=True)}
+                extra = ({"quantization_config": transformers.GgufConfig(dequantize=True), "output_loading_info": True}
                          if self.gguf is not None else {})
-                self.model = transformers.AutoModel.from_pretrained(
+                loaded = transformers.AutoModel.from_pretrained(
                     str(folder), local_files_only=True, dtype=torch.float64, attn_implementation="eager",
                     **self.load_kwargs, **extra)
             except (OSError, ValueError, KeyError, ImportError, RuntimeError) as exc:
                 where = self.gguf.path if self.gguf is not None else folder
                 raise InvalidInputError(f"transformers cannot load {where} offline: "
                                         f"{' '.join(str(exc).split())[:300]}") from None
+        if self.gguf is not None:
+            self.model, info = loaded
+            check_loading_info(info, f"--gguf {self.gguf.path}")  # the second check, after loading
+        else:
+            self.model = loaded
         self.model.eval()
         self.model_type = str(getattr(self.config, "model_type", "unknown"))
         self.meta = {"model": self.label, **meta, "model_type": self.model_type,
@@ -107,32 +114,40 @@ class HFCheckpoint:
         return "pixel_values" in params and "input_ids" not in params
 
     def tokenizer(self) -> Any:
+        """The checkpoint's tokenizer.  A GGUF file's is built from its metadata alone, so any
+        failure to build it (the ``tokenizers`` library raises plain ``Exception``) is the file's."""
         _, transformers = require_hf()
+        refused = Exception if self.gguf is not None else (OSError, ValueError, KeyError, ImportError)
         try:
             with _quiet(transformers):
                 return transformers.AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True,
                                                                   **self.load_kwargs)
-        except (OSError, ValueError, KeyError, ImportError) as exc:
-            raise InvalidInputError(f"{self.folder} has no tokenizer transformers can load offline: "
+        except refused as exc:
+            where = self.gguf.path if self.gguf is not None else self.folder
+            raise InvalidInputError(f"{where} has no tokenizer transformers can load offline: "
                                     f"{' '.join(str(exc).split())[:200]}") from None
 
 
 @contextlib.contextmanager
 def _quiet(transformers: Any) -> Iterator[None]:
     """transformers' own progress bars off (the stage lines report the stages), also the GGUF
-    loader's tensor bar, which ignores ``disable_progress_bar``."""
+    loader's tensor bar, which ignores ``disable_progress_bar``; its log (the LOAD REPORT table
+    of missing or mismatched weights, warnings) down to errors: what matters is raised as one line."""
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
-    bars = transformers.utils.logging.is_progress_bar_enabled()
-    transformers.utils.logging.disable_progress_bar()
+    log = transformers.utils.logging
+    bars, verbosity = log.is_progress_bar_enabled(), log.get_verbosity()
+    log.disable_progress_bar()
+    log.set_verbosity_error()
     plain = gguf_utils.tqdm
     gguf_utils.tqdm = functools.partial(plain, disable=True)
     try:
         yield
     finally:
         gguf_utils.tqdm = plain
+        log.set_verbosity(verbosity)
         if bars:
-            transformers.utils.logging.enable_progress_bar()
+            log.enable_progress_bar()
 
 
 def _template(tokenizer: Any, text: str, pieces: list[int]) -> tuple[list[int], list[int]]:
