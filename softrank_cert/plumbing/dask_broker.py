@@ -7,7 +7,8 @@ a Dask client unpickles what its cluster sends.  :func:`broker_main` connects, r
 scheduler itself re-runs a task whose worker left, up to its
 ``distributed.scheduler.allowed-failures``), and writes one event a task to the signing process
 with ``send_bytes``: a JSON header line, then the worker's frame as it came.  SIGTERM (the
-signing process stopping early) cancels the tasks on the cluster and closes the client.
+signing process stopping early) ends it at once; the scheduler then releases the tasks of the
+client that left.
 
 Kernels.  A ``dask worker`` imports numpy before softrank_cert, so it cannot pin its float64
 kernels itself (:mod:`softrank_cert.blas_kernels`).  :class:`PinKernels`, a nanny plugin, sets
@@ -96,17 +97,13 @@ def _send(conn: Any, header: dict[str, Any], payload: bytes = b"") -> None:
     conn.send_bytes(json.dumps(header).encode("utf-8") + b"\n" + payload)
 
 
-def _stop_on_sigterm(_signum: int, _frame: Any) -> None:
-    raise SystemExit(0)
-
-
 def broker_main(conn: Any, parent: int, address: str, fn: Callable[..., Any] | None, tasks: Sequence[tuple],
                 memory: Sequence[int] | None, max_memory: int | None, attempts: int, retried: Sequence[str],
                 pinned: bool) -> None:
     """The client process: connect, run the tasks, report each (module docstring), then ``done``;
     a failure is reported as one ``error`` event (exit 2 for a cluster it cannot reach, else 4)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the signing process, which stops us
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # stopped: gone at once; the scheduler drops our tasks
     watch_parent(parent)
     try:
         client = connect(address)

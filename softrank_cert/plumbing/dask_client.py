@@ -115,6 +115,7 @@ class Broker:
                     finished = True
                     return
                 if isinstance(event, SoftrankError):
+                    finished = True  # it said why: let it close its client and exit
                     raise event
                 yield event
         finally:
@@ -123,8 +124,8 @@ class Broker:
 
 
 def _stop(process: Any, finished: bool) -> None:
-    """Let a finished client process exit (it closes its client); stop any other now (SIGTERM: it
-    cancels its tasks on the cluster), then kill it if it lingers."""
+    """Let a client process that sent its last event exit (it closes its client); stop any other
+    now (SIGTERM: the scheduler drops the tasks of a client that left), then kill it if it lingers."""
     if not finished:
         process.terminate()
     process.join(timeout=30 if finished else 10)

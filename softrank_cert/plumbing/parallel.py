@@ -8,7 +8,7 @@ files a campaign writes do not depend on the number of workers.  Three back ends
 * ``jobs = N``: N worker processes started with the ``spawn`` method -- every worker is a fresh
   interpreter with its own python-flint state (Arb precision is process-global, so it must
   never be shared or inherited half-set);
-* ``scheduler = "tcp://HOST:PORT"``: a Dask distributed cluster (``pip install -e '.[dask]'``
+* ``scheduler = "tls://HOST:PORT"``: a Dask distributed cluster (``pip install -e '.[dask]'``
   here and on every worker).  Tasks carry their data as arrays (:func:`pack_operator`), never
   file paths, so workers need no shared file system.
 

@@ -10,8 +10,13 @@ replaces ``verification.check_claims`` and writes a marker file.  Dask clusters 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
+import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +28,8 @@ from softrank_cert.plumbing.bracketing import Issued
 from softrank_cert.plumbing.parallel import run_tasks
 from softrank_cert.studies.audit.reproduction import OperatorAudit
 from softrank_cert.studies.audit.rows import RowResult
+from softrank_cert.errors import InvalidInputError
+from tests.docs.doc_blocks import page_blocks
 from tests.plumbing import hostile_tasks
 
 REAL_CHECK_CLAIMS = verification.check_claims
@@ -111,3 +118,55 @@ def test_dataclass_fields_are_rebuilt_only_as_named():
         wire.read_frame(forged, returns=(Issued,))
     assert dataclasses.is_dataclass(wire.read_frame(raw, returns=(Issued,))[0])
 
+
+
+def _scheduler_address(path: Path, process: subprocess.Popen) -> str:
+    """The address a ``dask scheduler --scheduler-file`` wrote (a bounded wait)."""
+    for _ in range(240):
+        if path.is_file() and path.stat().st_size:
+            return json.loads(path.read_text())["address"]
+        assert process.poll() is None, "the scheduler exited"
+        time.sleep(0.25)
+    raise AssertionError("no scheduler file after 60 s")
+
+
+def test_the_documented_tls_recipe_admits_only_the_clusters_certificates(tmp_path, monkeypatch):
+    """docs/campaigns.md's certificate block, run as written; a scheduler and a worker started
+    with its files on 127.0.0.1: the tasks run with the client's certificate from Dask's
+    configuration, and a client without one is refused with a one-line error (exit 2)."""
+    distributed = pytest.importorskip("dask.distributed")
+    if shutil.which("openssl") is None:
+        pytest.skip("the recipe needs the openssl command")
+    (block,) = [b for b in page_blocks("docs/campaigns.md") if "openssl req -x509" in b.text]
+    subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.text], cwd=tmp_path, check=True, timeout=120)
+    tls = tmp_path / "dask-tls"
+    files = ["--tls-ca-file", str(tls / "ca.pem")]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    dask = [sys.executable, "-m", "dask"]
+    with open(tmp_path / "cluster.log", "w") as log:
+        cluster = [subprocess.Popen([*dask, "scheduler", "--protocol", "tls", "--host", "127.0.0.1", "--port", "0",
+                                     "--no-dashboard", "--scheduler-file", str(tmp_path / "s.json"), *files,
+                                     "--tls-cert", str(tls / "scheduler.pem"), "--tls-key", str(tls / "scheduler.key")],
+                                    env=env, stdout=log, stderr=log)]
+        try:
+            address = _scheduler_address(tmp_path / "s.json", cluster[0])
+            assert address.startswith("tls://127.0.0.1:")
+            cluster.append(subprocess.Popen([*dask, "worker", address, "--host", "127.0.0.1", "--nworkers", "1",
+                                             "--nthreads", "1", "--no-dashboard", *files, "--tls-cert",
+                                             str(tls / "worker.pem"), "--tls-key", str(tls / "worker.key")],
+                                            env=env, stdout=log, stderr=log))
+            with pytest.raises(InvalidInputError, match="cannot reach the Dask scheduler at tls://"):
+                list(run_tasks(abs, [(-1,), (-2,)], scheduler=address))  # no client certificate
+            security = distributed.Security(tls_ca_file=str(tls / "ca.pem"), tls_client_cert=str(tls / "client.pem"),
+                                            tls_client_key=str(tls / "client.key"), require_encryption=True)
+            with distributed.Client(address, security=security, timeout=60) as client:
+                client.wait_for_workers(1, timeout=60)
+            for name, value in (("REQUIRE_ENCRYPTION", "True"), ("TLS__CA_FILE", tls / "ca.pem"),
+                                ("TLS__CLIENT__CERT", tls / "client.pem"), ("TLS__CLIENT__KEY", tls / "client.key")):
+                monkeypatch.setenv(f"DASK_DISTRIBUTED__COMM__{name}", str(value))
+            outcomes = sorted(run_tasks(abs, [(-1,), (-2,)], scheduler=address), key=lambda o: o.index)
+            assert [o.value for o in outcomes] == [1, 2]
+        finally:
+            for process in reversed(cluster):
+                process.terminate()
+                process.wait(timeout=60)
