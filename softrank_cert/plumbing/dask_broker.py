@@ -100,8 +100,9 @@ def _send(conn: Any, header: dict[str, Any], payload: bytes = b"") -> None:
 def broker_main(conn: Any, parent: int, address: str, fn: Callable[..., Any] | None, tasks: Sequence[tuple],
                 memory: Sequence[int] | None, max_memory: int | None, attempts: int, retried: Sequence[str],
                 pinned: bool) -> None:
-    """The client process: connect, run the tasks, report each (module docstring), then ``done``;
-    a failure is reported as one ``error`` event (exit 2 for a cluster it cannot reach, else 4)."""
+    """The client process: connect, pin the workers' kernels (``pinned``: :class:`PinKernels`),
+    run the tasks, report each (module docstring), then ``done``; a failure is reported as one
+    ``error`` event (exit 2 for a cluster it cannot reach or use, else 4)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the signing process, which stops us
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # stopped: gone at once; the scheduler drops our tasks
     watch_parent(parent)
@@ -111,9 +112,13 @@ def broker_main(conn: Any, parent: int, address: str, fn: Callable[..., Any] | N
         _send(conn, {"event": "error", "message": str(exc), "exit_code": EXIT_INVALID_INPUT})
         return
     try:
+        if pinned:  # also when only checking the cluster: a worker that cannot take it fails the check
+            _register(client, PinKernels())
         if tasks and fn is not None:
             _run(conn, client, fn, tasks, memory, max_memory, attempts, frozenset(retried), pinned)
         _send(conn, {"event": "done"})
+    except InvalidInputError as exc:  # a cluster that cannot run the tasks: one line, exit 2
+        _send(conn, {"event": "error", "message": str(exc), "exit_code": EXIT_INVALID_INPUT})
     except Exception as exc:  # the cluster failed under us, or a bug here: one line, exit 4
         _send(conn, {"event": "error", "message": describe(exc, " in the Dask client process"),
                      "exit_code": EXIT_INTERNAL})
@@ -121,12 +126,21 @@ def broker_main(conn: Any, parent: int, address: str, fn: Callable[..., Any] | N
         client.close()
 
 
+def _register(client: Any, plugin: Any) -> None:
+    """Register ``plugin`` on the cluster, or a one-line InvalidInputError (a nanny that cannot
+    load it: softrank-cert missing on a worker machine)."""
+    try:
+        client.register_plugin(plugin)
+    except Exception as exc:
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise InvalidInputError(f"the Dask workers cannot take softrank-cert's kernel settings (is the same "
+                                f"softrank-cert installed on every worker?): {type(exc).__name__}: {reason}") from None
+
+
 def _run(conn: Any, client: Any, fn: Callable[..., Any], tasks: Sequence[tuple], memory: Sequence[int] | None,
          max_memory: int | None, attempts: int, retried: frozenset[str], pinned: bool) -> None:
     from dask.distributed import as_completed
 
-    if pinned:
-        client.register_plugin(PinKernels())
     if memory is not None and max_memory is None:
         max_memory = _memory_limit(client)
     tries = [0] * len(tasks)

@@ -77,7 +77,7 @@ class Broker:
 
     ``memory``/``max_memory``/``attempts`` as for :func:`~softrank_cert.plumbing.parallel.run_tasks`
     (``retried``: the failure kinds worth another attempt).  With ``fn`` None and no tasks, it
-    only connects (:func:`~softrank_cert.plumbing.parallel.check_scheduler`)."""
+    only connects and pins the workers' kernels (:func:`~softrank_cert.plumbing.parallel.check_scheduler`)."""
 
     def __init__(self, address: str, fn: Callable[..., Any] | None, tasks: Sequence[tuple],
                  memory: Sequence[int] | None, max_memory: int | None, attempts: int,
