@@ -43,7 +43,7 @@ import budget_study  # noqa: E402
 from softrank_cert.studies.analyze.study import analysis  # noqa: E402
 from softrank_cert.studies.analyze.plot import analysis_figure  # noqa: E402
 from softrank_cert.studies.analyze.report import markdown_report  # noqa: E402
-from softrank_cert.plumbing.bracketing import issue_packed  # noqa: E402
+from softrank_cert.plumbing.bracketing import Issued, issue_packed  # noqa: E402
 from softrank_cert.cli.common import comma_items, int_list  # noqa: E402
 from softrank_cert.plumbing.certificate_files import certificate_path  # noqa: E402
 from softrank_cert.util.files import OutputFiles, write_json_atomic  # noqa: E402
@@ -79,7 +79,7 @@ def bracket_missing(panel: Path, certs: Path, eps_list: list[str], budgets: dict
     tasks = [(pack_operator(item.operator), item.name, item.provenance, eps_list, None,
               budgets[int(name_fields(item.name, '')[1])]) for item in todo]
     start = time.perf_counter()
-    with closing(run_ordered(issue_packed, tasks, jobs=jobs)) as results:
+    with closing(run_ordered(issue_packed, tasks, jobs=jobs, returns=(Issued,))) as results:
         for i, (item, issued) in enumerate(zip(todo, results)):
             write_json_atomic(certificate_path(certs, item.name), issued.signed())
             solver_s = issued.seconds

@@ -36,7 +36,7 @@ session; run it again to go on.
     python benchmarks/seed_scale.py                   # run units for at most 1.5 h, then the summary
     python benchmarks/seed_scale.py --max-hours 8     # a night
     python benchmarks/seed_scale.py --summary-only    # rewrite benchmarks/results/seed_scale/README.md
-    python benchmarks/seed_scale.py --reverify        # softrank-verify WORK/store once more
+    python benchmarks/seed_scale.py --reverify        # softrank-verify WORK/store once more, hashes and records too
     python benchmarks/seed_scale.py --profiles        # certified profiles of typical heads, then the summary
     python benchmarks/seed_scale.py --reproduce UNIT  # bracket a recorded unit again, compare every result
 
@@ -644,21 +644,50 @@ def reverify_checks() -> list[dict]:
     return data["checks"] if isinstance(data, dict) and "checks" in data else [data]
 
 
+def store_problems(report: dict, store: Path, records: list[dict]) -> list[str]:
+    """What does not check in a store (``report``: ``softrank-verify --json`` of it): a file whose
+    SHA-256 is not its name, a file that did not verify, a recorded row whose stored certificate
+    is about another operator or proves other ends than the record says.  Rows whose certificate
+    is not in this store (another session's) are not looked for."""
+    entries = {Path(e.get("path", "")).name: e for e in report.get("files", [])}
+    problems = []
+    for path in sorted(store.glob("*.json")):
+        if hashlib.sha256(path.read_bytes()).hexdigest() != path.stem:
+            problems.append(f"{path.name}: its SHA-256 is not its name")
+        entry = entries.get(path.name, {})
+        if entry.get("status") != "checked" or entry.get("exit_code") != 0:
+            problems.append(f"{path.name}: {entry.get('status', 'not in the report')}, exit {entry.get('exit_code')}")
+    for row in (row for record in records for row in record["rows"]):
+        entry = entries.get(f"{row['sha256']}.json")
+        if entry is None:
+            continue
+        if entry.get("operator") != row["operator"]:
+            problems.append(f"{row['sha256']}.json: about {entry.get('operator')}, recorded for {row['operator']}")
+            continue
+        ranks = {(c.get("eps"), c.get("side")): c.get("rank") for c in entry.get("claims", [])}
+        if (ranks.get((row["eps"], "lower")), ranks.get((row["eps"], "upper"))) != (row["lower"], row["upper"]):
+            problems.append(f"{row['sha256']}.json: other ends at eps {row['eps']} than recorded for {row['operator']}")
+    return list(dict.fromkeys(problems))  # one line for a file, not one per row of it
+
+
 def reverify(work: Path, log: Path) -> int:
-    """``softrank-verify`` every certificate of ``WORK/store`` once more; its summary is added to
-    ``reverify.json`` beside the earlier runs'."""
+    """``softrank-verify`` every certificate of ``WORK/store`` once more and check the store's
+    addresses and the records against it (:func:`store_problems`); the summary is added to
+    ``reverify.json`` beside the earlier runs'.  0 when everything checks, else 1."""
     store = work / "store"
     rc, stdout, wall, cpu = _run([sys.executable, "-m", "softrank_cert.cli.verify", str(store), "--json"], log,
                                  capture=True)
-    summary = json.loads(stdout)["summary"] if stdout.strip() else {}
-    known = {row["sha256"] for record in load_records() for row in record["rows"]}
+    report = json.loads(stdout) if stdout.strip() else {}
+    records = load_records()
+    problems = store_problems(report, store, records)
+    known = {row["sha256"] for record in records for row in record["rows"]}
     present = {p.stem for p in store.glob("*.json")}
-    result = {"exit_code": rc, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "summary": summary,
-              "recorded_certificates": len(known), "in_store": len(known & present),
-              "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    result = {"exit_code": rc, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "summary": report.get("summary", {}),
+              "recorded_certificates": len(known), "in_store": len(known & present), "problems": problems[:20],
+              "problem_count": len(problems), "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_atomic(RESULTS / "reverify.json", json.dumps({"checks": reverify_checks() + [result]}, indent=1) + "\n")
     print(json.dumps(result), flush=True)
-    return 0 if rc == 0 else 1
+    return 0 if rc == 0 and not problems else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -675,7 +704,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profiles", action="store_true",
                     help="profile the typical heads of each fully recorded width of 64, 128 and 256 (a few CPU minutes; "
                          "drawn heads are kept), then the summary")
-    ap.add_argument("--reverify", action="store_true", help="softrank-verify every certificate in WORK/store")
+    ap.add_argument("--reverify", action="store_true",
+                    help="softrank-verify every certificate in WORK/store; check each file's SHA-256 against its name "
+                         "and each recorded row's operator and ends against its certificate")
     args = ap.parse_args(argv)
     units, work = plan(), args.work_dir
     log = work / "campaign.log"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from importlib import metadata
 
 #: The OpenBLAS kernel family asked for: the AVX2 kernels, which every x86-64 CPU with AVX2 and FMA runs.
@@ -80,7 +80,23 @@ def pin_kernels(environ: MutableMapping[str, str] = os.environ) -> dict[str, str
         if not {"OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES"} <= set(environ):
             environ[UNPINNED] = "numpy-first"
         return {}
-    wanted = {"OPENBLAS_CORETYPE": CORETYPE, "NPY_DISABLE_CPU_FEATURES": numpy_above_avx2()}
-    chosen = {name: value for name, value in wanted.items() if name not in environ}
+    chosen = kernel_variables(environ)
     environ.update(chosen)
     return chosen
+
+
+def kernel_variables(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The variables that pin this machine's kernels and are not set in ``environ`` (none off an
+    x86-64 CPU with AVX2 and FMA): what a process started with ``environ`` plus these runs the
+    pinned kernels (a Dask nanny starts its worker processes so, :mod:`softrank_cert.plumbing.dask_broker`)."""
+    if not avx2_x86():
+        return {}
+    wanted = {"OPENBLAS_CORETYPE": CORETYPE, "NPY_DISABLE_CPU_FEATURES": numpy_above_avx2()}
+    return {name: value for name, value in wanted.items() if name not in environ}
+
+
+def kernels_pinned(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether a process that started with ``environ`` and imported numpy then runs the kernels
+    :func:`pin_kernels` chooses (or those the user chose): both variables are set, or there is
+    nothing to pin on this machine."""
+    return not kernel_variables(environ)

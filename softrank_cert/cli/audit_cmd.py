@@ -26,7 +26,7 @@ examples:
   softrank audit table.jsonl --operators panel.npz --out report.json --budget-seconds 30 --key issuer.key
   softrank audit table.jsonl --operators panel.npz --out report.json --jobs 4
   softrank audit table.jsonl --operators panel.npz --out report.json --jobs 4 --resume
-  softrank audit table.jsonl --operators panel.npz --out report.json --scheduler tcp://10.0.0.5:8786
+  softrank audit table.jsonl --operators panel.npz --out report.json --scheduler tls://10.0.0.5:8786
 
 Rows look like {"operator": "NAME", "eps": "0.25", "lower": 5, "upper": 26} with an optional
 "certificate": "path/relative/to/the/table.json" (inside the table's folder: no absolute path,

@@ -31,7 +31,7 @@ examples:
   softrank bracket panel.npz --all --eps 0.1,0.25,0.5 --out certs/ --key issuer.key --budget-seconds 30
   softrank bracket panel.npz --all --eps 0.25 --out certs/ --jobs 4
   softrank bracket panel.npz --all --eps 0.25 --out certs/ --jobs 4 --resume    # after an interruption
-  softrank bracket panel.npz --all --eps 0.25 --out certs/ --scheduler tcp://10.0.0.5:8786
+  softrank bracket panel.npz --all --eps 0.25 --out certs/ --scheduler tls://10.0.0.5:8786
 
 With --all (or several --operator, or an --out that ends in '/' or names a folder), --out is
 a folder: operator NAME goes to certs/NAME.json (the '/' in panel names become sub-folders).

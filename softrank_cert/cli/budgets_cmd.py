@@ -27,7 +27,7 @@ examples:
   softrank budgets panel.npz --budgets 16 --eps 0.1 --json
   softrank budgets panel.npz --operator minilm/apache2/w32/L0H0 --operator minilm/apache2/w32/L5H2 \\
       --budgets 8,16 --eps 0.25 --certificates certs/ --key issuer.key
-  softrank budgets panel.npz --budgets 8,16,32 --eps 0.25 --scheduler tcp://10.0.0.5:8786
+  softrank budgets panel.npz --budgets 8,16,32 --eps 0.25 --scheduler tls://10.0.0.5:8786
 
 Each operator's r_eps(A) is bracketed with ends VERIFIED by the trusted kernel, then a cheap pass
 aims at the budgets (a witness at rank b, a pooled certificate at k = b + 1; only VERIFIED

@@ -248,8 +248,9 @@ def add_parallel_options(p: Any) -> None:
     how = p.add_mutually_exclusive_group()
     how.add_argument("--jobs", type=int, default=1, metavar="N",
                      help="operators solved at a time in worker processes (default 1; 0 = one per CPU)")
-    how.add_argument("--scheduler", metavar="tcp://HOST:PORT",
-                     help="run the tasks on this Dask distributed scheduler (softrank-cert installed on its workers)")
+    how.add_argument("--scheduler", metavar="tls://HOST:PORT",
+                     help="run the tasks on this Dask scheduler (softrank-cert installed on its workers; TLS and "
+                          "who is trusted: docs/campaigns.md)")
 
 
 #: The default search bound (the driver's :func:`~softrank_cert.solvers.work.default_work`, whose

@@ -8,7 +8,10 @@ numbers, memory, progress, operator files) are in :mod:`softrank_cert.util`.
 * :mod:`~softrank_cert.plumbing.bracketing` -- the bracket task on an ``Operator`` (packed only
   when it leaves the process) and :class:`~softrank_cert.plumbing.bracketing.BracketResult`;
 * :mod:`~softrank_cert.plumbing.parallel` -- worker pools (``--jobs``), Dask (``--scheduler``),
-  one retry for a task whose worker died;
+  one retry for a task whose worker died; :mod:`~softrank_cert.plumbing.worker_task` (one task in
+  a worker), :mod:`~softrank_cert.plumbing.wire` (its answer as bytes, read with json only) and
+  the Dask client in a process without the key (:mod:`~softrank_cert.plumbing.dask_client`,
+  :mod:`~softrank_cert.plumbing.dask_broker`);
 * :mod:`~softrank_cert.plumbing.campaign` -- campaign manifests and ``--resume`` (the manifest's
   schema: ``certificates/schema/softrank-campaign-v1.schema.json``), with
   :mod:`~softrank_cert.plumbing.campaign_inputs` (the inputs a resume must match);

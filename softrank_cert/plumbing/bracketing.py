@@ -182,7 +182,7 @@ def run_brackets(operators: Sequence[tuple[Operator, str, Mapping[str, Any]]], e
     tasks = [(parallel.pack_operator(op), name, dict(provenance), eps_list, work, budget_seconds)
              for op, name, provenance in operators]
     return rechecked(parallel.run_tasks(issue_packed, tasks, jobs=jobs, scheduler=scheduler, memory=memory,
-                                        max_memory=max_memory, done=done), operators, eps_list)
+                                        max_memory=max_memory, done=done, returns=(Issued,)), operators, eps_list)
 
 
 def rechecked(outcomes: Iterator[parallel.TaskOutcome], operators: Sequence[tuple[Operator, str, Mapping[str, Any]]],

@@ -43,7 +43,8 @@ power cut, it is the last complete state and never a torn file.  Its ``format`` 
             campaign.keep(name, entry)
     campaign.save()
     with campaign.running():                    # Ctrl-C / SIGTERM -> 'interrupted', exit 130
-        for outcome in run_tasks(...):          # the message names the exact --resume command
+        for outcome in run_tasks(..., returns=(Result,)):  # the message names the exact --resume command
+            # (returns: the dataclasses a worker's answer may hold, plumbing/wire.py)
             if not outcome.ok:
                 campaign.failed(name, outcome)  # failure record (status, reason, attempts)
             else:

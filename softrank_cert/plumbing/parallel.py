@@ -8,7 +8,7 @@ files a campaign writes do not depend on the number of workers.  Three back ends
 * ``jobs = N``: N worker processes started with the ``spawn`` method -- every worker is a fresh
   interpreter with its own python-flint state (Arb precision is process-global, so it must
   never be shared or inherited half-set);
-* ``scheduler = "tcp://HOST:PORT"``: a Dask distributed cluster (``pip install -e '.[dask]'``
+* ``scheduler = "tls://HOST:PORT"``: a Dask distributed cluster (``pip install -e '.[dask]'``
   here and on every worker).  Tasks carry their data as arrays (:func:`pack_operator`), never
   file paths, so workers need no shared file system.
 
@@ -23,15 +23,24 @@ for exactly one retry), and any other loss of a task costs one resubmission.  A 
 tasks go on.  Only a broken invariant of the checker (``InternalInvariantError``, an unsafe
 floating-point environment) stops everything, loudly.
 
+Bytes, never pickles, back.  What a task sends back from another process is one byte string
+(:mod:`~softrank_cert.plumbing.wire`: JSON, read with :func:`json.loads`): a local worker writes it
+with ``Connection.send_bytes`` and this process reads it with ``recv_bytes``; the Dask client
+(whose protocol unpickles what peers send) runs in a process of its own without the key
+(:mod:`~softrank_cert.plumbing.dask_client`), which passes the workers' byte strings on the same
+way.  Nothing a worker sends is unpickled in the process that signs.  (What goes *to* a worker
+is pickled by this process, which trusts itself.)  ``returns``: the dataclasses a task's result
+may hold, the only classes rebuilt from a worker's answer.
+
 Memory.  Given ``memory`` (each task's estimated peak bytes) and ``max_memory``, a larger task is
 refused before it starts (:attr:`TaskOutcome.refused`); the local pool starts a task only while
 the estimates of the tasks running together fit in ``max_memory`` (else they are serialised).
 
-In a worker, :func:`_call` sets the Arb working precision, runs one task at a time per process
-(a lock: a Dask worker started with several threads must not interleave two kernels on the one
-global precision) and turns any exception into a :class:`_Failure` value (in this process, with
-``SOFTRANK_DEBUG=1``, an unexpected exception is re-raised with its traceback instead).  Workers
-ignore SIGINT (the client stops them) and exit when the client process is gone.
+In a worker, :func:`~softrank_cert.plumbing.worker_task.framed_call` runs the task (Arb precision,
+one at a time, errors as :class:`~softrank_cert.plumbing.wire.Failure` values) and answers with
+its frame (in this process, with ``SOFTRANK_DEBUG=1``, an unexpected exception is re-raised with
+its traceback instead).  Workers ignore SIGINT (the client stops them) and exit when the client
+process is gone.
 
 Soundness does not depend on this module: every end is VERIFIED by the kernel in the task and
 again where it is written (:func:`~.campaign.recheck_from_worker`), and by ``softrank-verify`` anywhere.
@@ -39,11 +48,9 @@ again where it is written (:func:`~.campaign.recheck_from_worker`), and by ``sof
 
 from __future__ import annotations
 
-import logging
 import multiprocessing
 import os
 import signal
-import threading
 import time
 from collections import deque
 from contextlib import closing
@@ -53,15 +60,12 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import (EXIT_INTERNAL, EXIT_INVALID_INPUT, InternalInvariantError, InvalidInputError, SoftrankError,
-                      WorkerError, debugging, describe)
+from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, InternalInvariantError, InvalidInputError, SoftrankError, \
+    WorkerError, debugging
 from ..kernel import Operator
 from ..util.memory import format_bytes
-
-#: Arb precision (bits) each task starts from; the kernel raises it per check as it needs.
-WORKER_PREC = 53
-#: Seconds to wait for a Dask scheduler before giving up with a one-line error.
-CONNECT_TIMEOUT = 10.0
+from .wire import MAX_RESULT_BYTES, Failure, WireError, read_frame
+from .worker_task import failure, framed_call, init_precision, watch_parent
 
 #: Attempts of one task whose worker died (or raised MemoryError) before it is reported failed.
 MAX_ATTEMPTS = 2
@@ -69,17 +73,6 @@ MAX_ATTEMPTS = 2
 FATAL_KINDS = frozenset({"InternalInvariantError", "FloatingPointEnvironmentError"})
 #: Failures worth another attempt (the task itself did not fail: its worker did, or memory ran out).
 RETRIED_KINDS = frozenset({"WorkerDied", "WorkerLost", "MemoryError"})
-
-_TASK_LOCK = threading.Lock()
-
-
-@dataclass(frozen=True)
-class _Failure:
-    """An exception of a task, as a plain value (exceptions may not survive pickling)."""
-
-    kind: str
-    message: str
-    exit_code: int
 
 
 def pack_operator(op: Operator) -> dict[str, Any]:
@@ -106,37 +99,14 @@ def resolve_jobs(jobs: int) -> int:
     return jobs or (os.cpu_count() or 1)
 
 
-def _failure(exc: Exception, where: str = "") -> _Failure:
-    """``exc`` as a value: its kind, its one line (:func:`~softrank_cert.errors.describe`) and exit code
-    (a SoftrankError's own; 2 for MemoryError; 4 for anything else, a bug)."""
-    code = exc.exit_code if isinstance(exc, SoftrankError) else EXIT_INVALID_INPUT if isinstance(exc, MemoryError) \
-        else EXIT_INTERNAL
-    return _Failure(type(exc).__name__, describe(exc, where), code)
-
-
-def _init_worker() -> None:
-    from flint import ctx
-
-    ctx.prec = WORKER_PREC
-
-
-def _call(fn: Callable[..., Any], args: tuple) -> Any:
-    """Run ``fn(*args)`` in a worker: fresh Arb precision, one task per process at a time, errors as values."""
-    with _TASK_LOCK:
-        from flint import ctx
-
-        ctx.prec = WORKER_PREC
-        try:
-            return fn(*args)
-        except Exception as exc:  # a SoftrankError, MemoryError or a bug in a task: one line
-            return _failure(exc, " in a worker")
-
-
-def _timed_call(fn: Callable[..., Any], args: tuple) -> tuple[Any, float]:
-    """:func:`_call` and its wall seconds (measured in the worker)."""
-    start = time.perf_counter()
-    result = _call(fn, args)
-    return result, time.perf_counter() - start
+def read_answer(raw: bytes, returns: Sequence[type]) -> tuple[Any, float]:
+    """``(result or Failure, seconds)`` of a worker's frame; one that cannot be read is the task's
+    failure (it is not retried: the same worker code would send the same)."""
+    try:
+        return read_frame(raw, returns)
+    except WireError as exc:
+        return Failure("UnreadableResult", f"a worker's answer is not a result this task returns: {exc}",
+                       EXIT_INTERNAL), 0.0
 
 
 @dataclass
@@ -168,7 +138,7 @@ class TaskOutcome:
 
 
 def _outcome(index: int, result: Any, seconds: float, attempts: int) -> TaskOutcome:
-    if isinstance(result, _Failure):
+    if isinstance(result, Failure):
         if result.kind in FATAL_KINDS:
             raise WorkerError(result.message, result.exit_code)
         return TaskOutcome(index, None, result.message, result.exit_code, result.kind, attempts, seconds)
@@ -176,7 +146,7 @@ def _outcome(index: int, result: Any, seconds: float, attempts: int) -> TaskOutc
 
 
 def _retry(result: Any, attempts: int, limit: int) -> bool:
-    return isinstance(result, _Failure) and result.kind in RETRIED_KINDS and attempts < limit
+    return isinstance(result, Failure) and result.kind in RETRIED_KINDS and attempts < limit
 
 
 def _refusal(index: int, need: int, limit: int) -> TaskOutcome:
@@ -187,11 +157,13 @@ def _refusal(index: int, need: int, limit: int) -> TaskOutcome:
 
 def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *, jobs: int = 1, scheduler: str | None = None,
               done: Callable[[int], None] | None = None, memory: Sequence[int] | None = None,
-              max_memory: int | None = None, attempts: int = MAX_ATTEMPTS) -> Generator[TaskOutcome, None, None]:
+              max_memory: int | None = None, attempts: int = MAX_ATTEMPTS,
+              returns: Sequence[type] = ()) -> Generator[TaskOutcome, None, None]:
     """Yield one :class:`TaskOutcome` per task, in completion order (see the module docstring).
 
     ``fn`` must be a module-level function of an installed module (workers import it by name)
-    and the tasks plain picklable data.  ``done(i)`` is called when task ``i`` is finished (also
+    and the tasks plain picklable data; in another process ``fn`` must return plain data
+    (:mod:`~softrank_cert.plumbing.wire`) whose dataclasses are among ``returns``.  ``done(i)`` is called when task ``i`` is finished (also
     when it failed or was refused).  ``memory[i]``: estimated peak bytes of task ``i``;
     ``max_memory``: what the tasks running at one time may use together (None: no limit).
     Raises :class:`WorkerError` at once for a fatal failure (a checker bug, exit 4).
@@ -201,9 +173,9 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *, jobs: int = 1, 
     if in_process(jobs, scheduler, len(tasks)):
         runner = _run_serial(fn, tasks, memory, max_memory, attempts)
     elif scheduler:
-        runner = _run_dask(fn, tasks, scheduler, memory, max_memory, attempts)
+        runner = _run_dask(fn, tasks, scheduler, memory, max_memory, attempts, returns)
     else:
-        runner = _run_pool(fn, tasks, jobs, memory, max_memory, attempts)
+        runner = _run_pool(fn, tasks, jobs, memory, max_memory, attempts, returns)
     try:
         for outcome in runner:
             if done is not None:
@@ -215,8 +187,9 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *, jobs: int = 1, 
 
 def run_ordered(fn: Callable[..., Any], tasks: Sequence[tuple], *, jobs: int = 1, scheduler: str | None = None,
                 done: Callable[[int], None] | None = None, memory: Sequence[int] | None = None,
-                max_memory: int | None = None) -> Iterator[Any]:
-    """Yield ``fn(*task)`` for every task, in task order (see the module docstring).
+                max_memory: int | None = None, returns: Sequence[type] = ()) -> Iterator[Any]:
+    """Yield ``fn(*task)`` for every task, in task order (see the module docstring; ``returns`` as
+    for :func:`run_tasks`).
 
     ``done(i)`` is called when task ``i`` finishes (in completion order: drive a progress bar
     with it).  A failed task (after its retries, see :func:`run_tasks`) raises
@@ -225,7 +198,7 @@ def run_ordered(fn: Callable[..., Any], tasks: Sequence[tuple], *, jobs: int = 1
     outcomes: dict[int, TaskOutcome] = {}
     following = 0
     with closing(run_tasks(fn, tasks, jobs=jobs, scheduler=scheduler, done=done, memory=memory,
-                            max_memory=max_memory)) as results:
+                            max_memory=max_memory, returns=returns)) as results:
         for outcome in results:
             outcomes[outcome.index] = outcome
             while following in outcomes:
@@ -250,13 +223,13 @@ def _run_serial(fn: Callable[..., Any], tasks: Sequence[tuple], memory: Sequence
             except SoftrankError as exc:
                 if type(exc).__name__ in FATAL_KINDS:
                     raise
-                result = _failure(exc)
+                result = failure(exc)
             except MemoryError as exc:
-                result = _failure(exc)
+                result = failure(exc)
             except Exception as exc:  # a bug in a task: one line, exit 4 (SOFTRANK_DEBUG=1: its traceback)
                 if debugging():
                     raise
-                result = _failure(exc)
+                result = failure(exc)
             if not _retry(result, tries, attempts):
                 break
         yield _outcome(i, result, time.perf_counter() - start, tries)
@@ -264,19 +237,12 @@ def _run_serial(fn: Callable[..., Any], tasks: Sequence[tuple], memory: Sequence
 
 # --------------------------------------------------------------------------- the local pool
 
-def _watch_parent(parent: int) -> None:
-    """Exit this worker when the client process is gone (e.g. killed with SIGKILL)."""
-    while True:
-        time.sleep(0.5)
-        if os.getppid() != parent:
-            os._exit(1)
-
-
 def _worker_main(conn: Any, parent: int) -> None:
-    """A pool worker: receive ``(index, fn, args)``, send ``(index, result, seconds)``; None ends."""
+    """A pool worker: receive ``(fn, args)`` (pickled by the parent), send the frame's bytes
+    (``send_bytes``: the parent reads bytes, never a pickle); None ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the client, which stops us
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    _init_worker()
+    watch_parent(parent)
+    init_precision()
     while True:
         try:
             message = conn.recv()
@@ -284,14 +250,11 @@ def _worker_main(conn: Any, parent: int) -> None:
             return
         if message is None:
             return
-        index, fn, args = message
-        result, seconds = _timed_call(fn, args)
+        fn, args = message
         try:
-            conn.send((index, result, seconds))
+            conn.send_bytes(framed_call(fn, args))
         except (BrokenPipeError, EOFError, OSError):
             return
-        except Exception as exc:  # the result does not pickle: a bug in the task, reported as such
-            conn.send((index, _failure(exc, " in a worker: result not transferable"), seconds))
 
 
 class _Worker:
@@ -338,7 +301,7 @@ class _Worker:
 
 
 def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], jobs: int, memory: Sequence[int] | None,
-              max_memory: int | None, attempts: int) -> Generator[TaskOutcome, None, None]:
+              max_memory: int | None, attempts: int, returns: Sequence[type]) -> Generator[TaskOutcome, None, None]:
     from multiprocessing.connection import wait
 
     context = multiprocessing.get_context("spawn")
@@ -374,7 +337,7 @@ def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], jobs: int, memory:
                     break
                 worker = idle.pop() if idle else _Worker(context)
                 try:
-                    worker.conn.send((i, fn, tasks[i]))
+                    worker.conn.send((fn, tasks[i]))
                 except (BrokenPipeError, EOFError, OSError):  # it died while idle: replace it, same attempt
                     worker.stop(now=True)
                     continue
@@ -390,16 +353,16 @@ def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], jobs: int, memory:
                 message = None
                 try:
                     if worker.conn.poll():
-                        message = worker.conn.recv()
-                except (EOFError, OSError):
+                        message = worker.conn.recv_bytes(MAX_RESULT_BYTES)
+                except (EOFError, OSError):  # gone, or an answer longer than MAX_RESULT_BYTES
                     message = None
                 busy.remove(worker)
                 worker.task = None
                 if message is not None:
-                    _index, result, seconds = message
+                    result, seconds = read_answer(message, returns)
                     idle.append(worker)
                 else:
-                    result = _Failure("WorkerDied", f"{worker.death()} while running this task", EXIT_INTERNAL)
+                    result = Failure("WorkerDied", f"{worker.death()} while running this task", EXIT_INTERNAL)
                     seconds = time.perf_counter() - worker.started
                     worker.stop(now=True)
                 if _retry(result, tries[i], attempts):
@@ -413,87 +376,29 @@ def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], jobs: int, memory:
             worker.stop(now=not clean)
 
 
-def connect(address: str, timeout: float = CONNECT_TIMEOUT) -> Any:
-    """A ``dask.distributed.Client`` on ``address``, or a one-line InvalidInputError (exit 2)."""
-    try:
-        from dask.distributed import Client
-    except ImportError:
-        raise InvalidInputError("--scheduler needs Dask: pip install -e '.[dask]' in the softrank-cert checkout "
-                                "(on this machine and on every worker)") from None
-    if "://" not in address:
-        raise InvalidInputError(f"--scheduler expects an address such as tcp://HOST:8786, got {address!r}")
-    quiet = [logging.getLogger(name) for name in ("distributed", "distributed.client", "distributed.comm.core")]
-    levels = [log.level for log in quiet]
-    for log in quiet:
-        log.setLevel(logging.CRITICAL)
-    try:
-        return Client(address, timeout=timeout)
-    except Exception as exc:
-        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise InvalidInputError(f"cannot reach the Dask scheduler at {address}: {reason}") from None
-    finally:
-        for log, level in zip(quiet, levels):
-            log.setLevel(level)
-
-
-
 def check_scheduler(address: str | None) -> None:
     """Fail now, with one line (exit 2), when the Dask scheduler cannot be reached -- before a
-    campaign writes anything."""
+    campaign writes anything.  (Tried from a client process of its own, as the tasks are.)"""
     if address:
-        connect(address).close()
+        from .dask_client import Broker
 
-
-def _dask_memory_limit(client: Any) -> int | None:
-    """The smallest ``memory_limit`` of the cluster's workers (None when none is set)."""
-    try:
-        limits = [int(w.get("memory_limit") or 0) for w in client.scheduler_info().get("workers", {}).values()]
-    except (OSError, ValueError, TypeError, AttributeError):  # no answer, or a worker record without a number
-        return None
-    limits = [n for n in limits if n > 0]
-    return min(limits) if limits else None
+        with closing(Broker(address, None, [], None, None, 1).messages()) as messages:
+            for _ in messages:
+                pass
 
 
 def _run_dask(fn: Callable[..., Any], tasks: Sequence[tuple], address: str, memory: Sequence[int] | None,
-              max_memory: int | None, attempts: int) -> Generator[TaskOutcome, None, None]:
-    from dask.distributed import as_completed
+              max_memory: int | None, attempts: int, returns: Sequence[type]) -> Generator[TaskOutcome, None, None]:
+    """The tasks on the Dask cluster at ``address``, through a client process without the key
+    (:class:`~softrank_cert.plumbing.dask_client.Broker`): its messages are bytes, read here
+    with json only; each task's answer is its worker's frame."""
+    from .dask_client import Broker
 
-    client = connect(address)
-    live: dict[str, tuple[int, Any]] = {}
-    try:
-        if memory is not None and max_memory is None:
-            max_memory = _dask_memory_limit(client)
-        tries = [0] * len(tasks)
-        queue = as_completed()
-
-        def submit(i: int) -> None:
-            tries[i] += 1
-            future = client.submit(_timed_call, fn, tasks[i], pure=False)
-            live[future.key] = (i, future)
-            queue.add(future)
-
-        for i in range(len(tasks)):
-            if memory is not None and max_memory is not None and memory[i] > max_memory:
-                yield _refusal(i, int(memory[i]), max_memory)
-            else:
-                submit(i)
-        for future in queue:
-            i, _ = live.pop(future.key)
-            try:
-                result, seconds = future.result()
-            except Exception as exc:  # the task was lost with its worker(s), or the cluster failed
-                killed = type(exc).__name__ == "KilledWorker"  # the scheduler already re-ran it
-                reason = " ".join(str(exc).split())[:200]
-                result, seconds = _Failure("WorkerLost", f"lost on the Dask cluster: {type(exc).__name__}"
-                                           + (f": {reason}" if reason else ""), EXIT_INTERNAL), 0.0
-                if killed:
-                    tries[i] = max(tries[i], attempts)
-            if _retry(result, tries[i], attempts):
-                submit(i)
+    broker = Broker(address, fn, tasks, memory, max_memory, attempts, RETRIED_KINDS)
+    with closing(broker.messages()) as messages:
+        for event in messages:
+            if event.refused is not None:
+                yield _refusal(event.index, *event.refused)
                 continue
-            yield _outcome(i, result, seconds, tries[i])
-    finally:
-        try:
-            client.cancel([future for _, future in live.values()])
-        finally:
-            client.close()
+            result, seconds = read_answer(event.payload, returns)
+            yield _outcome(event.index, result, seconds, event.attempts)

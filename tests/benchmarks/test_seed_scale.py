@@ -214,3 +214,21 @@ def test_each_reverify_run_is_kept_beside_the_earlier_ones(tmp_path, monkeypatch
     assert checks[1]["summary"]["verified"] == checks[1]["summary"]["claims"] == 6
     text = seed_scale.write_summary([unit])
     assert text.count("`--reverify` (") == 2
+
+
+def test_reverify_catches_a_store_file_swapped_for_another_operators(tmp_path, monkeypatch):
+    """A valid certificate of another operator under a recorded name passes softrank-verify; the
+    store's addresses (SHA-256 = name) and the records' operators catch it."""
+    unit, work = _tiny_unit(tmp_path, monkeypatch, 2)
+    assert seed_scale.run_unit(unit, seed_scale.Panels(work), work, work / "log", set())
+    rows = json.loads(seed_scale.record_path(unit).read_text())["rows"]
+    digest = {r["operator"]: r["sha256"] for r in rows}
+    store = work / "store"
+    assert seed_scale.reverify(work, work / "log") == 0
+    first, second = (store / f"{digest[f'minilm/apache2/w16/L0H{h}']}.json" for h in (0, 1))
+    first.write_bytes(second.read_bytes())
+    assert seed_scale.reverify(work, work / "log") == 1
+    check = seed_scale.reverify_checks()[-1]
+    assert check["exit_code"] == 0  # softrank-verify alone passes it: both files are valid certificates
+    assert check["problems"] == [f"{first.name}: its SHA-256 is not its name",
+                                 f"{first.name}: about minilm/apache2/w16/L0H1, recorded for minilm/apache2/w16/L0H0"]

@@ -9,6 +9,10 @@ arrays), which a softmax operator (``||A|| = 1 > eps``) never satisfies.  The pa
 level, so the pool's spawned workers, which re-import this script, apply it too; every module
 that imported the function by name is given the tampered one.  Run with ``--jobs 2``: only a
 task in another process returns plain data that the signing process must not believe.
+
+With ``SOFTRANK_TEST_TAMPER_PICKLE=MARKER`` the worker answers a task about NAME with a malicious
+pickle instead (``hostile_tasks.send_pickle``: loaded in the signing process, it would replace
+``verification.check_claims`` and write MARKER), written straight into its pipe, and exits.
 """
 
 from __future__ import annotations
@@ -45,6 +49,11 @@ def _tamper(value: Any, depth: int = 0) -> None:
 def tampered(*args: Any, **kwargs: Any) -> Any:
     result = _original(*args, **kwargs)
     _tamper(result)
+    marker = os.environ.get("SOFTRANK_TEST_TAMPER_PICKLE")
+    if marker and TARGET in args:
+        from hostile_tasks import send_pickle  # beside this script (its folder is on sys.path)
+
+        send_pickle(marker, os.getppid())
     return result
 
 

@@ -462,6 +462,31 @@ def test_worker_certificate_that_does_not_verify_is_not_written(panel8, referenc
     assert manifest(out)["operators"][target.name]["status"] == "done"
 
 
+def test_worker_that_answers_with_a_pickle_runs_no_code_in_the_signer(panel8, reference8, tmp_path):
+    """A ``--jobs`` worker writes a malicious pickle into its pipe instead of its answer (loaded,
+    it would replace check_claims in the signing process): the signing process reads bytes, not
+    pickles, so the payload never runs there; the operator is failed (exit 6), nothing of it is
+    written, the other certificates are signed as in an honest run."""
+    from softrank_cert.util.operator_files import load_operators
+
+    target = load_operators(panel8)[1]
+    script, env = tamper("softrank_cert.plumbing.bracketing:issue_packed", target.name)
+    marker = tmp_path / "ran-in-signer"
+    key = tmp_path / "issuer.key"
+    assert softrank("keygen", "--out", str(key)).returncode == 0
+    out = tmp_path / "certs"
+    run = softrank("bracket", str(panel8), "--all", "--eps", EPS, "--out", str(out), "--budget-seconds", "inf",
+                   "--jobs", "2", "--key", str(key), "--json", script=script,
+                   env={**env, "SOFTRANK_TEST_TAMPER_PICKLE": str(marker)})
+    assert not marker.exists()
+    assert run.returncode == EXIT_SOME_FAILED, run.stderr
+    (failed,) = json.loads(run.stdout)["failed"]
+    assert failed["operator"] == target.name and "not a result this task returns" in failed["reason"]
+    assert not (out / manifest(out)["operators"][target.name]["output"]).exists() and not leftovers(out)
+    got = contents(out)
+    assert len(got) == 3 and all(reference8[path] == value for path, value in got.items())
+
+
 def test_budgets_certificate_from_a_worker_is_reverified(panel8, tmp_path):
     """budgets --certificates --resume with worker processes: a tampered certificate of the final
     ends is neither stored in the state folder nor signed into --certificates; the operator is

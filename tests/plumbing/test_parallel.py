@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -137,3 +138,42 @@ def test_supports_jobs_identical():
     drop = lambda doc: [{k: v for k, v in p.items() if k != "seconds"} for p in doc["points"]]  # noqa: E731
     assert [p["kappa"] for p in json.loads(two.stdout)["points"]] == [0.5, 4.0]
     assert_same(drop(json.loads(one.stdout)), drop(json.loads(two.stdout)))
+
+
+def test_plainly_started_dask_worker_gives_the_local_certificates(panel, serial, tmp_path):
+    """A ``dask worker`` started as docs/campaigns.md says (it imports numpy before softrank_cert,
+    so it cannot pin its kernels itself) gets pinned by the client's nanny plugin: the local run's
+    certificates, and OpenBLAS's AVX2 kernels where the CPU has them (not its AVX-512 ones)."""
+    distributed = pytest.importorskip("dask.distributed")
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from softrank_cert.blas_kernels import CORETYPE, UNPINNED, avx2_x86
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES", UNPINNED)}
+    env["PYTHONPATH"] = str(root)  # the workers import this checkout, as an installed one would be
+    address_file = tmp_path / "scheduler.json"
+    dask = [sys.executable, "-m", "dask"]
+    with open(tmp_path / "cluster.log", "w") as log:
+        cluster = [subprocess.Popen([*dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                     "--scheduler-file", str(address_file)], env=env, stdout=log, stderr=log)]
+        try:
+            cluster.append(subprocess.Popen([*dask, "worker", "--scheduler-file", str(address_file), "--nworkers", "1",
+                                             "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard"],
+                                            env=env, stdout=log, stderr=log))
+            with distributed.Client(scheduler_file=str(address_file), timeout=60) as client:
+                client.wait_for_workers(1, timeout=60)
+                run = softrank("bracket", str(panel), "--all", "--eps", EPS, "--out", str(tmp_path / "c"),
+                               "--scheduler", client.scheduler.address, "--json", "--budget-seconds", "inf")
+                assert run.returncode == 0, run.stderr
+                client.wait_for_workers(1, timeout=60)
+                pools = client.run(threadpoolctl.threadpool_info)
+        finally:
+            for process in reversed(cluster):
+                process.terminate()
+                process.wait(timeout=60)
+    got = contents(tmp_path / "c")
+    assert sorted(got) == sorted(serial)
+    assert_same(got, serial)
+    if avx2_x86():
+        assert [{i["architecture"] for i in info if i["internal_api"] == "openblas"} for info in pools.values()] \
+            == [{CORETYPE}]

@@ -128,7 +128,7 @@ def audit_table(table: str | Path, panel: str | Path, *, evidence_dir: Path, bud
     with campaign.running() if campaign is not None else nullcontext():
         with closing(run_tasks(audit_operator, [tasks[i] for i in todo], jobs=jobs, scheduler=scheduler,
                                done=lambda j: done(todo[j]), memory=[memory[i] for i in todo],
-                               max_memory=max_memory)) as outcomes:
+                               max_memory=max_memory, returns=(OperatorAudit, RowResult))) as outcomes:
             for outcome in outcomes:
                 i = todo[outcome.index]
                 name, rows = names[i], tasks[i][2]

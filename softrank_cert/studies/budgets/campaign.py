@@ -176,7 +176,8 @@ def _run_study(operators: list[tuple[NamedOperator, str]], tasks: list[tuple], t
             bar.finished(operators[i][0].name, "kept (resumed: re-verified certificate)")
         with closing(run_tasks(study_operator, [tasks[i] for i in todo], jobs=jobs, scheduler=scheduler,
                                memory=[operator_task_bytes(operators[i][0].operator) for i in todo],
-                               max_memory=max_memory, done=lambda j: bar.advance(operators[todo[j]][0].name))) as outcomes:
+                               max_memory=max_memory, done=lambda j: bar.advance(operators[todo[j]][0].name),
+                               returns=(OperatorBudgets,))) as outcomes:
             for outcome in outcomes:
                 i = todo[outcome.index]
                 name = operators[i][0].name
