@@ -24,7 +24,7 @@ from .common import common_name_prefix, make_parser, parse_command_line, run_mai
 #: ``verification.KERNELS`` and ``kernel.DEFAULT_MAX_PREC``, written out so that ``--help`` and
 #: ``--version`` import neither the kernel nor numpy (``tests/cli/test_verify_report.py`` checks
 #: that they agree).
-KERNEL_CHOICES = ("auto", "arb", "float64", "exact")
+KERNEL_CHOICES = ("auto", "arb", "float64", "rowblock", "exact")
 DEFAULT_MAX_PREC = 512
 
 MARGIN_HELP = """\
@@ -364,7 +364,7 @@ def render_report(entries: list[dict[str, Any]], margins: dict[int, list[str]]) 
     claim_rows = []
     for index, entry in enumerate(entries):
         for claim, margin in zip(entry.get("claims", []), margins.get(index, [])):
-            engine = claim["checked_by"] if claim["checked_by"] in ("trivial", "float64") else \
+            engine = claim["checked_by"] if claim["checked_by"] in ("trivial", "rowblock", "float64") else \
                 f"{claim['checked_by']} {claim['precision_bits']}" if claim["precision_bits"] else claim["checked_by"]
             row = [claim["eps"], f"{'<=' if claim['side'] == 'upper' else '>='} {claim['rank']}",
                    plain_text(claim["method"]), claim["verdict"], margin, engine]

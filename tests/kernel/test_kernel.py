@@ -703,8 +703,9 @@ def test_no_module_outside_the_kernel_imports_a_kernel_submodule():
 
 #: A ratchet on the size of the kernel core (``kernel/`` except ``kernel/float64/``): issue 13's
 #: goal is 800 lines, plus the nine net lines of :class:`Verdict`'s field declarations that the type
-#: checker reads; lower this when the core shrinks, never raise it without a review.
-CORE_LINE_CEILING = 809
+#: checker reads; lower this when the core shrinks, never raise it without a review.  Issue 45 (+5):
+#: the row-block stage's wiring in ``checks.py`` and an out-of-memory note in ``decide`` (issue 48).
+CORE_LINE_CEILING = 814
 
 
 def test_kernel_core_stays_small():
