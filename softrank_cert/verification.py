@@ -247,7 +247,7 @@ class _MemoryGuard:
 
     def __init__(self, certificate: Certificate, max_prec: int, kernel: str, memory_limit: int | None) -> None:
         from .kernel import precision_schedule
-        from .util.memory import arb_check_bytes, process_limit
+        from .util.memory import arb_check_bytes, float64_check_bytes, process_limit
 
         op = certificate.operator
         self.max_prec = max_prec
@@ -264,6 +264,8 @@ class _MemoryGuard:
                      for i in range(len(self.schedule))]
         fits = [p for p, need in zip(self.schedule, self.need) if need <= self.limit]  # a prefix: need grows
         self.cap = fits[-1] if fits else None
+        # The entrywise float64 path needs ~20 m x N temporaries: never started beyond the limit.
+        self.float64_too_big = float64_check_bytes(m, n) > self.limit
 
     def _refuse(self, what: str, index: int) -> KernelLimitError:
         from .util.memory import format_bytes
@@ -279,11 +281,13 @@ class _MemoryGuard:
             if self.kernel == "arb":
                 raise self._refuse(f"{claim} at eps {eps} needs the Arb path", 0)
             reasons = []
-            for engine in ("rowblock", "float64"):
+            for engine in ("rowblock", "float64")[: 1 if self.float64_too_big else 2]:
                 verdict = check(*args, **options, max_prec=self.max_prec, engine=engine)
                 if verdict.status is not Status.INCONCLUSIVE:
                     return verdict
                 reasons.append(verdict.reason)
+            if self.float64_too_big:
+                reasons.append(f"float64 path: not run, it would need {OUT_OF_MEMORY}")
             memory = "; ".join(r for r in reasons if OUT_OF_MEMORY in r)
             cause = f" ({memory})" if memory else ""
             raise self._refuse(f"the float64 paths cannot decide {claim} at eps {eps}{cause}", 0)
