@@ -53,17 +53,17 @@ def _decode_and_hash(data: str, nbytes: int, where: str) -> tuple[bytearray, str
     view, filled = memoryview(raw), 0
     try:
         for start in range(0, len(data), _CHUNK_CHARS):  # a multiple of 4: padding only in the last chunk
-            piece = binascii.a2b_base64(data[start:start + _CHUNK_CHARS].encode("ascii"), strict_mode=True)
+            piece = binascii.a2b_base64(data[start:start + _CHUNK_CHARS], strict_mode=True)  # ASCII str only
             if filled + len(piece) > nbytes:
                 break
             digest.update(piece)
             view[filled:filled + len(piece)] = piece
             filled += len(piece)
-    except (binascii.Error, ValueError, UnicodeEncodeError):
+    except (binascii.Error, ValueError):
         raise CertificateFormatError(f"{where}: data is not valid base64") from None
     if filled != nbytes:
         raise CertificateFormatError(f"{where}: data does not decode to the {nbytes} bytes its shape needs")
-    padding = len(data) - len(data.rstrip("="))
+    padding = 2 if data.endswith("==") else 1 if data.endswith("=") else 0
     if padding and _ALPHABET.index(data[-padding - 1]) & (0b1111 if padding == 2 else 0b11):
         raise CertificateFormatError(f"{where}: data is not canonical base64 (non-zero bits after the last byte)")
     return raw, digest.hexdigest()

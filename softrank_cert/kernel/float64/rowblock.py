@@ -24,6 +24,8 @@ from .fpenv import SMALLEST_NORMAL, has_subnormals, subnormal_mask
 
 #: Entries of one row block (``block x N``): the size of every temporary of this path.
 ROWBLOCK_ENTRIES = 1 << 19
+#: Entries of one exp_mid call (its ~25 passes stay in cache).
+_EXP_CHUNK = 1 << 16
 #: Shifted scores below CUT are not exponentiated: exp <= SMALL there (Lemma R1, R2).
 CUT = -600.0
 SMALL = Fraction(1, 2**860)
@@ -139,7 +141,10 @@ def _build(op: Operator) -> RowBlockEnclosure | None:
             return None
         below = xm < CUT
         np.copyto(xm, 0.0, where=below)  # exp_mid's range; these entries become 0 below
-        v = exp_mid(xm)
+        v = np.empty_like(xm)
+        flat_x, flat_v = xm.reshape(-1), v.reshape(-1)
+        for start in range(0, flat_x.size, _EXP_CHUNK):  # cache-sized pieces: the same values, 3x faster
+            flat_v[start:start + _EXP_CHUNK] = exp_mid(flat_x[start:start + _EXP_CHUNK])
         np.copyto(v, 0.0, where=below)  # Lemma R2: exp(x) <= SMALL there
         s_hat = v.sum(axis=1)
         c = 1.0 / s_hat
