@@ -185,6 +185,7 @@ def _run_with_blas_threads(args: Any) -> int:
     summation order, so the count changes the time only)."""
     if not isinstance(args.blas_threads, int) or args.blas_threads < 1:
         raise InvalidInputError(f"--blas-threads must be a positive integer, got {args.blas_threads!r}")
+    import numpy  # noqa: F401  (BLAS must be loaded for threadpoolctl to limit it)
     from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
     with threadpool_limits(limits=args.blas_threads, user_api="blas"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,26 @@ def test_one_blas_thread_by_default(monkeypatch, capsys):
 def test_blas_threads_option(monkeypatch, capsys):
     code, seen = _blas_threads_seen(monkeypatch, ["--blas-threads", "2"])
     assert code == 0 and seen and max(seen) <= 2
+
+
+def test_one_blas_thread_in_a_fresh_process(tmp_path):
+    """The command line imports numpy lazily: the limit must hold for the BLAS it loads later."""
+    import subprocess
+    import sys
+
+    code = ("import json, sys\n"
+            "from softrank_cert.cli import verify as cli\n"
+            "run = cli._run\n"
+            "def spy(args):\n"
+            "    from threadpoolctl import threadpool_info\n"
+            "    print(json.dumps([p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas']), file=sys.stderr)\n"
+            "    return run(args)\n"
+            "cli._run = spy\n"
+            f"cli.main([{str(EXAMPLE)!r}])\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert seen and set(seen) == {1}, seen
 
 
 def test_blas_threads_must_be_positive(monkeypatch, capsys):
