@@ -17,7 +17,7 @@ Run:  python benchmarks/bench_verify.py  [--repeats 5] [--out FILE]
 
 ``--floor`` times ``softrank-verify`` (default options: one BLAS thread) against
 ``benchmarks/numpy_recompute.py`` (a plain float64 recomputation of the same checks, one BLAS
-thread), interleaved, whole process (CPU, wall, peak RSS of each child) and in-process (the
+thread, the same BLAS and numpy kernels as ``softrank-verify``), interleaved, whole process (CPU, wall, peak RSS of each child) and in-process (the
 checks alone, after imports and reading), at each width.  Width 512 is the committed real
 SmolLM2 certificate of the seed-scale sample; wider ones are SYNTHETIC (``make_wide_certificate``:
 a circle-shaped local-attention ``qk`` head, d = 64, randomized-SVD witnesses and pooled lower
@@ -244,16 +244,29 @@ def make_wide_certificate(width: int, path: Path, seed: int = 45) -> dict[str, o
     return {"width": width, "synthetic": True, "brackets": summary, "bytes": path.stat().st_size}
 
 
+def _same_kernels() -> dict[str, str]:
+    """The environment of a child that runs the BLAS and numpy kernels ``softrank-verify`` runs
+    (``import softrank_cert`` pins the AVX2 ones on x86-64: softrank_cert/blas_kernels.py)."""
+    from softrank_cert import blas_kernels
+
+    env = dict(os.environ)
+    if blas_kernels.avx2_x86():
+        env.setdefault("OPENBLAS_CORETYPE", blas_kernels.CORETYPE)
+        env.setdefault("NPY_DISABLE_CPU_FEATURES", blas_kernels.numpy_above_avx2())
+    return env
+
+
 def _run_child(command: list[str]) -> dict[str, float]:
-    """One whole-process run: wall seconds, CPU seconds (user + system) and peak RSS of that child."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} exited {proc.returncode}: {proc.stderr.read().decode()[-400:] if proc.stderr else ''}")
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_mb": usage.ru_maxrss / 1024}
+    """One whole-process run, measured by ``/usr/bin/time`` (a small process between this one and
+    the command, so that the child's peak is not this process's, which a fork would pass on):
+    wall seconds, CPU seconds (user + system) and peak RSS."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+        proc = subprocess.run(["/usr/bin/time", "-f", "%e %U %S %M", "-o", report.name, *command],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_same_kernels())
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(command)} exited {proc.returncode}: {proc.stderr[-400:]}")
+        wall, user, system, peak_kb = report.read().split()[-4:]
+    return {"wall_s": float(wall), "cpu_s": float(user) + float(system), "peak_mb": int(peak_kb) / 1024}
 
 
 def _in_process(tool: str, cert: Path) -> dict[str, float]:
@@ -322,6 +335,28 @@ def floor_main(widths: list[int], repeats: dict[int, int], out: Path, keep: Path
               "date": utc_now_rfc3339(), "rows": rows}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
+    out.with_suffix(".md").write_text(floor_markdown(result))
+
+
+def floor_markdown(result: dict) -> str:
+    """The table of a ``--floor`` result (medians; CPU seconds are the figures to compare)."""
+    lines = [f"# softrank-verify against a plain numpy recomputation ({result['date']})", "",
+             f"{result['benchmark']}; {result['machine']['cpus']} cores, Python {result['machine']['python']}. "
+             "Medians of the runs (`repeats`), interleaved. Ratio = softrank-verify / numpy, CPU seconds "
+             "(user + system). Whole process: start-up, imports, reading, every check; in-process: the checks "
+             "alone after imports and reading. Peak: the largest resident set of the child.", "",
+             "| width | certificate | claims decided by | whole: verify / numpy CPU s | ratio | in-process: verify / numpy CPU s | ratio | peak MB verify / numpy | ratio | runs |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in result["rows"]:
+        cert = row["certificate"]
+        what = "real (seed-scale sample)" if not cert.get("synthetic") else "synthetic"
+        if cert.get("brackets"):
+            what += " " + ", ".join(f"eps {b['eps']}: k {b['k']}, r {b['r']}" for b in cert["brackets"])
+        lines.append(f"| {row['width']} | {what} | {', '.join(row['engines'])} | "
+                     f"{row['whole_verify_cpu_s']} / {row['whole_numpy_cpu_s']} | {row['whole_cpu_ratio']} | "
+                     f"{row['in_process_verify_cpu_s']} / {row['in_process_numpy_cpu_s']} | {row['in_process_cpu_ratio']} | "
+                     f"{row['whole_verify_peak_mb']:.0f} / {row['whole_numpy_peak_mb']:.0f} | {row['peak_ratio']} | {row['repeats']} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

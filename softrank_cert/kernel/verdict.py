@@ -84,9 +84,9 @@ class Verdict:
     ``value``: one containing the witness error ``||A - U W^T||`` (upper) or the certificate
     threshold ``1 / (||X|| ||Y|| ||(XAY)^{-1}||)`` (lower).  Either is None when the check did not
     get that far (``XAY`` not provably invertible) or the end is trivial.  ``precision``: bits of
-    the final attempt (0: no arithmetic, 53: the float64 path).  ``engine``: what decided --
-    "arb" (Arb balls), "float64" (``proofs/float64-bounds.md``), "trivial" (an exact comparison,
-    no arithmetic on the operator) or "rational" (the exact-rational kernel, ``--kernel exact``).
+    the final attempt (0: no arithmetic, 53: a float64 path).  ``engine``: what decided -- "arb" (Arb
+    balls), "float64" / "rowblock" (``proofs/float64-bounds.md`` / ``rowblock-bounds.md``), "trivial" (an
+    exact comparison, no arithmetic on the operator) or "rational" (the exact kernel, ``--kernel exact``).
     """
 
     __slots__ = ("status", "side", "rank", "eps", "method", "margin", "value", "precision", "reason", "engine")
