@@ -148,6 +148,7 @@ def test_rowblock_declines_what_its_proof_does_not_cover():
         "beta 0": Operator.from_qk(q, k, beta="0"),  # beta's interval holds 0
         "score radius too wide": Operator.from_qk(q * 1e6, k * 1e6),  # delta > 2**-10
         "subnormal inputs": Operator.from_qk(np.where(q > 0, 5e-324, q), k),
+        "subnormal probabilities": Operator.from_probabilities(np.array([[0.5, 0.5 - 1e-310, 1e-310]] * 6)[:, [0, 1, 2, 0, 1, 2, 0, 1]]),
     }
     for what, op in cases.items():
         _entry("0.5", 512, "rowblock")

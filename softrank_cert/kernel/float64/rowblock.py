@@ -121,9 +121,9 @@ def _midpoint_radius(delta: Fraction, n: int) -> Fraction:
 
 def _build(op: Operator) -> RowBlockEnclosure | None:
     if op.kind == "probabilities":
-        a = op.arrays["A"]  # exact: rho = 0, Delta = 0
+        a = op.arrays["A"]  # exact: rho = 0, Delta = 0; a BLAS operand of Lemma R5, so no subnormals
         norm = float(row_sums_upper(a).max())
-        return RowBlockEnclosure(a, Fraction(0), norm) if np.isfinite(norm) else None
+        return RowBlockEnclosure(a, Fraction(0), norm) if np.isfinite(norm) and not has_subnormals(a) else None
     radius = _score_radius(op)
     if radius is None:
         return None
