@@ -326,6 +326,8 @@ def floor_main(widths: list[int], repeats: dict[int, int], out: Path, keep: Path
             else:
                 cert = folder / f"circle-w{width}.json"
                 made = make_wide_certificate(width, cert) if not cert.exists() else {"width": width, "synthetic": True}
+            made["brackets"] = [{"eps": b["eps"], "k": b["lower"]["k"], "r": b["upper"]["r"]}
+                                for b in json.loads(cert.read_bytes())["brackets"]]
             row = floor_width(width, cert, repeats.get(width, 3))
             row["certificate"] = made
             rows.append(row)
@@ -341,6 +343,11 @@ def floor_main(widths: list[int], repeats: dict[int, int], out: Path, keep: Path
 def floor_markdown(result: dict) -> str:
     """The table of a ``--floor`` result (medians; CPU seconds are the figures to compare)."""
     lines = [f"# softrank-verify against a plain numpy recomputation ({result['date']})", "",
+             "Written by `python benchmarks/bench_verify.py --floor` (issue 45). Width 512 is a real SmolLM2 "
+             "certificate of the committed seed-scale sample; the wider ones are SYNTHETIC "
+             "(`make_wide_certificate`: a local-attention `qk` head on a circle, d = 64, randomized-SVD "
+             "witnesses and pooled lower ends, unsigned), as no real certificate that wide is committed. "
+             "Both sides run one BLAS thread and the same BLAS and numpy kernels.", "",
              f"{result['benchmark']}; {result['machine']['cpus']} cores, Python {result['machine']['python']}. "
              "Medians of the runs (`repeats`), interleaved. Ratio = softrank-verify / numpy, CPU seconds "
              "(user + system). Whole process: start-up, imports, reading, every check; in-process: the checks "
