@@ -277,6 +277,8 @@ class _MemoryGuard:
             f"process may use (--max-memory; see docs/campaigns.md)")
 
     def __call__(self, check: Check, args: tuple[Any, ...], options: dict[str, Any], claim: str, eps: str) -> Verdict:
+        from .util.memory import float64_check_bytes, format_bytes
+
         if self.cap is None:
             if self.kernel == "arb":
                 raise self._refuse(f"{claim} at eps {eps} needs the Arb path", 0)
@@ -287,7 +289,8 @@ class _MemoryGuard:
                     return verdict
                 reasons.append(verdict.reason)
             if self.float64_too_big:
-                reasons.append(f"float64 path: not run, it would need {OUT_OF_MEMORY}")
+                reasons.append(f"float64 path: not run ({OUT_OF_MEMORY}: it needs about "
+                               f"{format_bytes(float64_check_bytes(*self.shape))})")
             memory = "; ".join(r for r in reasons if OUT_OF_MEMORY in r)
             cause = f" ({memory})" if memory else ""
             raise self._refuse(f"the float64 paths cannot decide {claim} at eps {eps}{cause}", 0)

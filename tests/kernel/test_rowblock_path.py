@@ -217,3 +217,21 @@ def test_shipped_examples_get_the_same_verdicts_from_the_rowblock_path():
         assert [v.status for v in auto] == [v.status for v in ref], path
         decided += sum(v.engine == "rowblock" for v in auto)
     assert decided >= 4
+
+
+def test_entrywise_float64_path_is_not_started_beyond_the_memory_limit(monkeypatch):
+    """Its twenty m x N arrays would not fit: never started (a process killed by the kernel's
+    out-of-memory killer cannot say why); the one-line refusal names memory."""
+    from softrank_cert.errors import KernelLimitError
+    from softrank_cert.kernel.float64 import attempts
+
+    def must_not_run(*_args, **_kwargs):
+        raise AssertionError("the entrywise float64 path was started")
+
+    path = ROOT / "certificates" / "examples" / "random-qk.json"
+    certificate = decode_certificate(read_json_file(path))
+    monkeypatch.setattr(attempts, "softmax_bounds", must_not_run)
+    monkeypatch.setattr(rowblock, "rowblock_enclosure", lambda op: None)  # the row-block path declines
+    with pytest.raises(KernelLimitError, match=r"float64 path: not run \(out of memory"):
+        check_claims(certificate, memory_limit=1)
+
