@@ -2,15 +2,17 @@
 
 Every certificate is run through the in-process pipeline of ``softrank-verify`` (strict JSON,
 schema, arrays + SHA-256, signature, claims, consistency) with each checker: the default
-``auto`` (the kernel's float64 path, Arb balls for what it cannot decide), ``arb`` (Arb balls
-only), ``float64`` (the float64 path only) and ``exact`` (the independent exact-rational
-kernel, ``softrank_cert.exact_kernel``).  A sample also goes through
+``auto`` (the kernel's row-block float64 path, its float64 path, then Arb balls for what
+neither decides), ``arb`` (Arb balls only), ``float64`` (the float64 path only), ``rowblock``
+(the row-block path only: it proves or declines, never rejects) and ``exact`` (the independent
+exact-rational kernel, ``softrank_cert.exact_kernel``).  A sample also goes through
 ``verify_certificate_file`` on a real file (same exit code as ``auto`` required).
 
 The certificates come from ``tests/adversarial/generators.py`` and, for the extreme families
 (huge magnitudes with overflowing products, one-hot rows with margins down to exp(-2000), beta
 as ``inv_sqrt_d`` against the decimal of its double, general-key lower certificates perturbed by
-one ulp or the next decimal), ``tests/adversarial/extreme.py`` (deterministic for a seed);
+one ulp or the next decimal, claims within a few rounding widths of the row-block path's own
+bound), ``tests/adversarial/extreme.py`` (deterministic for a seed);
 their truth from ``tests/oracle.py``, independently of both kernels, with mpmath at 256 bits
 (exact dot products and witness products), and a certificate counts as *false* only when the
 computed margin is clearly on the false side (relative 2**-150; 2**-180 absolute for witness
@@ -71,7 +73,7 @@ def exit_of(verdicts) -> int:
 
 
 #: The checkers every certificate goes through (``softrank-verify --kernel ...``).
-CHECKERS = ("auto", "arb", "float64", "exact")
+CHECKERS = ("auto", "arb", "float64", "rowblock", "exact")
 
 
 def run_pipeline(raw: bytes) -> dict[str, Any]:

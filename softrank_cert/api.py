@@ -236,7 +236,7 @@ def verify(source: str | os.PathLike[str] | bytes | Mapping[str, Any], *, truste
     ``source``: a file path, the file's bytes, or the parsed JSON document (a dict) -- all three
     give the same verdicts, and nothing is written anywhere.  ``trusted_keys``: a keys file
     (``.pub`` or a ``did:key`` list) or an iterable of ``did:key`` strings.  ``kernel``: ``auto``,
-    ``arb``, ``float64`` or ``exact`` (as ``softrank-verify --kernel``).  ``max_memory`` (bytes,
+    ``arb``, ``float64``, ``rowblock`` or ``exact`` (as ``softrank-verify --kernel``).  ``max_memory`` (bytes,
     or a size such as ``"4G"``): what the Arb path may use when the float64 path cannot decide a
     claim (default: a safe share of the machine, see :mod:`softrank_cert.util.memory`); a check that
     would not fit raises :class:`~softrank_cert.errors.KernelLimitError` (not checked).  Invalid

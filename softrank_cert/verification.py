@@ -54,7 +54,7 @@ from .errors import (
     KernelLimitError, SignatureError, SizeLimitError,
 )
 from .kernel import (
-    DEFAULT_MAX_PREC, Operator, Status, Verdict, parse_tolerance, verify_lower, verify_trivial_lower,
+    DEFAULT_MAX_PREC, OUT_OF_MEMORY, Operator, Status, Verdict, parse_tolerance, verify_lower, verify_trivial_lower,
     verify_trivial_upper, verify_upper,
 )
 
@@ -135,15 +135,16 @@ def check_signature(document: dict[str, Any], *, trusted_keys: frozenset[str] | 
     return signer
 
 
-#: Checkers that step 7 can use: the kernel with its float64 path first and Arb balls for what
-#: that cannot decide (``auto``, the default), the Arb balls only, the float64 path only
-#: (undecided -> INCONCLUSIVE), or the exact-rational second kernel.
-KERNELS = ("auto", "arb", "float64", "exact")
+#: Checkers that step 7 can use: the kernel with its row-block float64 path first, then its
+#: float64 path, then Arb balls for what neither decides (``auto``, the default), the Arb balls
+#: only, the float64 path only, the row-block path only (undecided -> INCONCLUSIVE), or the
+#: exact-rational second kernel.
+KERNELS = ("auto", "arb", "float64", "rowblock", "exact")
 
 
 def _kernel_functions(kernel: str) -> Checks:
     """(verify_lower, verify_trivial_lower, verify_trivial_upper, verify_upper) of one kernel."""
-    if kernel in ("auto", "arb", "float64"):
+    if kernel in ("auto", "arb", "float64", "rowblock"):
         lower = functools.partial(verify_lower, engine=kernel)
         upper = functools.partial(verify_upper, engine=kernel)
         trivial_lower = functools.partial(verify_trivial_lower, engine=kernel)
@@ -236,19 +237,21 @@ class _MemoryGuard:
     """Runs each claim of one certificate as ``kernel="auto"`` / ``"arb"`` would, with the Arb
     path's precision capped by what fits in memory (see :func:`check_claims`).
 
-    ``auto`` is the float64 path first and, for a claim it leaves INCONCLUSIVE, the Arb balls:
-    exactly the kernel's own ``engine="auto"``, in two calls (``engine="float64"``, then
-    ``engine="arb"``) so that the Arb call can be sized -- and refused -- in between.  The
-    verdicts are the kernel's, unchanged.
+    ``auto`` is the row-block float64 path, then the float64 path, then the Arb balls.  When
+    some Arb precision fits, that is one kernel call, ``engine="auto"`` at the capped precision
+    (its verdict's reason names a float64 path that ran out of memory).  When none fits, the two
+    float64 paths run alone (``engine="rowblock"``, then ``engine="float64"``) and a claim both
+    leave INCONCLUSIVE is refused before Arb allocates anything.  The verdicts are the kernel's,
+    unchanged.
     """
 
     def __init__(self, certificate: Certificate, max_prec: int, kernel: str, memory_limit: int | None) -> None:
         from .kernel import precision_schedule
-        from .util.memory import arb_check_bytes, process_limit
+        from .util.memory import arb_check_bytes, float64_check_bytes, process_limit
 
         op = certificate.operator
         self.max_prec = max_prec
-        self.engine_first = kernel == "auto"
+        self.kernel = kernel
         self.schedule = precision_schedule(max_prec)
         self.limit = process_limit(None) if memory_limit is None else int(memory_limit)
         m, n = op.shape
@@ -261,6 +264,8 @@ class _MemoryGuard:
                      for i in range(len(self.schedule))]
         fits = [p for p, need in zip(self.schedule, self.need) if need <= self.limit]  # a prefix: need grows
         self.cap = fits[-1] if fits else None
+        # The entrywise float64 path needs ~20 m x N temporaries: never started beyond the limit.
+        self.float64_too_big = float64_check_bytes(m, n) > self.limit
 
     def _refuse(self, what: str, index: int) -> KernelLimitError:
         from .util.memory import format_bytes
@@ -272,16 +277,24 @@ class _MemoryGuard:
             f"process may use (--max-memory; see docs/campaigns.md)")
 
     def __call__(self, check: Check, args: tuple[Any, ...], options: dict[str, Any], claim: str, eps: str) -> Verdict:
-        if self.engine_first:
-            verdict = check(*args, **options, max_prec=self.max_prec, engine="float64")
-            if verdict.status is not Status.INCONCLUSIVE:
-                return verdict
-            what = f"the float64 path cannot decide {claim} at eps {eps}"
-        else:
-            what = f"{claim} at eps {eps} needs the Arb path"
+        from .util.memory import float64_check_bytes, format_bytes
+
         if self.cap is None:
-            raise self._refuse(what, 0)
-        verdict = check(*args, **options, max_prec=self.cap, engine="arb")
+            if self.kernel == "arb":
+                raise self._refuse(f"{claim} at eps {eps} needs the Arb path", 0)
+            reasons = []
+            for engine in ("rowblock", "float64")[: 1 if self.float64_too_big else 2]:
+                verdict = check(*args, **options, max_prec=self.max_prec, engine=engine)
+                if verdict.status is not Status.INCONCLUSIVE:
+                    return verdict
+                reasons.append(verdict.reason)
+            if self.float64_too_big:
+                reasons.append(f"float64 path: not run ({OUT_OF_MEMORY}: it needs about "
+                               f"{format_bytes(float64_check_bytes(*self.shape))})")
+            memory = "; ".join(r for r in reasons if OUT_OF_MEMORY in r)
+            cause = f" ({memory})" if memory else ""
+            raise self._refuse(f"the float64 paths cannot decide {claim} at eps {eps}{cause}", 0)
+        verdict = check(*args, **options, max_prec=self.cap, engine=self.kernel)
         if verdict.status is Status.INCONCLUSIVE and self.cap != self.schedule[-1]:
             index = self.schedule.index(self.cap) + 1
             raise self._refuse(f"{claim} at eps {eps} is INCONCLUSIVE at {self.cap} bits", index)

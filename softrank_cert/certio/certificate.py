@@ -119,10 +119,9 @@ def parse_json_strict(raw: bytes) -> Any:
         raise CertificateFormatError("file is not UTF-8 text") from None
     try:
         document = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_float=_no_float, parse_constant=_no_constant)
-        json.dumps(document, ensure_ascii=False).encode("utf-8")  # lone surrogates (\\ud800) fail here
+        if b"\\u" in raw:  # strict UTF-8 has no surrogates: only a \\u escape can make a lone one
+            _refuse_lone_surrogates(document)
         return document
-    except UnicodeEncodeError:
-        raise CertificateFormatError("a JSON string contains a lone surrogate escape (not Unicode text)") from None
     except json.JSONDecodeError as exc:
         # some messages end in "at" ("Unterminated string starting at"): the position completes them
         joiner = " " if exc.msg.endswith(" at") else " at "
@@ -131,6 +130,24 @@ def parse_json_strict(raw: bytes) -> Any:
         raise CertificateFormatError("JSON nesting is too deep") from None
     except ValueError as exc:  # e.g. integers with too many digits
         raise CertificateFormatError(f"not valid JSON: {exc}") from None
+
+
+def _refuse_lone_surrogates(document: Any) -> None:
+    """Raise :class:`CertificateFormatError` if a string or key of ``document`` is not Unicode text
+    (a lone surrogate escape such as ``\\ud800``); every string is encoded once, nothing else."""
+    stack = [document]
+    try:
+        while stack:
+            value = stack.pop()
+            if isinstance(value, str):
+                value.encode("utf-8")
+            elif isinstance(value, dict):
+                stack.extend(value)
+                stack.extend(value.values())
+            elif isinstance(value, list):
+                stack.extend(value)
+    except UnicodeEncodeError:
+        raise CertificateFormatError("a JSON string contains a lone surrogate escape (not Unicode text)") from None
 
 
 def count_json_values(document: Any, limit: int) -> int:

@@ -24,7 +24,7 @@ from .common import common_name_prefix, make_parser, parse_command_line, run_mai
 #: ``verification.KERNELS`` and ``kernel.DEFAULT_MAX_PREC``, written out so that ``--help`` and
 #: ``--version`` import neither the kernel nor numpy (``tests/cli/test_verify_report.py`` checks
 #: that they agree).
-KERNEL_CHOICES = ("auto", "arb", "float64", "exact")
+KERNEL_CHOICES = ("auto", "arb", "float64", "rowblock", "exact")
 DEFAULT_MAX_PREC = 512
 
 MARGIN_HELP = """\
@@ -169,12 +169,27 @@ def build_parser():
                         help="memory the Arb path may use for a claim the float64 path cannot decide, e.g. 3G or 800M "
                              "(K/M/G = 1024^1/2/3 bytes; default 75%% of this machine's memory, and never more than "
                              "an address-space limit leaves); a larger check is not checked (exit 5)")
+    parser.add_argument("--blas-threads", type=int, default=1, metavar="N",
+                        help="BLAS threads for the float64 products (default 1: on a shared machine more threads "
+                             "cost CPU time for little wall time; verdicts never depend on it)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_command_line(build_parser(), argv)
-    run_main("softrank-verify", lambda: _run(args), json_errors=args.json)
+    run_main("softrank-verify", lambda: _run_with_blas_threads(args), json_errors=args.json)
+
+
+def _run_with_blas_threads(args: Any) -> int:
+    """:func:`_run` with at most ``--blas-threads`` BLAS threads (the kernel's bounds hold for any
+    summation order, so the count changes the time only)."""
+    if not isinstance(args.blas_threads, int) or args.blas_threads < 1:
+        raise InvalidInputError(f"--blas-threads must be a positive integer, got {args.blas_threads!r}")
+    import numpy  # noqa: F401  (BLAS must be loaded for threadpoolctl to limit it)
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+    with threadpool_limits(limits=args.blas_threads, user_api="blas"):
+        return _run(args)
 
 
 def _claim_count(raw: bytes) -> int:
@@ -364,7 +379,7 @@ def render_report(entries: list[dict[str, Any]], margins: dict[int, list[str]]) 
     claim_rows = []
     for index, entry in enumerate(entries):
         for claim, margin in zip(entry.get("claims", []), margins.get(index, [])):
-            engine = claim["checked_by"] if claim["checked_by"] in ("trivial", "float64") else \
+            engine = claim["checked_by"] if claim["checked_by"] in ("trivial", "rowblock", "float64") else \
                 f"{claim['checked_by']} {claim['precision_bits']}" if claim["precision_bits"] else claim["checked_by"]
             row = [claim["eps"], f"{'<=' if claim['side'] == 'upper' else '>='} {claim['rank']}",
                    plain_text(claim["method"]), claim["verdict"], margin, engine]

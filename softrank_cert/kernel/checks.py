@@ -5,8 +5,8 @@ proof; a claim neither proved nor refuted is retried at doubled precision by
 :func:`.verdict.decide` and is INCONCLUSIVE at the maximum.  Proofs: ``proofs/upper-witness.md``
 (Theorem U, Lemma U3), ``proofs/lower-certificate.md`` (Theorem L, Lemma L1),
 ``proofs/trivial-ends.md`` (T1-T4), ``proofs/precision-retry.md`` (Theorem P).  Engines:
-``"auto"`` the float64 path (``float64/``, ``proofs/float64-bounds.md``) first and the Arb balls
-for what it cannot decide; ``"arb"`` the balls only; ``"float64"`` the float64 path only.
+``"auto"`` the row-block path (``proofs/rowblock-bounds.md``), the float64 path (``float64/``,
+``proofs/float64-bounds.md``), then the Arb balls; ``"arb"``, ``"float64"``, ``"rowblock"`` one only.
 """
 
 from __future__ import annotations
@@ -21,14 +21,15 @@ from flint import arb
 from ..errors import InvalidInputError
 from .enclosure import enclosure, row_norm_max
 from .exact_inputs import ball_interval, float64_matrix_to_arb, fraction_to_arb, parse_tolerance
-from .float64.attempts import float64_stage, lower_attempt, norm_attempt, upper_attempt
+from .float64.attempts import float64_stages, lower_attempt, norm_attempt, upper_attempt
 from .float64.fpenv import require_ieee_environment
+from .float64.rowblock import rowblock_lower, rowblock_upper
 from .operator import Operator, checked_float64
 from .verdict import DEFAULT_MAX_PREC, Outcome, Stage, Verdict, decide, precision_schedule, working_precision
 
 #: An Arb attempt at one precision: (decision, margin ball, value ball, reason), as Outcome.
 Attempt = tuple[bool | None, arb | None, arb | None, str]
-ENGINES = ("auto", "arb", "float64")
+ENGINES = ("auto", "arb", "float64", "rowblock")
 
 
 def _entry(eps: str, max_prec: int, engine: str) -> Fraction:
@@ -52,12 +53,11 @@ def _arb_outcome(attempt: Callable[[int], Attempt], prec: int) -> Outcome:
 
 
 def _stages(engine: str, max_prec: int, float64_attempt: Callable[[], Outcome],
-            attempt: Callable[[int], Attempt]) -> Iterator[Stage]:
-    """The float64 path first (engines auto/float64; float64-bounds.md F6-F7), then the Arb balls at
-    every precision of the schedule (auto/arb; precision-retry.md P1-P2): each stage sound on its own."""
-    if engine != "arb":
-        yield float64_stage(float64_attempt)
-    if engine != "float64":
+            attempt: Callable[[int], Attempt], rowblock_attempt: Callable[[], Outcome] | None = None) -> Iterator[Stage]:
+    """The float64 paths (:func:`float64_stages`: rowblock-bounds.md R4, R7; float64-bounds.md F6-F7), then the
+    Arb balls at every precision of the schedule (auto/arb; precision-retry.md P1-P2): each sound on its own."""
+    yield from float64_stages(engine, float64_attempt, rowblock_attempt)
+    if engine in ("auto", "arb"):
         for prec in precision_schedule(max_prec):
             yield "arb", prec, functools.partial(_arb_outcome, attempt, prec)
 
@@ -96,7 +96,8 @@ def verify_upper(op: Operator, eps: str, r: int, U: np.ndarray, W: np.ndarray, *
         decision = True if error <= eps_ball else False if error > eps_ball else None
         return decision, eps_ball - error, error, "max-row-l1 error of U W^T against A"
 
-    return decide("upper", r, eps, method, _stages(engine, max_prec, lambda: upper_attempt(op, eps_q, U, W), attempt))
+    return decide("upper", r, eps, method, _stages(engine, max_prec, lambda: upper_attempt(op, eps_q, U, W), attempt,
+                                                   lambda: rowblock_upper(op, eps_q, U, W)))
 
 
 def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *,
@@ -128,7 +129,8 @@ def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *
         decision = True if product < one else False if product >= one else None  # Theorem L, step 5
         return decision, one - product, one / scale, "eps * ||X|| * ||Y|| * ||(XAY)^-1|| against 1"
 
-    return decide("lower", k, eps, method, _stages(engine, max_prec, lambda: lower_attempt(op, eps_q, X, Y), attempt))
+    return decide("lower", k, eps, method, _stages(engine, max_prec, lambda: lower_attempt(op, eps_q, X, Y), attempt,
+                                                   lambda: rowblock_lower(op, eps_q, X, Y)))
 
 
 def _norm_claim(op: Operator, eps: str, eps_q: Fraction, side: str, rank: int, method: str, max_prec: int,

@@ -27,8 +27,8 @@ KINDS = ("qk", "scores", "probabilities")
 MASKS = ("none", "causal")
 #: Largest accepted length of any array dimension.
 MAX_DIM = 16384
-#: Largest accepted number of entries of any one array (2**24 doubles = 128 MiB).
-MAX_ENTRIES = 1 << 24
+#: Largest accepted number of entries of any one array (2**26 doubles = 512 MiB: 8192 x 8192).
+MAX_ENTRIES = 1 << 26
 _REQUIRED = {"qk": ("Q", "K"), "scores": ("S",), "probabilities": ("A",)}
 
 

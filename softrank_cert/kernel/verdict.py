@@ -33,6 +33,7 @@ Interval = tuple[Fraction, Fraction]
 Outcome = tuple["bool | None", "Interval | None", "Interval | None", str]
 #: One step of a decision: (engine, precision in bits, the attempt at that precision).
 Stage = tuple[str, int, Callable[[], Outcome]]
+OUT_OF_MEMORY = "out of memory"  #: in an undecided attempt's reason: decide() names it in the verdict's (issue 48)
 
 
 def precision_schedule(max_prec: int) -> list[int]:
@@ -83,9 +84,9 @@ class Verdict:
     ``value``: one containing the witness error ``||A - U W^T||`` (upper) or the certificate
     threshold ``1 / (||X|| ||Y|| ||(XAY)^{-1}||)`` (lower).  Either is None when the check did not
     get that far (``XAY`` not provably invertible) or the end is trivial.  ``precision``: bits of
-    the final attempt (0: no arithmetic, 53: the float64 path).  ``engine``: what decided --
-    "arb" (Arb balls), "float64" (``proofs/float64-bounds.md``), "trivial" (an exact comparison,
-    no arithmetic on the operator) or "rational" (the exact-rational kernel, ``--kernel exact``).
+    the final attempt (0: no arithmetic, 53: a float64 path).  ``engine``: what decided -- "arb" (Arb
+    balls), "float64" / "rowblock" (``proofs/float64-bounds.md`` / ``rowblock-bounds.md``), "trivial" (an
+    exact comparison, no arithmetic on the operator) or "rational" (the exact kernel, ``--kernel exact``).
     """
 
     __slots__ = ("status", "side", "rank", "eps", "method", "margin", "value", "precision", "reason", "engine")
@@ -129,13 +130,15 @@ def decide(side: str, rank: int, eps: str, method: str, stages: Iterable[Stage])
     balls at every precision of the schedule); each attempt must be sound on its own, and then
     no stage can decide the opposite of another (``proofs/precision-retry.md``, P1-P2, Theorem P).
     """
-    last = None
+    last, notes = None, list[str]()
     for engine, prec, attempt in stages:
         last = (*attempt(), prec, engine)
         if last[0] is not None:
             break
+        notes += [last[3]] if OUT_OF_MEMORY in last[3] else []
     if last is None:
         raise AssertionError("unreachable: a decision has at least one stage")
     decision, margin, value, reason, prec, engine = last
+    reason = "; ".join(dict.fromkeys([reason, *notes]))  # an earlier stage out of memory is named (issue 48)
     return Verdict(seal=_KERNEL_SEAL, status=_STATUS[decision], side=side, rank=rank, eps=eps, method=method,
                    margin=margin, value=value, precision=prec, reason=reason, engine=engine)

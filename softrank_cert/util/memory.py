@@ -189,6 +189,12 @@ def arb_check_bytes(m: int, n: int, precisions: list[int], *, d: int = 0, width:
     return int(ARB_MARGIN * total + ARB_SLACK)
 
 
+def float64_check_bytes(m: int, n: int) -> int:
+    """Estimated peak bytes of the kernel's entrywise float64 path (``proofs/float64-bounds.md``)
+    on one m x N operator: about twenty m x N double temporaries; the row-block path needs one."""
+    return 24 * 8 * m * n
+
+
 def bracket_task_bytes(m: int, n: int, d: int = 0) -> int:
     """Estimated peak resident memory of a worker running one operator's bracket search (or an
     audit / budgets task on it): the interpreter, the solvers and float64 checks (measured

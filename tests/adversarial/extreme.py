@@ -19,7 +19,10 @@ computed here and in ``tests/oracle.py`` without any kernel:
   one and false for the other;
 * ``general_key_*``: a lower certificate with a selection ``X`` and a general ``Y`` (the
   least-norm solution of ``X A Y = I``) at its threshold's 40-digit decimal, then that decimal's
-  next or previous value, or one entry of ``Y`` moved by one ulp.
+  next or previous value, or one entry of ``Y`` moved by one ulp;
+* ``rowblock_bound_*`` (issue 45): truncated-SVD witnesses and selection certificates at
+  tolerances within a few widths of the row-block float64 path's own enclosure of the error or
+  threshold, on both sides (``_false_side``, ``_true_side``).
 
 Relative classification tolerance: ``2**-100`` of the quantity compared (errors and thresholds
 are accurate to about ``2**-240`` relative at the precisions used).
@@ -303,6 +306,61 @@ def general_key_variants(index: int, seed: int) -> list[Variant]:
             for kind in ("next_decimal", "previous_decimal", "threshold_decimal_up", "y_one_ulp") for j in range(3)]
 
 
+#: Multiples of the row-block path's own rounding width at which rowblock_bound_* claims sit.
+ROWBLOCK_STEPS = ("-2", "-1", "-0.5", "-0.125", "0.125", "0.5", "1", "2")
+
+
+def _rowblock_width(interval: tuple[Fraction, Fraction] | None) -> Fraction | None:
+    return None if interval is None else interval[1] - interval[0]
+
+
+def rowblock_bound_variants(index: int, seed: int) -> list[Variant]:
+    """Claims whose margins sit at the row-block path's rounding bound (issue 45): tolerances at
+    the exact witness error (threshold) plus ``c`` times the width of that path's own enclosure,
+    for ``c`` in :data:`ROWBLOCK_STEPS` (the false side: ``c < 0`` for a witness, ``c > 0`` for a
+    lower certificate).  The width is read from
+    the path (``verify_upper``/``verify_lower`` with ``engine="rowblock"``); the truth only
+    from ``tests/oracle.py``."""
+    from softrank_cert.kernel import verify_lower, verify_upper
+
+    rng = np.random.default_rng([seed, 45, index])
+    m = int(rng.integers(5, 9))
+    n = m + int(rng.integers(0, 4))
+    kind = ("qk", "scores", "qk-causal")[index % 3]
+    if kind == "scores":
+        op = Operator("scores", {"S": rng.normal(size=(m, n)) * 2})
+    else:
+        op = Operator("qk", {"Q": rng.normal(size=(m, 4)), "K": rng.normal(size=(n, 4))},
+                      mask="causal" if kind == "qk-causal" else "none")
+    A = true_A_mp(op.kind, dict(op.arrays), beta=op.beta, mask=op.mask)
+    Af = np.array([[float(v) for v in row] for row in A])
+    u, s, vt = np.linalg.svd(Af)
+    U, W = np.ascontiguousarray(u[:, :2] * s[:2]), np.ascontiguousarray(vt[:2].T)
+    k = 2
+    X, Y = np.eye(m)[[m - 2, m - 1]], np.ascontiguousarray(np.eye(n)[:, [n - 2, n - 1]])
+    error, threshold = true_witness_error(A, U, W), true_lower_threshold(A, X, Y)
+    up_width = _rowblock_width(verify_upper(op, "1", 2, U, W, engine="rowblock").value)
+    low = verify_lower(op, "0.000000001", k, X, Y, engine="rowblock")
+    low_width = _rowblock_width(low.value) if low.value is not None else None
+    oid = f"adv/rowblock-bound-{index}"
+
+    def variant(side: str, step: str) -> tuple[bytes, str]:
+        with mp.workprec(WORK):
+            if side == "upper":
+                target = exact_fraction(error) + Fraction(step) * up_width
+                eps = decimal(target, up=True)
+                doc = _doc(oid, op, eps, upper=UpperEnd(2, "tsvd", U, W))
+            else:
+                target = exact_fraction(threshold[0]) + Fraction(step) * low_width
+                eps = decimal(target, up=True)
+                doc = _doc(oid, op, eps, lower=LowerEnd(k, "selection", X, Y))
+        return dumps(doc), truth_of_document(doc)
+
+    sides = [("upper", up_width)] + ([("lower", low_width)] if threshold is not None and low_width else [])
+    return [(f"rowblock_bound_{side}_{'false' if step.startswith('-') == (side == 'upper') else 'true'}_side",
+             lambda side=side, step=step: variant(side, step)) for side, width in sides if width for step in ROWBLOCK_STEPS]
+
+
 def extreme_variants(count: int, seed: int) -> list[Variant]:
     """``count`` instances of each family (deterministic for ``seed``)."""
     out: list[Variant] = []
@@ -311,4 +369,5 @@ def extreme_variants(count: int, seed: int) -> list[Variant]:
         out += one_hot_variants(index, seed)
         out += beta_gap_variants(index, seed)
         out += general_key_variants(index, seed)
+        out += rowblock_bound_variants(index, seed)
     return out

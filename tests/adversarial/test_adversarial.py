@@ -20,7 +20,7 @@ from tests.adversarial.generators import make_base, variants_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "adversarial_campaign.py"
-CHECKERS = ("auto", "arb", "float64", "exact")
+CHECKERS = ("auto", "arb", "float64", "rowblock", "exact")
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_extreme_families_are_decided_and_no_true_claim_is_rejected(sampled):
     each family present with false and true claims, none accepted when false (above), none
     REJECTED when true."""
     cats = sampled["categories"]
-    for prefix in ("huge_magnitude_", "one_hot_", "beta_gap_", "general_key_"):
+    for prefix in ("huge_magnitude_", "one_hot_", "beta_gap_", "general_key_", "rowblock_bound_"):
         family = [cats[c]["truth"] for c in cats if c.startswith(prefix)]
         assert any(t.get("false") for t in family) and any(t.get("true") for t in family), prefix
     assert sampled["true_rejected"] == 0, sampled["true_rejected_examples"]
@@ -67,10 +67,25 @@ def test_every_category_is_exercised_and_classified(sampled):
         for kernel in ("auto", "arb", "exact"):
             assert cats[name][f"exit_codes_{kernel}"] == {"1": cats[name]["count"]}, kernel
         assert set(cats[name]["exit_codes_float64"]) <= {"1", "3"}
+        assert set(cats[name]["exit_codes_rowblock"]) <= {"3"}  # it proves or declines, never rejects
     # malformed inputs are invalid input (exit 2), whatever the kernel
     for name in ("bitflip_no_rehash", "shape_absurd", "duplicate_json_keys", "eps_string_malformed", "signed_then_tampered"):
         for kernel in CHECKERS:
             assert cats[name][f"exit_codes_{kernel}"] == {"2": cats[name]["count"]}, (name, kernel)
+
+
+def test_claims_at_the_rowblock_rounding_bound(sampled):
+    """Issue 45: tolerances within a few widths of the row-block path's own enclosure.  False ones
+    are never accepted and are REJECTED by the default checker; true ones are never rejected and
+    are VERIFIED by the default checker; the row-block path alone proves (beyond its width) or
+    declines (within it), never rejects."""
+    cats = sampled["categories"]
+    for side in ("upper", "lower"):
+        false, true = cats[f"rowblock_bound_{side}_false_side"], cats[f"rowblock_bound_{side}_true_side"]
+        assert false["truth"] == {"false": false["count"]} and true["truth"] == {"true": true["count"]}, side
+        assert false["exit_codes_auto"] == {"1": false["count"]}, side
+        assert true["exit_codes_auto"] == {"0": true["count"]}, side
+        assert set(false["exit_codes_rowblock"]) == {"3"} and set(true["exit_codes_rowblock"]) == {"0", "3"}, side
 
 
 def test_controls_are_accepted(sampled):

@@ -422,3 +422,74 @@ def test_unknown_generator_member_refused(tmp_path, valid_document):
     path.write_text(json.dumps(doc), "utf-8")
     with pytest.raises(CertificateFormatError):
         verify_certificate_file(path)
+
+
+def _array_object(raw: bytes, shape: list[int], data: str) -> dict:
+    return {"dtype": "float64", "shape": shape, "encoding": "base64-le", "data": data,
+            "sha256": hashlib.sha256(raw).hexdigest()}
+
+
+@pytest.mark.parametrize("values", [[[1.0]], [[1.0, 2.0]], [[0.5, -0.0, 3.25, 7.0]]])
+def test_non_canonical_base64_is_refused(values):
+    """Issue 48: one array, one encoding -- non-zero bits after the last byte are refused, so the
+    text (and a signature or store hash over it) cannot vary while the decoded hash stays."""
+    raw = np.array(values).astype("<f8").tobytes()
+    canonical = base64.b64encode(raw).decode()
+    shape = [1, len(values[0])]
+    assert decode_array(_array_object(raw, shape, canonical), "X").tobytes() == raw
+    padding = len(canonical) - len(canonical.rstrip("="))
+    assert padding, "every test length leaves padding"
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    last = canonical[-padding - 1]
+    for bit in range(4 if padding == 2 else 2):  # each unused bit set alone
+        variant = canonical[:-padding - 1] + alphabet[alphabet.index(last) | (1 << bit)] + "=" * padding
+        assert base64.b64decode(variant) == raw  # the standard library accepts it
+        with pytest.raises(CertificateFormatError, match="canonical"):
+            decode_array(_array_object(raw, shape, variant), "X")
+
+
+@pytest.mark.parametrize("data", ["AAAAAAA=AAAA", "AAAAAAAAAAA ", "AAAAAAAAAA==", "AAAAAAAAAAA\u00e9"])
+def test_malformed_base64_is_refused_by_the_decoder(data):
+    """The schema no longer runs a regex over base64 (issue 45): the decoder refuses every malformed text."""
+    raw = bytes(8)
+    with pytest.raises(CertificateFormatError):
+        decode_array(_array_object(raw, [1, 1], data), "X")
+
+
+def test_decoding_and_hashing_go_chunk_by_chunk(monkeypatch):
+    from softrank_cert.certio import arrays
+
+    monkeypatch.setattr(arrays, "_CHUNK_CHARS", 8)  # many chunks, padding in the last
+    a = np.random.default_rng(3).normal(size=(5, 7))
+    obj = encode_array(a)
+    assert decode_array(obj, "X").tobytes() == a.tobytes()
+    obj["data"] = obj["data"][:-9] + ("B" if obj["data"][-9] == "A" else "A") + obj["data"][-8:]
+    with pytest.raises(HashMismatchError):
+        decode_array(obj, "X")
+
+
+def test_schema_has_no_regex_over_base64():
+    from softrank_cert.certio.certificate import schema
+
+    assert "pattern" not in schema()["$defs"]["array"]["properties"]["data"]
+
+
+def test_lone_surrogates_refused_without_re_encoding_the_document():
+    text = b'{"a": ["x", {"b": "\\ud800"}]}'
+    with pytest.raises(CertificateFormatError, match="surrogate"):
+        parse_json_strict(text)
+    with pytest.raises(CertificateFormatError, match="surrogate"):
+        parse_json_strict(b'{"\\udfff": 1}')  # in a key
+    assert parse_json_strict(b'{"a": "\\u00e9\\ud83d\\ude00"}') == {"a": "\u00e9\U0001F600"}  # a valid pair
+
+
+def test_arrays_of_8192_by_8192_are_within_the_limits():
+    """Issue 45: 4096- and 8192-wide certificates fit; the declared size is still checked first."""
+    from softrank_cert.kernel import check_shape
+
+    check_shape("A", (8192, 8192))
+    with pytest.raises(SizeLimitError):
+        check_shape("A", (8192, 8193))
+    obj = {"dtype": "float64", "shape": [8192, 8192], "encoding": "base64-le", "data": "AAAA", "sha256": "0" * 64}
+    with pytest.raises(CertificateFormatError, match="characters"):  # length checked before allocating
+        decode_array(obj, "X")

@@ -78,12 +78,13 @@ def test_preconditions_hold_here_and_are_checked_before_every_decision(monkeypat
     U, s, Vt = np.linalg.svd(a)
     W = np.ascontiguousarray(Vt.T * s)
     monkeypatch.setattr(fpenv, "ieee_preconditions_hold", lambda: False)
-    for engine in ("auto", "arb", "float64"):  # the entry gate refuses before any engine runs
+    for engine in ("auto", "arb", "float64", "rowblock"):  # the entry gate refuses before any engine runs
         with pytest.raises(FloatingPointEnvironmentError):
             verify_upper(op, "0.5", 4, U, W, engine=engine)
     monkeypatch.undo()
     auto = verify_upper(op, "0.5", 4, U, W)
-    assert auto.status is Status.VERIFIED and auto.engine == "float64"
+    assert auto.status is Status.VERIFIED and auto.engine == "rowblock"
+    assert verify_upper(op, "0.5", 4, U, W, engine="float64").engine == "float64"
 
 
 def test_subnormal_inputs_send_the_claim_to_arb():
@@ -491,9 +492,10 @@ def test_a_global_numpy_raise_setting_does_not_break_the_float64_path():
     a = softmax_float(op)
     U, s, Vt = np.linalg.svd(a)
     W = np.ascontiguousarray(Vt.T * s)
-    with np.errstate(all="raise"):
-        v = verify_upper(op, "0.5", 4, U, W)
-    assert v.status is Status.VERIFIED and v.engine == "float64"
+    for engine in ("float64", "rowblock"):
+        with np.errstate(all="raise"):
+            v = verify_upper(op, "0.5", 4, U, W, engine=engine)
+        assert v.status is Status.VERIFIED and v.engine == engine
 
 
 def test_power_of_two_constants_come_from_bit_patterns():

@@ -208,10 +208,10 @@ def test_shapes_refused_before_allocation():
     """Huge shapes (as zero-memory broadcast views) are refused before any copy is made."""
     cases = [
         ("scores", {"S": np.broadcast_to(np.float64(0), (MAX_DIM + 1, 1))}),
-        ("scores", {"S": np.broadcast_to(np.float64(0), (1 << 13, 1 << 12))}),  # 2**25 entries
+        ("scores", {"S": np.broadcast_to(np.float64(0), (1 << 13, 1 << 14))}),  # 2**27 entries
         ("probabilities", {"A": np.broadcast_to(np.float64(0), (MAX_DIM, MAX_DIM))}),
-        # each of Q and K is small, but m * N = 2**25 > MAX_ENTRIES
-        ("qk", {"Q": np.broadcast_to(np.float64(0), (1 << 13, 1)), "K": np.broadcast_to(np.float64(0), (1 << 12, 1))}),
+        # each of Q and K is small, but m * N = 2**27 > MAX_ENTRIES
+        ("qk", {"Q": np.broadcast_to(np.float64(0), (1 << 13, 1)), "K": np.broadcast_to(np.float64(0), (1 << 14, 1))}),
     ]
     for kind, arrays in cases:
         tracemalloc.start()
@@ -225,7 +225,7 @@ def test_shapes_refused_before_allocation():
 
 
 def test_size_limit_constants():
-    assert MAX_ENTRIES <= 1 << 24
+    assert MAX_ENTRIES == 1 << 26  # 8192 x 8192 (issue 45): the file size and the shapes bound memory
     assert MAX_DIM <= 16384
     assert 64 <= DEFAULT_MAX_PREC <= LIMIT_MAX_PREC
 
@@ -703,8 +703,9 @@ def test_no_module_outside_the_kernel_imports_a_kernel_submodule():
 
 #: A ratchet on the size of the kernel core (``kernel/`` except ``kernel/float64/``): issue 13's
 #: goal is 800 lines, plus the nine net lines of :class:`Verdict`'s field declarations that the type
-#: checker reads; lower this when the core shrinks, never raise it without a review.
-CORE_LINE_CEILING = 809
+#: checker reads; lower this when the core shrinks, never raise it without a review.  Issue 45 (+5):
+#: the row-block stage's wiring in ``checks.py`` and an out-of-memory note in ``decide`` (issue 48).
+CORE_LINE_CEILING = 814
 
 
 def test_kernel_core_stays_small():

@@ -23,7 +23,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, note, settings
+from hypothesis import HealthCheck, assume, event, given, note, settings
 from hypothesis import strategies as st
 from mpmath import mp, mpf
 
@@ -469,3 +469,43 @@ def test_true_claims_at_equality_are_never_refuted(kernel):
                                max_prec=4096).status is not Status.REJECTED
     assert kernel.verify_upper(identical, decimal_string(e_lo * (1 - Fraction(1, 10**20)), direction="down", digits=60),
                                2, U2, W2, max_prec=4096).status is not V
+
+
+# --------------------------------------------------------------------------------------
+# (e) the row-block float64 path alone (proofs/rowblock-bounds.md): it proves or declines
+# --------------------------------------------------------------------------------------
+
+@settings(max_examples=60 * SCALE, **SETTINGS)
+@given(data=st.data())
+def test_rowblock_path_never_verifies_a_false_claim_and_never_rejects(data):
+    """Against the independent truth: a witness below its true error and a certificate above its
+    true threshold are never VERIFIED by ``engine="rowblock"``, nothing is ever REJECTED by it,
+    and every interval it reports contains the truth."""
+    op, arrays = data.draw(operators())
+    r, U, W = data.draw(witnesses(op))
+    e_lo, e_hi = truth_witness_error(op, U, W)
+    assume(e_lo > Fraction(1, 10**300) and e_hi - e_lo <= e_lo * Fraction(1, 10**40))
+    for gap in GAPS + (Fraction(1, 10),):
+        below = decimal_string(e_lo * (1 - gap), direction="down", digits=45)
+        above = decimal_string(e_hi * (1 + gap), direction="up", digits=45)
+        for eps, true in ((below, False), (above, True)):
+            v = arb_kernel.verify_upper(op, eps, r, U, W, engine="rowblock")
+            event(f"upper {'true' if true else 'false'} {v.status.value}")
+            assert v.status is not Status.REJECTED and (true or v.status is not V), (eps, float(e_lo), v)
+            if v.value is not None:
+                assert v.value[0] <= e_hi and e_lo <= v.value[1]
+    k, X, Y = data.draw(certificates(op))
+    res = truth_lower_threshold(op, X, Y)
+    if res is None:
+        return
+    t_lo, t_hi, cond = res
+    assume(t_lo > Fraction(1, 10**300) and t_hi - t_lo <= t_lo * Fraction(1, 10**40))
+    for gap in GAPS + (Fraction(1, 10),):
+        above = decimal_string(t_hi * (1 + gap), direction="up", digits=45)
+        below = decimal_string(t_lo * (1 - gap), direction="down", digits=45)
+        for eps, true in ((above, False), (below, True)):
+            v = arb_kernel.verify_lower(op, eps, k, X, Y, engine="rowblock")
+            event(f"lower {'true' if true else 'false'} {v.status.value}")
+            assert v.status is not Status.REJECTED and (true or v.status is not V), (eps, float(t_hi), v)
+            if v.value is not None:
+                assert v.value[0] <= t_hi and t_lo <= v.value[1]

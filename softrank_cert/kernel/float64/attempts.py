@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import weakref
 from fractions import Fraction
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,7 @@ from ...errors import InternalInvariantError
 from ..enclosure import row_norm_max
 from ..exact_inputs import ball_interval, fraction_to_arb
 from ..operator import Operator
-from ..verdict import working_precision
+from ..verdict import OUT_OF_MEMORY, working_precision
 from .bounds import (EXP_MAX, EXP_MIN, EXP_TINY_UP, down, down_nonneg, exp_bounds, fraction_down, fraction_up,
                      product_bound, product_enclosure, row_sums_lower, row_sums_upper, up, up_nonneg)
 from .fpenv import has_subnormals
@@ -43,19 +43,31 @@ FLOAT64_BITS = 53
 _BOUNDS: weakref.WeakKeyDictionary[Operator, tuple[np.ndarray, np.ndarray] | None] = weakref.WeakKeyDictionary()
 
 
-def _outcome(attempt: Callable[[], FastAttempt]) -> FastAttempt:
+def _outcome(engine: str, attempt: Callable[[], FastAttempt]) -> FastAttempt:
     try:
         with np.errstate(all="ignore"):  # a global np.seterr(all="raise") must not interrupt the bounds
             return attempt()
-    except MemoryError:  # the float64 path needs ~20 m x N temporaries: let Arb decide
-        return None, None, None, "float64 path out of memory"
+    except MemoryError:  # the float64 path needs ~20 m x N temporaries: the next stage decides
+        return None, None, None, f"{engine} path: {OUT_OF_MEMORY}"
 
 
-def float64_stage(attempt: Callable[[], FastAttempt]) -> tuple[str, int, Callable[[], FastAttempt]]:
-    """The float64 path as one stage of :func:`softrank_cert.kernel.verdict.decide` (engine
-    ``"float64"``, precision 53): ``attempt`` is one of the attempts below; out of memory is
-    undecided (the Arb balls decide), never a verdict."""
-    return "float64", FLOAT64_BITS, functools.partial(_outcome, attempt)
+def float64_stage(attempt: Callable[[], FastAttempt], engine: str = "float64") -> tuple[str, int, Callable[[], FastAttempt]]:
+    """A float64 path as one stage of :func:`softrank_cert.kernel.verdict.decide` (``engine``
+    "float64" or "rowblock", precision 53): ``attempt`` is one of the attempts below or of
+    :mod:`.rowblock`; out of memory is undecided (the next stage decides), never a verdict, and
+    its reason says so (``decide`` carries it into the final verdict's reason)."""
+    return engine, FLOAT64_BITS, functools.partial(_outcome, engine, attempt)
+
+
+def float64_stages(engine: str, float64_attempt: Callable[[], FastAttempt],
+                   rowblock_attempt: Callable[[], FastAttempt] | None) -> Iterator[tuple[str, int, Callable[[], FastAttempt]]]:
+    """The float64 stages of a check: the row-block path (engines auto/rowblock; upper and lower
+    ends, ``proofs/rowblock-bounds.md``), then the float64 path (auto/float64).  Norm claims have no
+    row-block attempt: for them engine "rowblock" is the float64 path."""
+    if rowblock_attempt is not None and engine in ("auto", "rowblock"):
+        yield float64_stage(rowblock_attempt, "rowblock")
+    if engine in ("auto", "float64") or (engine == "rowblock" and rowblock_attempt is None):
+        yield float64_stage(float64_attempt)
 
 
 def _beta_bounds(op: Operator) -> tuple[float, float]:

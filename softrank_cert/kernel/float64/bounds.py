@@ -155,14 +155,24 @@ def product_bound(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 def row_sums_upper(x: np.ndarray) -> np.ndarray:
     """Upper bounds of the exact row sums of a nonnegative matrix (Lemma F2)."""
-    _, inv_one_minus_g, _, n_eta = _sum_constants(x.shape[1])
-    return up_nonneg(up_nonneg(x.sum(axis=1) + n_eta) * inv_one_minus_g)
+    return sum_upper(x.sum(axis=1), x.shape[1])
 
 
 def row_sums_lower(x: np.ndarray) -> np.ndarray:
     """Lower bounds (>= 0) of the exact row sums of a nonnegative matrix (Lemma F2)."""
-    _, _, one_plus_g, n_eta = _sum_constants(x.shape[1])
-    s = down(x.sum(axis=1) - n_eta)
+    return sum_lower(x.sum(axis=1), x.shape[1])
+
+
+def sum_upper(sums: np.ndarray, n: int) -> np.ndarray:
+    """Upper bounds of exact sums of ``n`` nonnegative doubles from their numpy sums (Lemma F2)."""
+    _, inv_one_minus_g, _, n_eta = _sum_constants(n)
+    return up_nonneg(up_nonneg(sums + n_eta) * inv_one_minus_g)
+
+
+def sum_lower(sums: np.ndarray, n: int) -> np.ndarray:
+    """Lower bounds (>= 0) of exact sums of ``n`` nonnegative doubles from their numpy sums (Lemma F2)."""
+    _, _, one_plus_g, n_eta = _sum_constants(n)
+    s = down(sums - n_eta)
     return np.where(s > 0, down(s / one_plus_g), 0.0)
 
 
@@ -198,6 +208,13 @@ def exp_bounds(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (Lemma F3)."""
     if y.size and not (EXP_MIN <= y.min() and y.max() <= EXP_MAX):
         raise InternalInvariantError("exp_bounds argument outside [-700, 1]")
+    value = exp_mid(y)
+    return down(value * (1.0 - EXP_REL)), up(value * (1.0 + EXP_REL))
+
+
+def exp_mid(y: np.ndarray) -> np.ndarray:
+    """``v = exp(y) (1 + theta)`` with ``|theta| < 2**-47`` entrywise, for doubles ``y`` in
+    [EXP_MIN, EXP_MAX] (Lemma F3, steps 1-6; the caller checks the range); ``exp_mid(0) = 1``."""
     e_table, f_table, taylor = _exp_tables()
     n = np.rint(y * 64.0)  # exact integer-valued, |y*64 - n| <= 1/2
     t = y - n / 64.0  # exact (Sterbenz), |t| <= 1/128
@@ -205,6 +222,8 @@ def exp_bounds(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     b = (n - 64.0 * a).astype(np.intp)  # 0..63, exact
     poly = np.full_like(t, taylor[_TAYLOR_DEGREE])
     for coefficient in reversed(taylor[:_TAYLOR_DEGREE]):  # Horner
-        poly = poly * t + coefficient
-    value = (e_table[a.astype(np.intp) + 700] * f_table[b]) * poly
-    return down(value * (1.0 - EXP_REL)), up(value * (1.0 + EXP_REL))
+        poly *= t
+        poly += coefficient
+    value: np.ndarray = e_table[a.astype(np.intp) + 700] * f_table[b]
+    value *= poly
+    return value
