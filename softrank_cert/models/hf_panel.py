@@ -106,11 +106,10 @@ class HFCheckpoint:
                      "dtype": "float64", "capture": "transformers"}
         if self.gguf is not None:
             kept = int(getattr(self.config, "num_hidden_layers", 0) or 0)
-            if blocks is not None and kept < self.gguf.layers:
-                self.meta["gguf_blocks_loaded"] = (f"blocks 0-{kept - 1} of {self.gguf.layers} (exact: layer l "
-                                                   "reads only the blocks before it)")
-            self.model.softrank_provenance = {**self.gguf.provenance(),
-                                              **{k: v for k, v in self.meta.items() if k == "gguf_blocks_loaded"}}
+            cut = ({"gguf_blocks_loaded": f"blocks 0-{kept - 1} of {self.gguf.layers} (exact: layer l reads only "
+                                          "the blocks before it)"} if kept < self.gguf.layers else {})
+            self.meta.update(cut)
+            self.model.softrank_provenance = {**self.gguf.provenance(), **cut}  # read by softrank_cert.capture
 
     @property
     def is_vision(self) -> bool:
