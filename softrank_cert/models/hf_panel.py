@@ -2,7 +2,8 @@
 and ``[gguf]`` extras).
 
 A GGUF file (:func:`open_gguf`: a path or a shortcut such as ``smollm2``) is read with
-transformers' GGUF loader, every quantized tensor dequantized to float64 (:mod:`.gguf_file`);
+transformers' GGUF tensor map, only the blocks the layers need, every quantized tensor
+dequantized to float64 (:mod:`.gguf_file`, :mod:`.gguf_blocks`);
 its widths and memory are checked before it is loaded (:func:`gguf_precheck`), and its
 operators' provenance adds ``model_file``, ``gguf_file``, ``gguf_sha256``, ``gguf_file_type``,
 ``gguf_tensor_types``, ``gguf_architecture`` and ``weights`` in place of ``model_folder`` and
@@ -67,7 +68,7 @@ PREPROCESSOR = "preprocessor_config.json"
 class HFCheckpoint:
     """A checkpoint loaded with transformers (float64, CPU, eval mode) and its metadata: a
     checkpoint folder, ``"minilm"``, ``"dinov2-small"`` (:mod:`.dinov2_onnx`), or a GGUF file (:class:`~.gguf_file.GGUFFile`, loaded with
-    transformers' GGUF loader, every tensor dequantized to float64)."""
+    transformers' GGUF tensor map, every tensor dequantized to float64: :mod:`.gguf_blocks`)."""
 
     def __init__(self, model: str | Path | GGUFFile, blocks: int | None = None) -> None:
         """``blocks``: load only a GGUF model's first blocks (:mod:`.gguf_blocks`; None: all)."""
