@@ -38,7 +38,7 @@ INSTALL_HINT = "pip install torch==2.13.0 && pip install -e '.[gguf]' (in the so
 #: float32 array a tensor is dequantized to on the way (:mod:`.gguf_blocks`).
 LOAD_BYTES_PER_PARAMETER = 12
 #: Bytes per parameter of a loaded block: its weight matrices stay float32, widened when read
-#: (measured in docs/hf-models.md: 4.0 GB for Qwen2.5-1.5B's first block, ... for all 28).
+#: (measured in docs/hf-models.md: 4.0 GB for Qwen2.5-1.5B's first block, 9.0 GB for all 28).
 BLOCK_BYTES_PER_PARAMETER = 5
 #: Resident memory of the interpreter with torch and transformers imported.
 BASE_BYTES = 512 << 20
