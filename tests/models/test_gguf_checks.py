@@ -141,10 +141,10 @@ def test_well_formed_file_loads_its_own_weights(arch, tmp_path) -> None:
 
 def test_loading_info_is_a_second_check_after_loading(tmp_path, capfd) -> None:
     """A file that passed the check and then changed (here: another file under the checked
-    metadata) is refused from transformers' loading info: missing weights are never random."""
+    metadata) is refused from the loader's loading info: missing weights are never random."""
     good = read_gguf(str(forge(tmp_path / "good.gguf")))
     swapped = forge(tmp_path / "swapped.gguf", drop=("blk.1.attn_k.weight",))
-    with pytest.raises(InvalidInputError, match=r"transformers reports 1 weight missing \(left with random weights\) "
+    with pytest.raises(InvalidInputError, match=r"the loaded model has 1 weight missing \(no tensor of the file fills it\) "
                                                 r"after loading, e\.g\. layers\.1\.self_attn\.k_proj\.weight"):
         HFCheckpoint(dataclasses.replace(good, path=swapped))
     assert "LOAD REPORT" not in capfd.readouterr().err
