@@ -59,8 +59,10 @@ campaign goes on. --max-memory (default 75% of this machine) refuses a task whos
 peak does not fit and starts tasks only while they fit together.
 
 exit codes: 0 every certificate written (or kept); 2 invalid input (also an operator named
-softrank-campaign, the manifest's name, or a --resume with other --eps), or an output that cannot
-be written (full disk: one line, the manifest and every finished certificate stay intact);
+softrank-campaign, the manifest's name, or a --resume with other --eps), an output that is an
+input or a key file, or exists without --force (a campaign without --resume or --force), or an
+output that cannot be written (full disk: one line, the manifest and every finished certificate
+stay intact);
 4 a checker bug; 6 the campaign finished but some operators failed or were refused, including
 a worker's certificate that did not verify here (see the manifest); 130 interrupted by Ctrl-C or
 SIGTERM (the message names the --resume command). One operator (--out a file) run on a Dask
