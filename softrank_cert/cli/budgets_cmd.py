@@ -107,16 +107,16 @@ def run_budgets(args: Any) -> int:
     if args.key:
         load_private_key(args.key)  # fail before any work
     inputs = {**{f"panel {path}": Path(path) for path in args.panels}, **key_inputs(args.key)}
-    args.replace = bool(args.force or args.resume)  # --resume continues the campaign: its outputs are replaced
-    out = check_output_file(args.out, "--out", force=args.replace, inputs=inputs) if args.out else None
-    table = check_output_file(args.table, "--table", force=args.replace, inputs=inputs) if args.table else None
-    plot = check_output_file(args.plot, "--plot", suffixes=PLOT_FORMATS, force=args.replace,
+    replace = bool(args.force or args.resume)  # --resume continues the campaign: its outputs are replaced
+    out = check_output_file(args.out, "--out", force=replace, inputs=inputs) if args.out else None
+    table = check_output_file(args.table, "--table", force=replace, inputs=inputs) if args.table else None
+    plot = check_output_file(args.plot, "--plot", suffixes=PLOT_FORMATS, force=replace,
                              inputs=inputs) if args.plot else None
     jobs = resolve_jobs(args.jobs)
     for path in args.panels:
         if not Path(path).is_file():
             raise InvalidInputError(f"{path}: no such file")
-    certificates = _check_certificates_folder(args, inputs) if args.certificates else None
+    certificates = _check_certificates_folder(args, inputs, replace) if args.certificates else None
     check_distinct_outputs({"--out": out, "--table": table, "--plot": plot}, inputs)
     if args.resume and out is None:
         raise InvalidInputError("--resume needs --out RESULTS.json (the campaign manifest lives beside it)")
@@ -160,8 +160,9 @@ def run_budgets(args: Any) -> int:
     return EXIT_SOME_FAILED if report["failed"] else 0
 
 
-def _check_certificates_folder(args: Any, inputs: dict[str, Path]) -> Path:
-    """``--certificates DIR`` and the file of every selected operator in it, checked before any work."""
+def _check_certificates_folder(args: Any, inputs: dict[str, Path], replace: bool) -> Path:
+    """``--certificates DIR`` and the file of every selected operator in it, checked before any work
+    (an existing one is replaced only when ``replace``: ``--force`` or ``--resume``)."""
     from ..util.operator_files import operator_names
 
     probed: set[Path] = set()
@@ -169,7 +170,7 @@ def _check_certificates_folder(args: Any, inputs: dict[str, Path]) -> Path:
     wanted = None if args.operator is None else set(args.operator)
     names = [name for path in args.panels for name in operator_names(path) if wanted is None or name in wanted]
     for target in certificate_paths(folder, names, reserve_manifest=False):
-        check_output_file(target, "--certificates", probed=probed, force=args.replace, inputs=inputs)
+        check_output_file(target, "--certificates", probed=probed, force=replace, inputs=inputs)
     return folder
 
 

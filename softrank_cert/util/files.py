@@ -154,7 +154,7 @@ def file_kind(path: str | os.PathLike[str]) -> str | None:
         return None
     if not isinstance(document, dict):
         return None
-    if "privateKeyMultibase" in document or "publicKeyMultibase" in document:
+    if any(field in document for field, _ in _KEY_FIELDS):
         return "a key file"
     fmt = document.get("format")
     if fmt == "softrank-certificate":
@@ -202,21 +202,23 @@ def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
         return False
 
 
-#: The fields that make a JSON file a key file: ``softrank keygen``'s private key and its ``.pub``.
-_KEY_FIELDS = ((b'"privateKeyMultibase"', "a private key file"), (b'"publicKeyMultibase"', "a public key file"))
+#: The top-level fields that make a JSON file a key file: ``softrank keygen``'s private key and its ``.pub``.
+_KEY_FIELDS = (("privateKeyMultibase", "a private key file"), ("publicKeyMultibase", "a public key file"))
 #: A key file is a few hundred bytes: a larger file is not looked into.
 _KEY_FILE_PROBE_BYTES = 1 << 16
 
 
 def key_file_kind(path: str | os.PathLike[str]) -> str | None:
     """``"a private key file"`` or ``"a public key file"`` when ``path`` is an existing regular
-    file of at most 64 KiB holding the field of one (``privateKeyMultibase``,
-    ``publicKeyMultibase``), else None.  Cost: at most 64 KiB read; nothing else is opened."""
+    file of at most 64 KiB holding a JSON object with the top-level field of one
+    (``privateKeyMultibase``, ``publicKeyMultibase``), else None.  Cost: at most 64 KiB read."""
     try:
-        raw = read_regular_file(path, _KEY_FILE_PROBE_BYTES, "output file")
-    except InvalidInputError:
+        document = loads_unique(read_regular_file(path, _KEY_FILE_PROBE_BYTES, "output file"))
+    except (InvalidInputError, ValueError, UnicodeDecodeError, RecursionError):
         return None
-    return next((kind for field, kind in _KEY_FIELDS if field in raw), None)
+    if not isinstance(document, dict):
+        return None
+    return next((kind for field, kind in _KEY_FIELDS if field in document), None)
 
 
 def check_not_input(path: str | os.PathLike[str], option: str,
