@@ -9,6 +9,7 @@ heavy at all.  How to read the report: ``docs/verify.md``.
 
 from __future__ import annotations
 
+import os
 import sys
 from contextlib import nullcontext
 from fractions import Fraction
@@ -55,10 +56,11 @@ nobody vouched for the key, or "unsigned"), a table of the claims (with a file
 column when there are several files), and a summary line: N files, M claims:
 verified / rejected / inconclusive / not checked, and the exit code.
 A JSON file whose "format" says it is another of the project's documents (a
-softrank-*-report, a softrank-campaign manifest), and a foreign JSON file (not
-an object, or an object with no "operator" nor "brackets" whose "format" does
-not start with "softrank": a package.json, a key file), is listed as skipped: it
-claims nothing.  Any other file is checked as a certificate, whatever its name.
+softrank-*-report, a softrank-campaign manifest), and a foreign JSON file found
+in a folder (not an object, or an object with no "operator" nor "brackets" whose
+"format" does not start with "softrank": a package.json, a key file), is listed
+as skipped: it claims nothing.  Any other file is checked as a certificate,
+whatever its name.
 Details: docs/verify.md.
 
 {MARGIN_HELP}
@@ -214,7 +216,7 @@ def _run(args: Any) -> int:
     from ..certio.certificate import read_certificate_bytes
     from ..certio.signing import load_trusted_keys
     from ..kernel import precision_schedule
-    from ..plumbing.certificate_files import declared_format, expand_json_paths, not_a_certificate
+    from ..plumbing.certificate_files import declared_format, expand_json_paths, is_certificate_format, not_a_certificate
     from ..util.memory import parse_size, process_limit
     from ..verification import verify_certificate_bytes
 
@@ -223,6 +225,7 @@ def _run(args: Any) -> int:
     memory_limit = process_limit(max_memory) if max_memory is not None and args.kernel in ("auto", "arb") else None
     trusted = load_trusted_keys(args.trusted_keys) if args.trusted_keys else None
     paths = expand_json_paths(args.certificates)
+    found = set(expand_json_paths([item for item in args.certificates if os.path.isdir(item)]))  # not named
     if not paths:
         raise InvalidInputError("no certificate files found (give CERT.json files, or folders holding *.json)")
     entries: list[dict[str, Any]] = []  # one per file, in order: the JSON report's "files"
@@ -238,17 +241,18 @@ def _run(args: Any) -> int:
             except FloatingPointEnvironmentError:
                 raise  # the process, not the file: one line, exit 4
             except SoftrankError as exc:
-                # A file that makes no claim to be a certificate (a report, a manifest, a foreign JSON
-                # file) is never a valid one (the schema's format is a constant and it has no claims):
-                # asking only after a failure skips exactly what a pre-check would, without parsing
-                # every certificate twice.
+                # A file that makes no claim to be a certificate (a report, a manifest; found in a
+                # folder, also a foreign JSON file) is never a valid one (the schema's format is a
+                # constant and it has no claims): asking only after a failure skips exactly what a
+                # pre-check would, without parsing every certificate twice.  A foreign file named on
+                # the command line was given as a certificate: what is wrong with it is the answer.
                 what = None if isinstance(exc, KernelLimitError) else not_a_certificate(raw)
-                if what is not None:
+                if what is not None and (path in found or not is_certificate_format(declared_format(raw))):
                     entries.append({"path": str(path), "status": "skipped", "format": declared_format(raw),
                                     "reason": what + SKIPPED})
                     continue
-                message = wrong_kind_message(path, raw) if isinstance(exc, InvalidInputError) else None
-                message = message or str(exc)
+                message = (f"is {what}, not a softrank certificate" if what is not None else
+                           wrong_kind_message(path, raw) if isinstance(exc, InvalidInputError) else None) or str(exc)
                 if not args.json:
                     print(f"softrank-verify: {path}: {message}", file=sys.stderr)
                 not_checked = isinstance(exc, KernelLimitError)

@@ -225,9 +225,10 @@ def test_help_defines_the_margin_once():
 
 def test_a_foreign_json_file_in_a_folder_is_skipped_not_invalid(tmp_path):
     """Issue 48: a ``package.json`` (or a key's .pub, a list) beside certificates failed the whole
-    run (exit 2, a message about integers); such files are skipped, naming what they are, while a
-    file that claims to be a certificate (an ``operator`` or ``brackets`` field, a ``softrank``
-    format) and is broken stays invalid."""
+    run (exit 2, a message about integers); such files found in a folder are skipped, naming what
+    they are, while a file that claims to be a certificate (an ``operator`` or ``brackets`` field,
+    a ``softrank`` format) and is broken, or a foreign file named on the command line, stays
+    invalid."""
     op = peaked_operator()
     write_certificate(tmp_path / "cert.json", build_document(op, valid_brackets(op)))
     (tmp_path / "package.json").write_text(json.dumps({"name": "x", "version": 3, "size": 40.0}))
@@ -246,6 +247,10 @@ def test_a_foreign_json_file_in_a_folder_is_skipped_not_invalid(tmp_path):
     assert {f["path"].rsplit("/", 1)[-1]: (f["status"], f.get("format")) for f in report["files"]} == {
         "cert.json": ("checked", None), "package.json": ("skipped", None), "tool.json": ("skipped", "vega-lite"),
         "list.json": ("skipped", None), "issuer.pub.json": ("skipped", None)}
+    res = run_verify(tmp_path / "package.json")  # named: given as a certificate, so checked as one
+    assert_one_line_error(res, code=2)
+    assert 'package.json: is a JSON object without "format": "softrank-certificate", not a softrank certificate' \
+        in res.stderr
     for broken in ({"operator": {"id": "x"}, "version": 1}, {"brackets": [], "format": 7},
                    {"format": "softrank-cert", "name": "x"}):
         (tmp_path / "broken.json").write_text(json.dumps(broken))
