@@ -34,7 +34,8 @@ def run_audit(table: Path, out: Path, budget: float | None, plot: Path | None = 
     """``softrank audit`` in-process; (wall seconds, report)."""
     from softrank_cert.cli.main import build_parser
 
-    argv = ["audit", str(table), "--operators", str(PUBLISHED / "minilm-apache2-w32.npz"), "--out", str(out), "--json"]
+    argv = ["audit", str(table), "--operators", str(PUBLISHED / "minilm-apache2-w32.npz"), "--out", str(out), "--json",
+            "--force"]  # the committed figure is made again
     if budget is not None:
         argv += ["--budget-seconds", str(budget)]
     if plot is not None:

@@ -511,7 +511,8 @@ def run_profiles(panels: Panels, log: Path) -> bool:
             continue
         panel = panels.unit_panel(units[unit])
         command = [sys.executable, "-m", "softrank_cert.cli.main", "profile", str(panel), "--operator", operator,
-                   "--eps", ",".join(EPS), "--plot", str(png), "--out", str(certificate), "--json"]
+                   "--eps", ",".join(EPS), "--plot", str(png), "--out", str(certificate), "--json",
+                   "--force"]  # what an interrupted stage left is made again
         rc, stdout, wall, cpu = _run(command, log, capture=True)
         if rc != 0:
             print(f"  {operator}: softrank profile exited {rc} (see {log})", flush=True)

@@ -111,7 +111,7 @@ def main() -> None:
         folder.mkdir(parents=True, exist_ok=True)
         with OperatorProgress(f"supports {support} d={dim}", len(xs), label="points") as bar:
             result = run_campaign(support, dim, n, EPS, kappas(xs), work=work, budget_seconds=None, ranks=None,
-                                  out=folder, resume=args.resume, bar=bar)
+                                  out=folder, resume=args.resume, force=True, bar=bar)
         doc = sweep_document(support, dim, EPS, n, result.points)
         manifest = json.loads((folder / "softrank-campaign.json").read_text())
         doc.update({"budget_work": result.budget_work, "budget_seconds": None,

@@ -8,14 +8,21 @@ that :class:`~softrank_cert.kernel.Operator` object and that exact tolerance str
 (:func:`~softrank_cert.certio.issuing.certificate_for`) calls :func:`check_sealed` on every end and
 refuses anything else with :class:`~softrank_cert.errors.InternalInvariantError` (exit 4).
 
-What the seal guarantees, honestly: Python has no access control, so a caller that reaches for
-the private token or registry of this module (or for ``ctypes``) can forge anything.  What it
-rules out is every ordinary road: a direct constructor call, a subclass, a look-alike class of
-the same name and slots, an instance made by ``object.__new__`` with its slots filled in, a copy,
-a pickle, an end of another operator or tolerance, and arrays changed after sealing (numpy refuses
-to write them or make them writable; a replaced array is caught by the digest).  Sealed ends do
-not leave their process: a worker writes the unsigned document from its own sealed ends, or the
-receiving process seals the claims again with the kernel (:func:`verify_bracket`).
+Threat model: the seal stops accidents, not code in this process; what is trusted is a
+re-check by ``softrank-verify``.  Python has no access control: any code running in this
+process can forge a sealed end -- by ``object.__setattr__`` on a sealed end's fields, by
+monkeypatching the kernel function this module calls (``verify_upper``), by reaching for the
+private token or registry of this module, or by ``ctypes`` -- and a review did get false claims
+written that way (``softrank-verify`` then rejected them).  What the seal does rule out is every
+*accidental* road from a solver to the writer: a direct constructor call, a subclass, a
+look-alike class of the same name and slots, an instance made by ``object.__new__`` with its
+slots filled in, a copy, a pickle, an end of another operator or tolerance, and arrays changed
+after sealing (numpy refuses to write them or make them writable; a replaced array is caught by
+the digest).  So a solver bug cannot get an unverified end written, but a certificate is
+believed only after ``softrank-verify`` (a fresh process, the trusted kernel on the file's
+bytes) has checked it.  Sealed ends do not leave their process: a worker writes the unsigned
+document from its own sealed ends, or the receiving process seals the claims again with the
+kernel (:func:`verify_bracket`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ from ..plumbing.parallel import resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
 from ..plumbing.reports import dumps
 from ..util.escaping import safe_text
-from .common import add_quiet_option, PLOT_HELP, add_command, add_parallel_options, check_distinct_outputs, int_list, stdout_console
+from .common import (add_quiet_option, PLOT_HELP, add_command, add_force_option, add_parallel_options, check_distinct_outputs,
+                     int_list, stdout_console)
 
 EPILOG = """\
 examples:
@@ -67,6 +68,7 @@ def add_analyze(sub: Any) -> None:
     p.add_argument("--drop-unverified", action="store_true",
                    help="leave out tolerances whose ends are not both VERIFIED instead of refusing the certificate")
     add_parallel_options(p)
+    add_force_option(p)
     p.add_argument("--resume", action="store_true",
                    help="reuse the per-operator geometry an earlier run with --resume recorded in REPORT-cache/ "
                         "beside --out (for exactly this software version, certificate bytes, operator and options; "
@@ -95,9 +97,14 @@ def run_analyze(args: Any) -> int:
     from .bracket_cmd import resume_hint
 
     probed: set[Path] = set()
-    out = check_output_file(args.out, "--out", suffixes=(".json",), probed=probed)
-    plot = check_output_file(args.plot, "--plot", suffixes=PLOT_SUFFIXES, probed=probed)
-    table = check_output_file(args.table, "--table", suffixes=(".md",), probed=probed) if args.table else None
+    inputs = {**{f"panel {path}": Path(path) for path in args.operators},
+              **{f"certificates {path}": Path(path) for path in args.certificates},
+              "--trusted-keys file": args.trusted_keys}
+    replace = bool(args.force or args.resume)  # --resume continues the campaign: its outputs are replaced
+    out = check_output_file(args.out, "--out", suffixes=(".json",), probed=probed, force=replace, inputs=inputs)
+    plot = check_output_file(args.plot, "--plot", suffixes=PLOT_SUFFIXES, probed=probed, force=replace, inputs=inputs)
+    table = check_output_file(args.table, "--table", suffixes=(".md",), probed=probed, force=replace,
+                              inputs=inputs) if args.table else None
     if args.eps is not None:
         parse_eps_list(args.eps)
     if args.bootstrap < 10:
@@ -106,10 +113,9 @@ def run_analyze(args: Any) -> int:
         raise InvalidInputError("--ranks must be positive integers")
     jobs = resolve_jobs(args.jobs)
     trusted = load_trusted_keys(args.trusted_keys) if args.trusted_keys else None
-    inputs = {f"panel {path}": Path(path) for path in args.operators}
     manifest = out.with_name(out.stem + "-campaign.json") if args.resume else None
     if manifest is not None:
-        check_output_file(manifest, "--out")
+        check_output_file(manifest, "--out", force=True, inputs=inputs)
     check_distinct_outputs({"--out": out, "--plot": plot, "--table": table, "the campaign manifest": manifest}, inputs)
     report = analysis(args.certificates, args.operators, args.eps, ranks=args.ranks, resamples=args.bootstrap,
                       seed=args.seed, trusted_keys=trusted, require_signature=args.require_signature,

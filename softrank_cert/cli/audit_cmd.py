@@ -8,7 +8,7 @@ from typing import Any
 
 from ..certio.signing import sign_certificate
 from ..errors import InvalidInputError
-from ..util.files import OutputFiles, check_output_file
+from ..util.files import OutputFiles, check_folder_unused, check_output_file
 from ..util.numbers import format_down
 from ..util.tolerances import check_budget
 from ..plumbing.parallel import resolve_jobs
@@ -16,8 +16,8 @@ from ..plumbing.plotting import PLOT_SUFFIXES
 from ..util.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
 from ..util.escaping import safe_text
-from .common import (add_quiet_option, PLOT_HELP, add_campaign_options, add_command, add_parallel_options, budget_help, campaign_memory,
-                     check_distinct_outputs, name_table, stdout_console)
+from .common import (add_quiet_option, PLOT_HELP, add_campaign_options, add_command, add_force_option, add_parallel_options,
+                     budget_help, campaign_memory, check_distinct_outputs, key_inputs, name_table, stdout_console)
 
 EPILOG = """\
 examples:
@@ -71,6 +71,7 @@ def add_audit(sub: Any) -> None:
     p.add_argument("--trusted-keys", metavar="FILE", help="supplied certificates must be signed by one of these did:keys")
     add_parallel_options(p)
     add_campaign_options(p)
+    add_force_option(p)
     p.add_argument("--json", action="store_true", help="print the report JSON instead of the table")
     add_quiet_option(p)
     p.set_defaults(run=run_audit)
@@ -92,18 +93,21 @@ def run_audit(args: Any) -> int:
         raise InvalidInputError(f"{table}: no such file")
     if not panel.is_file():
         raise InvalidInputError(f"{panel}: no such file")
-    out = check_output_file(args.out, "--out")
-    plot = check_output_file(args.plot, "--plot", suffixes=PLOT_SUFFIXES) if args.plot else None
+    inputs = {"bracket table": table, "panel": panel, "--trusted-keys file": args.trusted_keys, **key_inputs(args.key)}
+    replace = bool(args.force or args.resume)  # --resume continues the campaign: its outputs are replaced
+    out = check_output_file(args.out, "--out", force=replace, inputs=inputs)
+    plot = check_output_file(args.plot, "--plot", suffixes=PLOT_SUFFIXES, force=replace,
+                             inputs=inputs) if args.plot else None
     evidence_rel = Path(out.stem + "-evidence")
     if (out.parent / evidence_rel).exists() and not (out.parent / evidence_rel).is_dir():
         raise InvalidInputError(f"--out {args.out}: the evidence folder {out.parent / evidence_rel} is a file")
+    check_folder_unused(out.parent / evidence_rel, "--out (its evidence folder)", force=replace)
     manifest = out.with_name(out.stem + "-campaign.json") if args.resume else None
     if manifest is not None:
-        check_output_file(manifest, "--out")
+        check_output_file(manifest, "--out", force=True, inputs=inputs)
         if manifest.with_suffix("").exists() and not manifest.with_suffix("").is_dir():
             raise InvalidInputError(f"--out {args.out}: the campaign folder {manifest.with_suffix('')} is a file")
-    check_distinct_outputs({"--out": out, "--plot": plot, "the campaign manifest": manifest},
-                           {"bracket table": table, "panel": panel})
+    check_distinct_outputs({"--out": out, "--plot": plot, "the campaign manifest": manifest}, inputs)
     if manifest is not None:
         from ..plumbing.parallel import check_scheduler
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..certio.signing import load_private_key
 from ..errors import InvalidInputError
-from ..plumbing.campaign import budget_json, check_manifest_clear
+from ..plumbing.campaign import MANIFEST_NAME, budget_json, check_campaign_start, check_manifest_clear
 from ..plumbing.certificate_files import certificate_paths
 from ..util.files import check_output_file, check_output_folder, write_json_atomic
 from ..util.operator_files import NamedOperator, choose_operator_message, load_operators, operator_names
@@ -20,8 +20,8 @@ from ..util.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
 from ..util.tolerances import check_budget, parse_eps_list
 from ..util.escaping import plain_text
-from .common import (add_quiet_option, add_campaign_options, add_command, add_parallel_options, brackets_summary, add_budget_options,
-                     campaign_memory, name_table, stdout_console)
+from .common import (add_quiet_option, add_campaign_options, add_command, add_force_option, add_parallel_options,
+                     brackets_summary, add_budget_options, campaign_memory, key_inputs, name_table, stdout_console)
 
 EPILOG = """\
 examples:
@@ -35,7 +35,9 @@ examples:
 
 With --all (or several --operator, or an --out that ends in '/' or names a folder), --out is
 a folder: operator NAME goes to certs/NAME.json (the '/' in panel names become sub-folders).
-Every output path is checked before any work. Every end written was VERIFIED by the trusted
+Every output path is checked before any work: one that is an input (the panel, the --key file
+or its .pub) or any key file is refused, an existing file unless --force. Every end written was
+VERIFIED by the trusted
 kernel first; check any of them again with softrank-verify. --jobs N runs N operators at a
 time in worker processes and --scheduler runs them on a Dask cluster; the certificates do not
 depend on either, nor on how busy the machine is: the search is bounded by work (--work; the
@@ -46,7 +48,9 @@ it is signed or written; one that does not verify is not written, and its operat
 as failed with the reason (exit 6; --resume computes it again).
 
 Campaigns (--out a folder): certs/softrank-campaign.json records the parameters and each
-operator's status and seconds, rewritten atomically after every operator. --resume keeps
+operator's status and seconds, rewritten atomically after every operator. A folder that holds
+a campaign already is refused unless --resume continues it or --force computes it all again
+(the manifest keeps its run history, the forced run marked "forced"). --resume keeps
 every certificate that exists, is re-verified by the kernel, is about the panel's operator bit
 for bit, has exactly the requested tolerances and the panel's provenance (signed by --key when
 given), and computes the rest; resuming with other --eps is refused (docs/campaigns.md). A worker
@@ -55,8 +59,10 @@ campaign goes on. --max-memory (default 75% of this machine) refuses a task whos
 peak does not fit and starts tasks only while they fit together.
 
 exit codes: 0 every certificate written (or kept); 2 invalid input (also an operator named
-softrank-campaign, the manifest's name, or a --resume with other --eps), or an output that cannot
-be written (full disk: one line, the manifest and every finished certificate stay intact);
+softrank-campaign, the manifest's name, or a --resume with other --eps), an output that is an
+input or a key file, or exists without --force (a campaign without --resume or --force), or an
+output that cannot be written (full disk: one line, the manifest and every finished certificate
+stay intact);
 4 a checker bug; 6 the campaign finished but some operators failed or were refused, including
 a worker's certificate that did not verify here (see the manifest); 130 interrupted by Ctrl-C or
 SIGTERM (the message names the --resume command). One operator (--out a file) run on a Dask
@@ -79,17 +85,21 @@ def add_bracket(sub: Any) -> None:
     add_budget_options(p, "solver time per operator, all tolerances together")
     add_parallel_options(p)
     add_campaign_options(p)
+    add_force_option(p)
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
     add_quiet_option(p)
     p.set_defaults(run=run_bracket)
 
 
-def output_targets(text: str, names: list[str], *, several: bool = False) -> tuple[Path, list[Path]]:
+def output_targets(text: str, names: list[str], *, several: bool = False, resume: bool = False, force: bool = False,
+                   inputs: dict[str, Path] | None = None) -> tuple[Path, list[Path]]:
     """``--out`` and the certificate file of each operator, checked before any work (exit 2).
 
     ``--out`` is a folder when it ends in ``/``, names an existing folder, or there are several
     operators (``--all``): operator NAME then goes to ``FOLDER/NAME.json``.  Otherwise it is
-    the certificate file itself.
+    the certificate file itself.  No target may be one of ``inputs`` or a key file; an existing
+    one is replaced only with ``force`` (in a campaign folder also with ``resume``), and a
+    folder that holds a campaign is refused without either (:func:`check_campaign_start`).
     """
     out = Path(text)
     probed: set[Path] = set()
@@ -97,11 +107,12 @@ def output_targets(text: str, names: list[str], *, several: bool = False) -> tup
         if out.suffix == ".json" and not out.is_dir() and not text.endswith(("/", os.sep)):
             raise InvalidInputError(f"--out {text}: with several operators --out must be a folder, not a .json file")
         check_output_folder(text, "--out", probed=probed)
+        check_campaign_start(out / MANIFEST_NAME, "--out", resume=resume, force=force)
         targets = certificate_paths(out, names)
         for target in targets:
-            check_output_file(target, "--out", probed=probed)
+            check_output_file(target, "--out", probed=probed, force=force or resume, inputs=inputs)
         return out, targets
-    return out, [check_output_file(text, "--out", probed=probed)]
+    return out, [check_output_file(text, "--out", probed=probed, force=force, inputs=inputs)]
 
 
 def verify_hint(out: Path, targets: list[Path]) -> str:
@@ -138,7 +149,9 @@ def run_bracket(args: Any) -> int:
     check_budget(args.work, args.budget_seconds, options=True)
     key = load_private_key(args.key) if args.key else None  # fail before any work
     operators = _select(args)
-    out, targets = output_targets(args.out, [item.name for item in operators], several=bool(args.all))
+    inputs = {"operator file": Path(args.operator_file), **key_inputs(args.key)}
+    out, targets = output_targets(args.out, [item.name for item in operators], several=bool(args.all),
+                                  resume=bool(args.resume), force=bool(args.force), inputs=inputs)
     campaign = len(targets) != 1 or out != targets[0]  # --out is a folder
     if args.resume and not campaign:
         raise InvalidInputError("--resume needs a campaign folder: --out DIR/ (with --all or several --operator)")
@@ -148,7 +161,7 @@ def run_bracket(args: Any) -> int:
         return _run_single(args, operators[0], targets[0], eps_list, key, jobs, max_memory)
     check_manifest_clear(item.name for item in operators)
     check_scheduler(args.scheduler)  # before the manifest is written
-    manifest, kept = _start_campaign(args, out, operators, targets, eps_list, key, jobs, max_memory)
+    manifest, kept = _start_campaign(args, out, operators, targets, eps_list, key, jobs, max_memory, inputs)
     todo = [i for i in range(len(operators)) if i not in kept]
     entries: dict[int, dict[str, Any]] = {i: entry for i, entry in kept.items()}
     failed: list[dict[str, Any]] = []
@@ -226,16 +239,17 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
 
 
 def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], targets: list[Path], eps_list: list[str],
-                    key: Any, jobs: int, max_memory: int | None) -> tuple[Any, dict[int, dict[str, Any]]]:
+                    key: Any, jobs: int, max_memory: int | None,
+                    inputs: dict[str, Path]) -> tuple[Any, dict[int, dict[str, Any]]]:
     """The campaign (its manifest written before any work) and, with --resume, the certificates
     kept (index -> summary entry, re-derived from the kernel's verdicts on each)."""
     from ..certio.signing import did_key
-    from ..plumbing.campaign import MANIFEST_NAME, Campaign, file_sha256, operator_sha256, recheck_certificate
+    from ..plumbing.campaign import Campaign, file_sha256, operator_sha256, recheck_certificate
     from ..plumbing.campaign_inputs import read_kept_bytes
     from ..util.memory import operator_task_bytes
 
     manifest_path = out / MANIFEST_NAME
-    check_output_file(manifest_path, "--out")
+    check_output_file(manifest_path, "--out", force=True, inputs=inputs)  # a campaign there: check_campaign_start
     signer = did_key(key.public_key()) if key is not None else None
     parameters = {"panel": {"path": str(args.operator_file), "sha256": file_sha256(args.operator_file),
                             "operators": len(operators)},
@@ -247,7 +261,7 @@ def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], target
                             "work": operator_work(args, item),
                             "estimated_bytes": operator_task_bytes(item.operator)})
                for item, target in zip(operators, targets)]
-    campaign = Campaign(manifest_path, "bracket", parameters, entries, resume=bool(args.resume),
+    campaign = Campaign(manifest_path, "bracket", parameters, entries, resume=bool(args.resume), force=bool(args.force),
                         must_match={"tolerances": "--eps"}, resume_command=resume_hint(args))
     kept: dict[int, dict[str, Any]] = {}
     if args.resume:

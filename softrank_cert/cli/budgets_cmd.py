@@ -16,8 +16,8 @@ from ..plumbing.reports import dumps
 from ..util.escaping import safe_text
 from .audit_cmd import stage_certificates
 from .bracket_cmd import resume_hint
-from .common import (add_quiet_option, PLOT_HELP, add_campaign_options, add_command, add_parallel_options, budget_help, campaign_memory,
-                     check_distinct_outputs, stdout_console)
+from .common import (add_quiet_option, PLOT_HELP, add_campaign_options, add_command, add_force_option, add_parallel_options,
+                     budget_help, campaign_memory, check_distinct_outputs, key_inputs, stdout_console)
 
 EPILOG = """\
 examples:
@@ -76,6 +76,7 @@ def add_budgets(sub: Any) -> None:
                    help=budget_help("bracket search time per operator, and at most as much again for the budget pass"))
     add_parallel_options(p)
     add_campaign_options(p)
+    add_force_option(p)
     p.add_argument("--json", action="store_true", help="print the report JSON instead of the table")
     add_quiet_option(p)
     p.add_argument("--out", metavar="RESULTS.json", help="write the report JSON here (with --resume also the campaign "
@@ -105,15 +106,18 @@ def run_budgets(args: Any) -> int:
         raise InvalidInputError("--key signs the --certificates: give --certificates DIR")
     if args.key:
         load_private_key(args.key)  # fail before any work
-    out = check_output_file(args.out, "--out") if args.out else None
-    table = check_output_file(args.table, "--table") if args.table else None
-    plot = check_output_file(args.plot, "--plot", suffixes=PLOT_FORMATS) if args.plot else None
+    inputs = {**{f"panel {path}": Path(path) for path in args.panels}, **key_inputs(args.key)}
+    replace = bool(args.force or args.resume)  # --resume continues the campaign: its outputs are replaced
+    out = check_output_file(args.out, "--out", force=replace, inputs=inputs) if args.out else None
+    table = check_output_file(args.table, "--table", force=replace, inputs=inputs) if args.table else None
+    plot = check_output_file(args.plot, "--plot", suffixes=PLOT_FORMATS, force=replace,
+                             inputs=inputs) if args.plot else None
     jobs = resolve_jobs(args.jobs)
     for path in args.panels:
         if not Path(path).is_file():
             raise InvalidInputError(f"{path}: no such file")
-    certificates = _check_certificates_folder(args) if args.certificates else None
-    check_distinct_outputs({"--out": out, "--table": table, "--plot": plot}, {f"panel {path}": Path(path) for path in args.panels})
+    certificates = _check_certificates_folder(args, inputs, replace) if args.certificates else None
+    check_distinct_outputs({"--out": out, "--table": table, "--plot": plot}, inputs)
     if args.resume and out is None:
         raise InvalidInputError("--resume needs --out RESULTS.json (the campaign manifest lives beside it)")
     manifest = out.with_name(out.stem + "-campaign.json") if args.resume and out is not None else None
@@ -121,7 +125,7 @@ def run_budgets(args: Any) -> int:
         from ..plumbing.parallel import check_scheduler
 
         check_scheduler(args.scheduler)  # before the manifest is written
-        check_output_file(manifest, "--out")
+        check_output_file(manifest, "--out", force=True, inputs=inputs)
         check_distinct_outputs({"--out": out, "--table": table, "--plot": plot, "the campaign manifest": manifest})
     staged: dict[Path, dict[str, Any]] = {}
     report = study(args.panels, args.eps, budgets, args.budget_seconds, jobs=jobs, scheduler=args.scheduler,
@@ -156,8 +160,9 @@ def run_budgets(args: Any) -> int:
     return EXIT_SOME_FAILED if report["failed"] else 0
 
 
-def _check_certificates_folder(args: Any) -> Path:
-    """``--certificates DIR`` and the file of every selected operator in it, checked before any work."""
+def _check_certificates_folder(args: Any, inputs: dict[str, Path], replace: bool) -> Path:
+    """``--certificates DIR`` and the file of every selected operator in it, checked before any work
+    (an existing one is replaced only when ``replace``: ``--force`` or ``--resume``)."""
     from ..util.operator_files import operator_names
 
     probed: set[Path] = set()
@@ -165,7 +170,7 @@ def _check_certificates_folder(args: Any) -> Path:
     wanted = None if args.operator is None else set(args.operator)
     names = [name for path in args.panels for name in operator_names(path) if wanted is None or name in wanted]
     for target in certificate_paths(folder, names, reserve_manifest=False):
-        check_output_file(target, "--certificates", probed=probed)
+        check_output_file(target, "--certificates", probed=probed, force=replace, inputs=inputs)
     return folder
 
 

@@ -358,17 +358,27 @@ PLOT_HELP = "PNG, PDF or SVG as the file name's suffix says (.png, .pdf, .svg)"
 
 def check_distinct_outputs(outputs: dict[str, Path | None], inputs: dict[str, Path] | None = None) -> None:
     """No two output options may name the same file, and no output may overwrite an input
-    (option -> path; None = not given)."""
-    def key(path: Path) -> Path:
-        return Path(os.path.realpath(path))
+    (option -> path; None = not given): compared by :func:`~softrank_cert.util.files.same_file`."""
+    from ..util.files import check_not_input, same_file
 
-    seen: dict[Path, str] = {}
-    for option, path in outputs.items():
-        if path is None:
-            continue
-        if key(path) in seen:
-            raise InvalidInputError(f"{seen[key(path)]} and {option} name the same file {path}")
-        seen[key(path)] = option
-    for what, path in (inputs or {}).items():
-        if key(path) in seen:
-            raise InvalidInputError(f"{seen[key(path)]} {path} would overwrite the {what}")
+    given = [(option, path) for option, path in outputs.items() if path is not None]
+    for i, (option, path) in enumerate(given):
+        for earlier, other in given[:i]:
+            if same_file(path, other):
+                raise InvalidInputError(f"{earlier} and {option} name the same file {path}")
+        check_not_input(path, option, inputs)
+
+
+#: What every ``--force`` option's help says.
+FORCE_HELP = ("replace output files that exist already (never an input of this command, nor a key file: those are "
+              "refused with or without --force)")
+
+
+def add_force_option(p: Any, help: str = FORCE_HELP) -> None:
+    """``--force``: outputs that exist are replaced (else refused before any work, exit 2)."""
+    p.add_argument("--force", action="store_true", help=help)
+
+
+def key_inputs(key: str | None) -> dict[str, Path]:
+    """The inputs ``--key FILE`` brings, which no output may replace: the private key and ``FILE.pub``."""
+    return {"--key file": Path(key), "--key's public key file": Path(f"{key}.pub")} if key else {}

@@ -9,15 +9,16 @@ from typing import Any
 from ..certio.certificate import FORMAT_NAME, parse_json_strict, read_certificate_bytes
 from ..certio.signing import did_key, generate_private_key, load_private_key, sign_certificate, write_key_file
 from ..errors import CertificateFormatError, CertificateRefusedError, InvalidInputError, KernelLimitError
-from ..util.files import check_output_file, write_json_atomic
+from ..util.files import check_output_file, key_file_kind, same_file, write_json_atomic
 from ..plumbing.reports import dumps, envelope
-from .common import add_command
+from .common import add_command, add_force_option, key_inputs
 
 
 def add_keygen(sub: Any) -> None:
     p = add_command(sub, "keygen",
                     description="Create an Ed25519 key. The private key file is written with mode 0600; "
-                                "the public key goes to FILE.pub (give that to people who verify).",
+                                "the public key goes to FILE.pub (give that to people who verify). An existing "
+                                "FILE or FILE.pub is never replaced.",
                     epilog="example:\n  softrank keygen --out ~/.softrank/issuer.key")
     p.add_argument("--out", required=True, metavar="KEYFILE")
     p.add_argument("--json", action="store_true", help="print a JSON summary (paths and did:key) instead of the lines")
@@ -25,7 +26,11 @@ def add_keygen(sub: Any) -> None:
 
 
 def run_keygen(args: Any) -> int:
-    out = check_output_file(args.out, "--out")
+    for path, option in ((args.out, "--out"), (f"{args.out}.pub", "--out (its public key)")):
+        if Path(path).is_file() and key_file_kind(path) is None:  # a key file: check_output_file names it
+            raise InvalidInputError(f"{option} {path}: exists; softrank keygen never replaces a file: name a new one")
+        check_output_file(path, option)
+    out = Path(args.out)
     if str(out.parent) and not out.parent.exists():  # e.g. ~/.softrank/issuer.key: a private folder
         out.parent.mkdir(parents=True, mode=0o700)
     path = write_key_file(args.out, generate_private_key())
@@ -44,6 +49,9 @@ SIGN_EPILOG = """\
 examples:
   softrank sign cert.json --key issuer.key
   softrank sign cert.json --key issuer.key --out signed/cert.json
+
+Without --out the certificate file is rewritten in place. --out may not name the certificate,
+the --key file, its .pub or any key file; an existing file is replaced only with --force.
 
 Before it signs, softrank sign checks the certificate exactly as softrank-verify does --
 schema, array hashes, operator, then every claim with the trusted kernel -- and signs only when
@@ -73,6 +81,7 @@ def add_sign(sub: Any) -> None:
     p.add_argument("certificate", metavar="CERT.json")
     p.add_argument("--key", required=True, metavar="KEYFILE")
     p.add_argument("--out", metavar="FILE", help="write the signed certificate here instead of in place")
+    add_force_option(p)
     p.add_argument("--max-prec", type=int, default=DEFAULT_MAX_PREC, metavar="BITS",
                    help=f"highest Arb precision tried before INCONCLUSIVE (default {DEFAULT_MAX_PREC}; as softrank-verify)")
     p.add_argument("--kernel", choices=KERNEL_CHOICES, default="auto",
@@ -141,7 +150,12 @@ def read_certificate_to_sign(path: str | Path, *, max_prec: int | None = None, k
 
 
 def run_sign(args: Any) -> int:
-    out = check_output_file(args.out or args.certificate, "--out" if args.out else "CERT.json")
+    if args.out is None:  # signed in place: the certificate itself is the output
+        out = check_output_file(args.certificate, "CERT.json", force=True, inputs=key_inputs(args.key))
+    elif same_file(args.out, args.certificate):
+        raise InvalidInputError(f"--out {args.out} is the certificate to sign: omit --out to sign it in place")
+    else:
+        out = check_output_file(args.out, "--out", force=args.force, inputs=key_inputs(args.key))
     load_private_key(args.key)  # fail before reading the certificate
     from ..kernel import precision_schedule
 

@@ -25,6 +25,8 @@ subcommand examples:
   softrank analyze certs/ --operators panel.npz --out analysis.json --plot analysis.png --table analysis.md
   softrank report certs/                       # certs/report.html: the campaign as one page
 Check any certificate with: softrank-verify cert.json
+No command writes over one of its inputs or a key file; an existing output is replaced only
+with --force (a campaign folder: --resume continues it, --force computes it again).
 """
 
 

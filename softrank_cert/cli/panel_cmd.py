@@ -7,7 +7,7 @@ from typing import Any
 from ..util.files import check_output_file
 from ..util.progress import StageProgress
 from ..plumbing.reports import dumps, envelope
-from .common import add_command, add_quiet_option, int_list
+from .common import add_command, add_force_option, add_quiet_option, int_list
 
 EPILOG = """\
 examples:
@@ -53,7 +53,10 @@ def add_panel(sub: Any) -> None:
                    help="block widths in tokens (required for text models; ViT uses patches + 1)")
     p.add_argument("--layers", type=int_list, metavar="L1,L2,...", help="default: all layers")
     p.add_argument("--heads", type=int_list, metavar="H1,H2,...", help="default: all heads")
-    p.add_argument("--out", required=True, metavar="PANEL.npz")
+    p.add_argument("--out", required=True, metavar="PANEL.npz",
+                   help="the panel to write: never an input of this run, nor a key file; an existing file only "
+                        "with --force")
+    add_force_option(p)
     p.add_argument("--round-beta", action="store_true",
                    help="GPT-2 with scale_attn_by_inverse_layer_idx: store the nearest double where beta is not one")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
@@ -67,7 +70,9 @@ def run_panel(args: Any) -> int:
     from ..errors import InvalidInputError
     from ..models import build_panel, provenance_names, write_panel
 
-    out = check_output_file(args.out, "--out", suffixes=(".npz",))  # before the forward passes
+    inputs = {"document": args.text, "image": args.image, "GGUF file": args.gguf, "checkpoint": args.hf or args.model}
+    out = check_output_file(args.out, "--out", suffixes=(".npz",), force=args.force,
+                            inputs={what: path for what, path in inputs.items() if path})  # before the forward passes
     if not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise InvalidInputError(f"--out {args.out}: output folder does not exist: {out.parent}")
     source = args.text or args.image

@@ -12,8 +12,8 @@ from ..plumbing.plotting import PLOT_SUFFIXES
 from ..util.progress import OperatorProgress
 from ..util.tolerances import check_budget
 from ..plumbing.reports import dumps
-from .common import (add_quiet_option, PLOT_HELP, add_budget_options, add_command, check_distinct_outputs,
-                     stdout_console)
+from .common import (add_quiet_option, PLOT_HELP, add_budget_options, add_command, add_force_option,
+                     check_distinct_outputs, key_inputs, stdout_console)
 
 EPILOG = """\
 examples:
@@ -32,7 +32,8 @@ plus any --eps) within --budget-seconds. --out writes a certificate at the --eps
 read off the profile (each end VERIFIED again at that eps); check it with softrank-verify.
 
 exit codes: 0 the profile was computed; 2 invalid input (unreadable operator, bad tolerance,
---out without --eps, an unusable --plot/--out path: checked before any work; a failed run
+--out without --eps, an unusable --plot/--out path, one that is an input or a key file, or
+that exists without --force: checked before any work; a failed run
 writes nothing); 4 a checker bug (a verified lower step above a verified upper step).
 """
 
@@ -52,6 +53,7 @@ def add_profile(sub: Any) -> None:
     p.add_argument("--out", metavar="CERT.json", help="write a certificate at the --eps tolerances, read off the profile")
     p.add_argument("--eps", metavar="E1,E2,...", help="tolerances of the certificate (also searched, marked on the plot)")
     p.add_argument("--key", metavar="KEYFILE", help="sign the certificate with this key (softrank keygen)")
+    add_force_option(p)
     p.add_argument("--grid", metavar="E1,E2,...",
                    help="tolerances the searches aim at (default: 0.02,0.03,0.05,0.075,0.1,0.15,0.25,0.35,0.5,0.7,0.9)")
     add_budget_options(p, "search time for the whole profile; verifying its steps comes on top")
@@ -77,9 +79,11 @@ def run_profile(args: Any) -> int:
     if args.key:
         load_private_key(args.key)  # fail before any work
     source = Path(args.operator_file)
-    plot = check_output_file(args.plot, "--plot", suffixes=PLOT_SUFFIXES) if args.plot else None
-    out = check_output_file(args.out, "--out") if args.out else None
-    check_distinct_outputs({"--plot": plot, "--out": out}, {"operator file": source} if source.exists() else None)
+    inputs = {"operator file": source, **key_inputs(args.key)}
+    plot = check_output_file(args.plot, "--plot", suffixes=PLOT_SUFFIXES, force=args.force,
+                             inputs=inputs) if args.plot else None
+    out = check_output_file(args.out, "--out", force=args.force, inputs=inputs) if args.out else None
+    check_distinct_outputs({"--plot": plot, "--out": out}, inputs)
     if args.operator is None:
         names = operator_names(source) if source.is_file() else []
         if len(names) > 1:

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EXIT_SOME_FAILED, InvalidInputError
-from ..util.files import OutputFiles, check_output_file, check_output_folder
-from .common import add_command, add_quiet_option
+from ..util.files import OutputFiles, check_folder_unused, check_output_file, check_output_folder
+from .common import add_command, add_force_option, add_quiet_option
 
 #: ``studies.report.folder``'s limits, written out so that ``--help`` imports no study
 #: (``tests/cli/test_report.py`` checks that they agree).
@@ -64,7 +64,8 @@ every claim is VERIFIED gives brackets.
 Certificates are counted and sized before any is read: more than --max-certificates (default
 {DEFAULT_MAX_CERTIFICATES}; every operator of a manifest counts, and every *.json entry of a folder, a regular
 file or not) or more than --max-bytes of them together (default {DEFAULT_MAX_BYTES_TEXT}) is refused.
-The page and its figures are written together, atomically, after everything was checked.
+The page and its figures are written together, atomically, after everything was checked; a
+page that exists, or a figures folder that holds files, is replaced only with --force.
 
 exit codes: 0 the page was written and every operator of the manifest (campaign), or every
 file (certificates), verified and counted; 2 invalid input (not a folder, neither a campaign
@@ -88,6 +89,7 @@ def add_report(sub: Any) -> None:
                                                  "folder holding certificate files (*.json, read without subfolders)")
     p.add_argument("--out", metavar="REPORT.html", help="the page (default DIR/report.html); its figures go to the "
                                                         "folder beside it named REPORT-figures/")
+    add_force_option(p, "replace the page and its figures where they exist already (else refused before any work)")
     p.add_argument("--max-certificates", type=int, default=DEFAULT_MAX_CERTIFICATES, metavar="N",
                    help=f"refuse a folder with more certificates (default {DEFAULT_MAX_CERTIFICATES})")
     p.add_argument("--max-bytes", default=DEFAULT_MAX_BYTES_TEXT, metavar="SIZE",
@@ -120,8 +122,10 @@ def run_report(args: Any) -> int:
         raise InvalidInputError(f"{folder}: a campaign folder: --trusted-keys and --require-signature are for a folder "
                                 "of certificates (a campaign's certificates are held to the signer its manifest names)")
     manifest = read_manifest(folder) if kind == "campaign" else None
-    page = check_output_file(args.out if args.out else folder / "report.html", "--out", suffixes=PAGE_SUFFIXES)
+    page = check_output_file(args.out if args.out else folder / "report.html", "--out", suffixes=PAGE_SUFFIXES,
+                             force=args.force, inputs={"--trusted-keys file": args.trusted_keys})
     figures = check_output_folder(page.with_name(page.stem + "-figures"), "--out (its figures folder)")
+    check_folder_unused(figures, "--out (its figures folder)", force=args.force)
     trusted = None
     if args.trusted_keys:
         from ..certio.signing import load_trusted_keys

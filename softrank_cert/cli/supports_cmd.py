@@ -16,8 +16,8 @@ from ..plumbing.parallel import check_scheduler, resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
 from ..util.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
-from .common import (add_quiet_option, PLOT_HELP, add_budget_options, add_campaign_options, add_command, add_parallel_options,
-                     campaign_memory, comma_items, stdout_console)
+from .common import (add_quiet_option, PLOT_HELP, add_budget_options, add_campaign_options, add_command, add_force_option,
+                     add_parallel_options, campaign_memory, comma_items, key_inputs, stdout_console)
 
 EPILOG = """\
 examples:
@@ -95,6 +95,7 @@ def add_supports(sub: Any) -> None:
     p.add_argument("--key", metavar="KEYFILE", help="sign the certificates with this key (softrank keygen)")
     add_parallel_options(p)
     add_campaign_options(p)
+    add_force_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_quiet_option(p)
     p.add_argument("--plot", metavar="OUT.png", help=f"write the two-panel figure: {PLOT_HELP}")
@@ -130,8 +131,9 @@ def run_supports(args: Any) -> int:
         raise InvalidInputError("--geometry-ranks expects comma-separated integers") from None
     if any(r < 1 for r in ranks):
         raise InvalidInputError("--geometry-ranks: ranks must be >= 1")
-    plot = check_output_file(args.plot, "--plot", suffixes=PLOT_SUFFIXES) if args.plot else None
-    out = check_campaign_folder(args.out, args.resume)
+    plot = check_output_file(args.plot, "--plot", suffixes=PLOT_SUFFIXES, force=args.force,
+                             inputs=key_inputs(args.key)) if args.plot else None
+    out = check_campaign_folder(args.out, args.resume, args.force)
     key = load_private_key(args.key) if args.key else None
     if key is not None and out is None:
         raise InvalidInputError("--key signs the certificates of --out DIR: give --out")
@@ -139,7 +141,8 @@ def run_supports(args: Any) -> int:
     check_scheduler(args.scheduler)
     with OperatorProgress("softrank supports", len(kappas), bar=not args.json, label="points") as bar:
         result = run_campaign(args.support, args.dim, args.n, args.eps, kappas, work=args.work,
-                              budget_seconds=args.budget_seconds, ranks=ranks, out=out, resume=args.resume, key=key,
+                              budget_seconds=args.budget_seconds, ranks=ranks, out=out, resume=args.resume,
+                              force=args.force, key=key,
                               jobs=jobs, scheduler=args.scheduler, max_memory=campaign_memory(args), bar=bar,
                               resume_command=resume_hint(args))
     if len(result.points) < 1:

@@ -9,6 +9,7 @@ heavy at all.  How to read the report: ``docs/verify.md``.
 
 from __future__ import annotations
 
+import os
 import sys
 from contextlib import nullcontext
 from fractions import Fraction
@@ -55,8 +56,11 @@ nobody vouched for the key, or "unsigned"), a table of the claims (with a file
 column when there are several files), and a summary line: N files, M claims:
 verified / rejected / inconclusive / not checked, and the exit code.
 A JSON file whose "format" says it is another of the project's documents (a
-softrank-*-report, a softrank-campaign manifest) is listed as skipped: it
-claims nothing.  Any other file is checked as a certificate, whatever its name.
+softrank-*-report, a softrank-campaign manifest), and a foreign JSON file found
+in a folder (not an object, or an object with no "operator" nor "brackets" whose
+"format" does not start with "softrank": a package.json, a key file), is listed
+as skipped: it claims nothing.  Any other file is checked as a certificate,
+whatever its name.
 Details: docs/verify.md.
 
 {MARGIN_HELP}
@@ -75,6 +79,8 @@ exit codes:
      how much; refused before anything is allocated)
 When files disagree the most severe code wins: 4, then 2, then 1, then 5, then 3.
 """
+#: How the reason of a skipped file ends (after what the file is).
+SKIPPED = ", not a certificate: it claims nothing"
 #: Order in which per-file exit codes dominate the overall one.
 SEVERITY = [EXIT_INTERNAL, EXIT_INVALID_INPUT, EXIT_REJECTED, EXIT_NOT_CHECKED, EXIT_INCONCLUSIVE, EXIT_VERIFIED]
 #: What each overall exit code means, for the summary line.
@@ -192,6 +198,24 @@ def _run_with_blas_threads(args: Any) -> int:
         return _run(args)
 
 
+#: Files of another kind handed to the verifier, and which command takes each.
+WRONG_KIND = {"a .npz file (a panel or operator file)": "softrank bracket FILE --eps E --out CERT.json makes a "
+                                                        "certificate from it (softrank list FILE names its operators)",
+              "a GGUF model file": "softrank panel --gguf FILE makes a panel from it",
+              "a .npy array file": "save Q and K (or S, or A) in an .npz file for softrank bracket"}
+
+
+def wrong_kind_message(path: str, raw: bytes) -> str | None:
+    """``is a .npz file (a panel or operator file), not a certificate: softrank bracket ...`` for a
+    file of a kind another command takes (:data:`WRONG_KIND`, from its leading bytes), else None."""
+    from ..util.files import file_kind
+
+    if raw.lstrip()[:1] == b"{":  # JSON: what is wrong with it as a certificate is the message
+        return None
+    kind = file_kind(path)
+    return f"is {kind}, not a certificate: {WRONG_KIND[kind]}" if kind in WRONG_KIND else None
+
+
 def _claim_count(raw: bytes) -> int:
     """Claims of a certificate that decoded but was not checked (two per bracket), for the summary."""
     import json
@@ -207,7 +231,7 @@ def _run(args: Any) -> int:
     from ..certio.certificate import read_certificate_bytes
     from ..certio.signing import load_trusted_keys
     from ..kernel import precision_schedule
-    from ..plumbing.certificate_files import declared_format, expand_json_paths, is_certificate_format
+    from ..plumbing.certificate_files import declared_format, expand_json_paths, is_certificate_format, not_a_certificate
     from ..util.memory import parse_size, process_limit
     from ..verification import verify_certificate_bytes
 
@@ -216,6 +240,7 @@ def _run(args: Any) -> int:
     memory_limit = process_limit(max_memory) if max_memory is not None and args.kernel in ("auto", "arb") else None
     trusted = load_trusted_keys(args.trusted_keys) if args.trusted_keys else None
     paths = expand_json_paths(args.certificates)
+    found = set(expand_json_paths([item for item in args.certificates if os.path.isdir(item)]))  # not named
     if not paths:
         raise InvalidInputError("no certificate files found (give CERT.json files, or folders holding *.json)")
     entries: list[dict[str, Any]] = []  # one per file, in order: the JSON report's "files"
@@ -231,19 +256,23 @@ def _run(args: Any) -> int:
             except FloatingPointEnvironmentError:
                 raise  # the process, not the file: one line, exit 4
             except SoftrankError as exc:
-                # A document declaring a report's or a manifest's format is never a valid certificate
-                # (the schema's format is a constant): asking only after a failure skips exactly what
-                # a pre-check would, without parsing every certificate twice.
-                fmt = None if isinstance(exc, KernelLimitError) else declared_format(raw)
-                if not is_certificate_format(fmt):
-                    entries.append({"path": str(path), "status": "skipped", "format": fmt,
-                                    "reason": f"a {fmt} document, not a certificate: it claims nothing"})
+                # A file that makes no claim to be a certificate (a report, a manifest; found in a
+                # folder, also a foreign JSON file) is never a valid one (the schema's format is a
+                # constant and it has no claims): asking only after a failure skips exactly what a
+                # pre-check would, without parsing every certificate twice.  A foreign file named on
+                # the command line was given as a certificate: what is wrong with it is the answer.
+                what = None if isinstance(exc, KernelLimitError) else not_a_certificate(raw)
+                if what is not None and (path in found or not is_certificate_format(declared_format(raw))):
+                    entries.append({"path": str(path), "status": "skipped", "format": declared_format(raw),
+                                    "reason": what + SKIPPED})
                     continue
+                message = (f"is {what}, not a softrank certificate" if what is not None else
+                           wrong_kind_message(path, raw) if isinstance(exc, InvalidInputError) else None) or str(exc)
                 if not args.json:
-                    print(f"softrank-verify: {path}: {exc}", file=sys.stderr)
+                    print(f"softrank-verify: {path}: {message}", file=sys.stderr)
                 not_checked = isinstance(exc, KernelLimitError)
                 entry = {"path": str(path), "status": "not-checked" if not_checked else "invalid",
-                         "exit_code": exc.exit_code, "error": {"message": str(exc), "exit_code": exc.exit_code}}
+                         "exit_code": exc.exit_code, "error": {"message": message, "exit_code": exc.exit_code}}
                 if not_checked:
                     entry["claims_not_checked"] = _claim_count(raw)
                 entries.append(entry)
@@ -365,7 +394,8 @@ def render_report(entries: list[dict[str, Any]], margins: dict[int, list[str]]) 
             file_rows.append([name[entry["path"]], plain_text(entry["operator"]),
                               signer_label(entry["signer"], bool(entry["signer_trusted"]))])
         elif entry["status"] == "skipped":
-            notes.append(f"skipped: {name[entry['path']]} ({plain_text(entry['format'])}: not a certificate)")
+            what = entry["reason"].removesuffix(SKIPPED)
+            notes.append(f"skipped: {name[entry['path']]} ({plain_text(what)}: not a certificate)")
         else:
             reason = plain_text(entry["error"]["message"]).removeprefix(f"{plain_text(entry['path'])}: ")
             notes.append(f"{entry['status']}: {name[entry['path']]} (exit {entry['exit_code']}): {reason}")

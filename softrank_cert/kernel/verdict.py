@@ -1,7 +1,11 @@
 """The verdict type, its one constructor :func:`decide`, and Arb's precision (TRUSTED).
 
 A :class:`Verdict` is sealed in the HOL Light sense: its constructor demands the private
-``_KERNEL_SEAL`` token, which only :func:`decide` passes; its attributes cannot be reassigned.
+``_KERNEL_SEAL`` token, which only :func:`decide` passes; its attributes cannot be reassigned by
+ordinary assignment.  Threat model: the seal stops accidents, not code in this process (Python
+has no access control: ``object.__setattr__``, a monkeypatched check or the token itself forge a
+verdict); what is trusted is a re-check by ``softrank-verify``, a fresh process running this
+kernel on a certificate file's bytes.
 :func:`decide` owns what the verdicts of every engine share (the attempt loop, the status
 mapping); the engines hand it their attempts: the Arb balls and the float64 path
 (``checks.py``) and the exact-rational second kernel (``softrank_cert.exact_kernel``), which

@@ -95,8 +95,9 @@ class BracketResult:
         return certificate_for(operator_id or self.operator_id, self.operator, self.brackets, self.provenance, key)
 
     def save(self, path: str | os.PathLike[str], key: Any = None, *, operator_id: str | None = None) -> Path:
-        """Write the certificate to ``path`` (atomically; a folder or unwritable place is refused)."""
-        target = check_output_file(path, "path")
+        """Write the certificate to ``path`` (atomically; a folder, an unwritable place or a key file
+        is refused; an existing certificate or other file is replaced)."""
+        target = check_output_file(path, "path", force=True)
         write_text_atomic(target, canonical_dump(self.to_certificate(key, operator_id=operator_id)))
         return target
 

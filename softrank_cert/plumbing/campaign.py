@@ -30,6 +30,10 @@ power cut, it is the last complete state and never a torn file.  Its ``format`` 
   naming both (never a silent mix of old and new); a manifest of another command likewise.
 * No operator may take the manifest's name: an operator whose certificate file would be named
   ``softrank-campaign.json`` is refused with exit 2 (:func:`check_manifest_clear`).
+* A campaign is never started over another by accident: where a manifest exists, a run without
+  ``--resume`` or ``--force`` is refused before any work (:func:`check_campaign_start`); one with
+  ``--force`` computes everything again and keeps the manifest's run history, its own run marked
+  ``"forced": true``.
 
 **Interface** (what a command does; ``bracket_cmd``, ``studies/budgets``, ``studies/audit``,
 ``studies/analyze``, ``studies/supports`` use it)::
@@ -77,6 +81,36 @@ MANIFEST_NAME = "softrank-campaign.json"
 STATUSES = ("pending", "done", "failed", "refused")
 #: A previous manifest larger than this is not read (it is no manifest of ours).
 MAX_MANIFEST_BYTES = 1 << 30
+#: The largest magnitude of a number in a manifest (seconds, counts, bytes, work): 2**53, where
+#: float64 stops holding every integer.  Anything larger, NaN or an infinity is no bookkeeping of ours.
+MAX_MANIFEST_NUMBER = 2 ** 53
+
+
+def manifest_number(value: Any) -> bool:
+    """Whether ``value`` is a number a manifest may hold: an int or float (not a bool), finite, of
+    magnitude at most :data:`MAX_MANIFEST_NUMBER`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if isinstance(value, float) and value != value:  # NaN
+        return False
+    return -MAX_MANIFEST_NUMBER <= value <= MAX_MANIFEST_NUMBER
+
+
+def check_manifest_numbers(document: Any, source: str) -> None:
+    """Refuse (one line, exit 2) a manifest ``document`` that holds a number outside
+    :func:`manifest_number` anywhere (a 401-digit ``seconds``, ``1e999``, ``NaN``), naming where.
+    Cost: one pass over the parsed document, without recursion."""
+    stack: list[tuple[str, Any]] = [("", document)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{where}.{key}" if where else str(key), item) for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and not manifest_number(value):
+            shown = where if len(where) <= 80 else where[:80] + "..."
+            raise InvalidInputError(f"{source}: the number at {shown!r} is not a finite number of magnitude at most "
+                                    f"2**53 (not a manifest softrank wrote)")
 
 
 def budget_json(budget_seconds: float | None) -> float | str | None:
@@ -94,11 +128,13 @@ class _Manifest:
     """The manifest record of one :class:`Campaign` (see the module docstring); :meth:`save` after each change."""
 
     def __init__(self, path: Path, command: str, parameters: dict[str, Any], operators: dict[str, dict[str, Any]],
-                 previous: dict[str, Any] | None = None) -> None:
+                 previous: dict[str, Any] | None = None, forced: bool = False) -> None:
         self.path = Path(path)
         now = _now()
         runs = list(previous.get("runs", [])) if previous else []
         self.run = {"started": now, "finished": None, "state": "running", "computed": 0, "skipped": 0, "failed": 0}
+        if forced:
+            self.run["forced"] = True
         runs.append(self.run)
         self.data: dict[str, Any] = {
             "format": FORMAT, "version": VERSION, "command": command, "state": "running", **parameters,
@@ -122,13 +158,14 @@ class _Manifest:
 
     @classmethod
     def start(cls, path: Path, command: str, parameters: dict[str, Any], entries: Iterable[tuple[str, dict[str, Any]]],
-              resume: bool) -> _Manifest:
+              resume: bool, forced: bool = False) -> _Manifest:
         """A manifest for a new run: every operator ``pending`` (its ``entries`` fields set).  With
-        ``resume``, a previous manifest's run history and creation time are kept."""
-        previous = cls.read(path) if resume else None
+        ``resume`` or ``forced``, a previous manifest's run history and creation time are kept
+        (a forced run is marked ``"forced": true``)."""
+        previous = cls.read(path) if resume or forced else None
         operators = {name: {"status": "pending", "seconds": None, "task_seconds": None, "attempts": 0, "finished": None,
                             "resumed": False, "reason": None, **fields} for name, fields in entries}
-        return cls(path, command, parameters, operators, previous)
+        return cls(path, command, parameters, operators, previous, forced=forced and not resume)
 
     @property
     def operators(self) -> dict[str, dict[str, Any]]:
@@ -289,6 +326,16 @@ def check_manifest_clear(names: Iterable[str]) -> None:
     certificate_paths(Path("."), [str(name) for name in names])
 
 
+def check_campaign_start(manifest: Path, option: str, *, resume: bool, force: bool) -> None:
+    """Refuse (one line, exit 2, before any work) to start a campaign whose manifest ``manifest``
+    exists already, unless this run continues it (``resume``) or starts it again (``force``: the
+    run history is kept, :class:`Campaign`)."""
+    if resume or force or not Path(manifest).exists():
+        return
+    raise InvalidInputError(f"{option} {Path(manifest).parent}: holds a campaign already ({manifest}); continue it "
+                            "with --resume, or compute it all again with --force (the manifest keeps its run history)")
+
+
 def resume_command(prog: str, argv: list[str]) -> str:
     """The command line to paste to continue a campaign: ``prog`` and ``argv`` with ``--resume``."""
     return shlex.join([prog, *argv, *([] if "--resume" in argv else ["--resume"])])
@@ -305,27 +352,30 @@ class Campaign:
     ``must_match``: manifest parameters a resume may not change (parameter -> the option that
     sets it, e.g. ``{"tolerances": "--eps"}``): a different value is refused with exit 2.  A
     previous manifest of another command is refused too.  ``resume_command``: the line that
-    continues this campaign (:func:`resume_command`), named when it is interrupted.
+    continues this campaign (:func:`resume_command`), named when it is interrupted.  ``force``
+    (``--force`` without ``--resume``): nothing is kept, the previous manifest's run history is
+    (its command must be this one), and this run is marked ``"forced": true``.
     """
 
     def __init__(self, path: Path, command: str, parameters: dict[str, Any],
-                 entries: Iterable[tuple[str, dict[str, Any]]], *, resume: bool,
+                 entries: Iterable[tuple[str, dict[str, Any]]], *, resume: bool, force: bool = False,
                  must_match: Mapping[str, str] | None = None, resume_command: str | None = None) -> None:
         self.path = Path(path)
-        previous = _Manifest.read(self.path) if resume else None
+        previous = _Manifest.read(self.path) if resume or force else None
         if previous is not None:
+            how = "--resume" if resume else "--force"
             if previous.get("command") != command:
-                raise InvalidInputError(f"--resume: {self.path} is the manifest of a 'softrank "
+                raise InvalidInputError(f"{how}: {self.path} is the manifest of a 'softrank "
                                         f"{previous.get('command')}' campaign, not of 'softrank {command}'")
-            for key, option in (must_match or {}).items():
+            for key, option in ((must_match or {}).items() if resume else ()):
                 if previous.get(key) != parameters.get(key):
                     raise InvalidInputError(
                         f"--resume: the campaign in {self.path} was run with {option} {_shown(previous.get(key))}, "
                         f"this run asks for {option} {_shown(parameters.get(key))}; resume it with the same {option}, "
                         "or start a new campaign (another --out, without --resume)")
-        old = previous.get("operators") if previous else None
+        old = previous.get("operators") if previous and resume else None
         self.previous: dict[str, Any] = old if isinstance(old, dict) else {}
-        self.manifest = _Manifest.start(self.path, command, parameters, entries, resume=resume)
+        self.manifest = _Manifest.start(self.path, command, parameters, entries, resume=resume, forced=force)
         self.hint = resume_command
 
     @property
@@ -347,8 +397,7 @@ class Campaign:
         seconds, attempts and finishing time come from the previous ``entry`` when they are
         well-formed."""
         entry = entry or {}
-        number = lambda key: entry.get(key) if isinstance(entry.get(key), (int, float)) and \
-            not isinstance(entry.get(key), bool) else None  # noqa: E731
+        number = lambda key: entry.get(key) if manifest_number(entry.get(key)) else None  # noqa: E731
         attempts = entry.get("attempts") if isinstance(entry.get("attempts"), int) else 0
         finished = entry.get("finished") if isinstance(entry.get("finished"), str) else None
         self.manifest.update(name, status="done", resumed=True, seconds=number("seconds"),
@@ -415,5 +464,5 @@ def _shown(value: Any) -> str:
 
 
 __all__ = ["FORMAT", "MANIFEST_NAME", "STATUSES", "VERSION", "Campaign", "CampaignInterrupted", "budget_json",
-           "check_manifest_clear", "failure_record", "file_sha256", "first_unverified", "operator_sha256",
+           "check_campaign_start", "check_manifest_clear", "failure_record", "file_sha256", "first_unverified", "operator_sha256",
            "recheck_certificate", "recheck_from_worker", "resume_command", "reusable_certificate", "worker_failure"]

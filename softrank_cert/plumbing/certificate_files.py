@@ -6,7 +6,10 @@
 * :func:`expand_json_paths`: the JSON files named on a command line, folders replaced by the
   ``*.json`` files below them;
 * :func:`declared_format`: the ``format`` a JSON file declares, so that reports and campaign
-  manifests in a certificate folder are recognised by their content (never by their name).
+  manifests in a certificate folder are recognised by their content (never by their name);
+  :func:`not_a_certificate`: what a JSON file that makes no claim to be a certificate is (one of
+  the project's other documents, or a foreign file: a ``package.json``, a key file), so that a
+  verifier skips it, where a file that claims to be a certificate is checked as one.
 """
 
 from __future__ import annotations
@@ -116,6 +119,40 @@ def declared_format(raw: bytes) -> str | None:
         return None
     fmt = document.get("format") if isinstance(document, dict) else None
     return fmt if isinstance(fmt, str) else None
+
+
+#: Top-level fields only a certificate has: a JSON object with one of them claims to be one.
+CERTIFICATE_FIELDS = ("operator", "brackets")
+_JSON_KINDS = {list: "a JSON list", str: "a JSON string", bool: "a JSON boolean", int: "a JSON number",
+               float: "a JSON number", type(None): "JSON null"}
+
+
+def not_a_certificate(raw: bytes) -> str | None:
+    """What the JSON file ``raw`` is when it makes no claim to be a certificate, else None (check
+    it as a certificate: the strict parser accepts it or says what is wrong).
+
+    Skipped, named: a JSON value that is not an object (``"a JSON list"``); an object declaring
+    one of the project's other documents (:func:`is_certificate_format`: its format, e.g.
+    ``"softrank-campaign"``); a foreign object -- none of :data:`CERTIFICATE_FIELDS`, and a
+    ``format`` that is absent, not a string, or a string not starting with ``softrank``
+    (``'a JSON object without "format": "softrank-certificate"'``, ``"a 'x' document"``).
+    Checked: anything that fails to parse (not UTF-8, not JSON, a duplicate key: a damaged
+    certificate?), an object with an ``operator`` or ``brackets`` field, and one whose format
+    starts with ``softrank`` but is no project document (``softrank-cert``)."""
+    try:
+        document = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except (UnicodeDecodeError, ValueError, RecursionError, _Duplicate):
+        return None
+    if not isinstance(document, dict):
+        return _JSON_KINDS.get(type(document), "a JSON value")
+    fmt = document.get("format")
+    if isinstance(fmt, str) and not is_certificate_format(fmt):
+        return fmt
+    if any(field in document for field in CERTIFICATE_FIELDS):
+        return None
+    if not isinstance(fmt, str):
+        return f'a JSON object without "format": "{CERTIFICATE_FORMAT}"'
+    return None if fmt.casefold().startswith("softrank") else f"a {fmt!r} document"
 
 
 def is_certificate_format(fmt: str | None) -> bool:

@@ -4,11 +4,15 @@ checked before any work and written atomically.
 * :func:`read_regular_file` / :func:`check_regular_file`: the one way an input file is read --
   a regular file only (a FIFO, a device, a socket or a folder refused before a byte is read, so
   nothing ever blocks), its size from ``fstat`` checked against a limit before reading;
-  :func:`loads_unique`, JSON that refuses duplicate keys (every JSON document the tools read).
+  :func:`loads_unique`, JSON that refuses duplicate keys (every JSON document the tools read);
+  :func:`file_kind`, what a file handed to the wrong command is (a panel, a certificate, a GGUF
+  model, a key), for the one line that refuses it.
 
 * :func:`check_output_file` / :func:`check_output_folder`: pre-flight checks of an output named
   on the command line or given to the API (a folder where a file is wanted, a non-regular
-  file, an unwritable place: one line, exit 2, before any work).
+  file, an unwritable place: one line, exit 2, before any work).  **Outputs never destroy
+  inputs**: an output that is an input of the same command (:func:`same_file`), a key file
+  (:func:`key_file_kind`), or -- without ``force`` -- any existing file is refused the same way.
 * :class:`OutputFiles`: the files of one run, each staged beside its target and renamed into
   place together (``fsync`` before the rename, the folder after it), or all removed when the
   run fails; :class:`OutputWriteError` is a write that failed (one line, exit 2).
@@ -24,7 +28,7 @@ import stat
 import tempfile
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ..errors import InvalidInputError, OutputWriteError
 
@@ -117,6 +121,47 @@ def loads_unique(text: str | bytes) -> Any:
     return json.loads(text, object_pairs_hook=unique_object_pairs)
 
 
+#: Leading bytes of the binary files a user may hand to the wrong command, and what each is.
+_MAGIC_KINDS = ((b"PK\x03\x04", "a .npz file (a panel or operator file)"), (b"GGUF", "a GGUF model file"),
+                (b"\x93NUMPY", "a .npy array file"))
+#: A JSON file larger than this is not parsed to say what it is (the message stays generic).
+_KIND_JSON_BYTES = 64 << 20
+
+
+def file_kind(path: str | os.PathLike[str]) -> str | None:
+    """What the regular file at ``path`` is, from its content, for a refusal that names it (only
+    on an error path): ``"a .npz file (a panel or operator file)"``, ``"a GGUF model file"``,
+    ``"a .npy array file"``, ``"a softrank certificate"``, ``"a key file"``, ``"a 'F' document"``
+    (a JSON object declaring the format F), or None when it is none of these or cannot be read.
+    Cost: 8 bytes, and at most 64 MiB of a JSON file (a larger one is not looked into)."""
+    try:
+        check_regular_file(path)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as handle:
+            head = handle.read(8) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    except (InvalidInputError, OSError):
+        return None
+    for magic, kind in _MAGIC_KINDS:
+        if head.startswith(magic):
+            return kind
+    try:
+        raw = read_regular_file(path, _KIND_JSON_BYTES, "file")
+    except InvalidInputError:
+        return None
+    try:
+        document = loads_unique(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    if not isinstance(document, dict):
+        return None
+    if any(field in document for field, _ in _KEY_FIELDS):
+        return "a key file"
+    fmt = document.get("format")
+    if fmt == "softrank-certificate":
+        return "a softrank certificate"
+    return f"a {fmt!r} document" if isinstance(fmt, str) else None
+
+
 # --------------------------------------------------------------------------------------
 # Checked before any work
 # --------------------------------------------------------------------------------------
@@ -145,13 +190,78 @@ def _probe_writable(folder: Path, option: str, text: str, probed: set[Path] | No
         probed.add(ancestor)
 
 
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same path once symlinks and ``..`` are resolved
+    (also for a file not yet created), or, both existing, the same file on the disk
+    (``os.path.samefile``: a hard link, a bind mount)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (or cannot be looked at): not the same file
+        return False
+
+
+#: The top-level fields that make a JSON file a key file: ``softrank keygen``'s private key and its ``.pub``.
+_KEY_FIELDS = (("privateKeyMultibase", "a private key file"), ("publicKeyMultibase", "a public key file"))
+#: A key file is a few hundred bytes: a larger file is not looked into.
+_KEY_FILE_PROBE_BYTES = 1 << 16
+
+
+def key_file_kind(path: str | os.PathLike[str]) -> str | None:
+    """``"a private key file"`` or ``"a public key file"`` when ``path`` is an existing regular
+    file of at most 64 KiB holding a JSON object with the top-level field of one
+    (``privateKeyMultibase``, ``publicKeyMultibase``), else None.  Cost: at most 64 KiB read."""
+    try:
+        document = loads_unique(read_regular_file(path, _KEY_FILE_PROBE_BYTES, "output file"))
+    except (InvalidInputError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    if not isinstance(document, dict):
+        return None
+    return next((kind for field, kind in _KEY_FIELDS if field in document), None)
+
+
+def check_not_input(path: str | os.PathLike[str], option: str,
+                    inputs: Mapping[str, str | os.PathLike[str] | None] | None) -> None:
+    """Refuse (one line, exit 2) an output ``path`` that names one of the command's ``inputs``
+    (what -> path; None = not given), or an existing file inside an input that is a folder,
+    whatever ``--force`` says."""
+    for what, source in (inputs or {}).items():
+        if source is None:
+            continue
+        named = what if os.fspath(source) in what else f"{what} {os.fspath(source)}"
+        if same_file(path, source):
+            raise InvalidInputError(f"{option} {os.fspath(path)} would overwrite the {named}; name another output file")
+        if os.path.isdir(source) and os.path.lexists(path) and \
+                os.path.realpath(path).startswith(os.path.join(os.path.realpath(source), "")):
+            raise InvalidInputError(f"{option} {os.fspath(path)} would overwrite a file of the {named}; "
+                                    "name another output file")
+
+
+def check_replaceable(path: str | os.PathLike[str], option: str, *, force: bool) -> None:
+    """Refuse (one line, exit 2) to replace the existing file ``path``: a key file always (a
+    private key cannot be made again), any other file unless ``force`` (``--force``)."""
+    if not os.path.lexists(path):
+        return
+    kind = key_file_kind(path)
+    if kind is not None:
+        raise InvalidInputError(f"{option} {os.fspath(path)}: is {kind}; a key file is never replaced, "
+                                "--force or not: name another output file")
+    if not force:
+        raise InvalidInputError(f"{option} {os.fspath(path)}: exists; give --force to replace it, "
+                                "or name another output file")
+
+
 def check_output_file(text: str | os.PathLike[str], option: str, *, suffixes: tuple[str, ...] | None = None,
-                      probed: set[Path] | None = None) -> Path:
+                      probed: set[Path] | None = None, force: bool = False,
+                      inputs: Mapping[str, str | os.PathLike[str] | None] | None = None) -> Path:
     """Pre-flight check of an output *file* named on the command line, before any work.
 
     Refused with one line (InvalidInputError, exit 2): a name ending in ``/`` or naming an
     existing folder, an existing target that is not a regular file (e.g. ``/dev/null``), a
-    suffix outside ``suffixes``, and a location where no file can be created.  Missing parent
+    suffix outside ``suffixes``, an output that is one of the command's ``inputs``
+    (:func:`check_not_input`), an existing key file, any other existing file unless ``force``
+    (:func:`check_replaceable`), and a location where no file can be created.  Missing parent
     folders are fine (they are created when the file is written).
     """
     text = os.fspath(text)
@@ -163,6 +273,8 @@ def check_output_file(text: str | os.PathLike[str], option: str, *, suffixes: tu
         raise InvalidInputError(f"{option} {text}: unsupported file type ({got}); use {', '.join(suffixes)}")
     if path.exists() and not path.is_file():
         raise InvalidInputError(f"{option} {text}: exists and is not a regular file")
+    check_not_input(path, option, inputs)
+    check_replaceable(path, option, force=force)
     _probe_writable(path.parent, option, text, probed)
     return path
 
@@ -175,6 +287,19 @@ def check_output_folder(text: str | os.PathLike[str], option: str, *, probed: se
         raise InvalidInputError(f"{option} {text}: is a file, not a folder")
     _probe_writable(path, option, text, probed)
     return path
+
+
+def check_folder_unused(path: str | os.PathLike[str], option: str, *, force: bool) -> None:
+    """Refuse (one line, exit 2) an output folder whose files are named only once the work is
+    done (a page's figures, an audit's evidence) when it already holds something, unless
+    ``force``: what is in it might be replaced."""
+    try:
+        used = os.path.isdir(path) and any(os.scandir(path))
+    except OSError:
+        used = False
+    if used and not force:
+        raise InvalidInputError(f"{option} {os.fspath(path)}: the folder holds files already; give --force to "
+                                "replace what this run writes there, or name another output")
 
 
 # --------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import InvalidInputError, InvalidOperatorError, SizeLimitError
 from ..kernel import MAX_ENTRIES, Operator, float_to_decimal_string
-from .files import check_regular_file, unique_object_pairs
+from .files import check_regular_file, file_kind, unique_object_pairs
 
 OPERATOR_LEAVES = {"Q", "K", "S", "A", "beta", "causal"}
 PROVENANCE_KEY = "__provenance__"
@@ -106,11 +106,21 @@ def npz_headers(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     except InvalidInputError as exc:
         raise type(exc)(f"{path}: {exc}") from None
     except (OSError, EOFError, zipfile.BadZipFile, zlib.error, ValueError) as exc:
+        kind = file_kind(path) if isinstance(exc, zipfile.BadZipFile) else None
+        if kind is not None:
+            raise InvalidInputError(f"{path}: is {kind}, not a panel or operator .npz file{_TAKES.get(kind, '')}") \
+                from None
         raise InvalidInputError(f"{path}: not a readable .npz file ({exc})") from None
     if total > MAX_NPZ_BYTES:
         raise SizeLimitError(f"{path}: its arrays declare {total} bytes in all, more than the limit of "
                              f"{MAX_NPZ_BYTES} bytes for one .npz file (refused before decompressing anything)")
     return headers
+
+
+#: Which command takes a file of each kind that is handed where a panel is expected.
+_TAKES = {"a softrank certificate": ": softrank-verify checks it (softrank bracket takes the panel it was made from)",
+          "a GGUF model file": ": softrank panel --gguf FILE makes a panel from it",
+          "a key file": ": --key takes a private key file, --trusted-keys a .pub file"}
 
 
 def _group(headers: dict[str, Any], stem: str) -> dict[str, dict[str, str]]:

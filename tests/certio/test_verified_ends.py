@@ -206,3 +206,24 @@ def test_sealed_end_fields(genuine):
     assert isinstance(lower, VerifiedLower) and (lower.k, lower.X, lower.Y, lower.method) == (1, None, None, "trivial")
     assert (upper.r, upper.construction, upper.U.shape, upper.W.shape) == (2, "tsvd", (6, 2), (6, 2))
     assert bracket.resolved is False and upper.verdict.status is Status.VERIFIED and upper.eps == EPS
+
+
+def test_the_seal_stops_accidents_not_code_in_this_process(genuine):
+    """Issue 48: the docstrings claimed the seal stops everything but ctypes; ``object.__setattr__``
+    on a sealed end's fields gets a false claim written.  What is trusted is a re-check: the
+    verifier rejects it, and the docstrings now say exactly that."""
+    import softrank_cert.certio.verified as verified
+    import softrank_cert.kernel.verdict as verdict
+
+    op, bracket, (U, W) = genuine
+    forged = (np.zeros_like(U), np.zeros_like(W))  # U W^T = 0: far from A at EPS
+    object.__setattr__(bracket.upper, "_arrays", forged)
+    object.__setattr__(bracket.upper, "_digest", verified._digest(forged))
+    document = certificate_for("t/op", op, [bracket])  # the seal did not stop code in this process
+    report = verify_certificate_document(document)
+    assert [v.status for v in report.verdicts] == [Status.VERIFIED, Status.REJECTED]
+    for module in (verified, verdict):
+        text = " ".join((module.__doc__ or "").split())
+        assert "stops accidents, not code in this process" in text, module.__name__
+        assert "re-check by ``softrank-verify``" in text, module.__name__
+    assert "can forge anything.  What it" not in verified.__doc__

@@ -140,3 +140,27 @@ def test_operator_repr_is_compact_and_carries_the_id_hash():
     assert len(text) < 100, text
     assert text.startswith("Operator(qk, 8x16, beta=inv_sqrt_d, mask=causal, sha256-")
     assert text.endswith(sc.operator_id(op).rsplit("/", 1)[1] + ")")  # the same hash as the operator id
+
+
+def test_a_certificate_or_a_model_given_as_the_panel_is_named(panel, tmp_path):
+    """Issue 48: a certificate given to ``softrank bracket`` said only "not a readable .npz file
+    (File is not a zip file)"; a certificate, a GGUF model and a key file are named, with the
+    command that takes each."""
+    cert = tmp_path / "cert.json"
+    assert run_softrank("bracket", panel, "--operator", NAMES[0], "--eps", "0.5", "--work", "50", "--quiet",
+                        "--out", cert).returncode == 0
+    line = _error(run_softrank("bracket", cert, "--eps", "0.5", "--out", tmp_path / "c2.json"))
+    assert f"{cert}: is a softrank certificate, not a panel or operator .npz file: softrank-verify checks it" in line
+    line = _error(run_softrank("list", cert))
+    assert "is a softrank certificate" in line
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF\x03\x00\x00\x00" + bytes(24))
+    line = _error(run_softrank("bracket", gguf, "--eps", "0.5", "--out", tmp_path / "c3.json"))
+    assert "is a GGUF model file, not a panel or operator .npz file: softrank panel --gguf FILE" in line
+    key = Path(__file__).parents[2] / "examples" / "keys" / "demo-issuer.key"
+    line = _error(run_softrank("bracket", key, "--eps", "0.5", "--out", tmp_path / "c4.json"))
+    assert "is a key file, not a panel" in line
+    (tmp_path / "notes.txt").write_text("hello")
+    line = _error(run_softrank("bracket", tmp_path / "notes.txt", "--eps", "0.5", "--out", tmp_path / "c5.json"))
+    assert "not a readable .npz file" in line
+    assert not any((tmp_path / f"c{i}.json").exists() for i in (2, 3, 4, 5))

@@ -114,7 +114,8 @@ def files_below(folder: Path) -> list[str]:
 
 
 def report_json(folder: Path, *args) -> dict:
-    res = run_softrank("report", folder, "--json", "--quiet", *args)
+    """The page's document; the page is written again (``--force``: a test may have written it already)."""
+    res = run_softrank("report", folder, "--json", "--quiet", "--force", *args)
     assert res.returncode in (0, 6), res.stderr
     return json.loads(res.stdout)
 
@@ -274,7 +275,7 @@ def test_a_signed_campaign_needs_its_signer(tmp_path, issuer_key, other_key):
     del document["proof"]
     unsigned.write_text(json.dumps(document))
     resigned = tmp_path / "c" / "doc" / "w8" / "L0H2.json"
-    assert run_softrank("sign", resigned, "--key", other_key, "--out", resigned).returncode == 0
+    assert run_softrank("sign", resigned, "--key", other_key).returncode == 0  # in place
     doc = report_json(tmp_path / "c")
     reasons = {r["operator"]: r["reason"] for r in doc["operators"]}
     assert doc["summary"]["verified"] == 1 and doc["summary"]["signer"].startswith("did:key:")
@@ -469,7 +470,7 @@ def test_a_plain_folder_checks_signatures_as_verify_does(tmp_path, issuer_key, o
     document = json.loads((folder / "h1.json").read_text())
     del document["proof"]
     (folder / "h1.json").write_text(json.dumps(document))
-    assert run_softrank("sign", folder / "h2.json", "--key", other_key, "--out", folder / "h2.json").returncode == 0
+    assert run_softrank("sign", folder / "h2.json", "--key", other_key).returncode == 0  # in place
     document = json.loads((folder / "h3.json").read_text())
     document["operator"]["id"] = "doc/w8/L0H9"  # the signed content changed: the signature no longer holds
     (folder / "h3.json").write_text(json.dumps(document))
@@ -558,7 +559,7 @@ def test_a_file_name_that_is_not_utf8_is_shown_and_linked(plain):
     assert link == "%FF%FE.json"
     assert os.path.isfile(os.fsencode(page.parent) + b"/" + urllib.parse.unquote_to_bytes(link))
     assert [row[0] for row in name_rows(parsed) if row[0] == "loose"] == ["loose"]
-    res = run_softrank("report", folder, "--json", "--quiet")
+    res = run_softrank("report", folder, "--json", "--quiet", "--force")
     assert res.returncode == 0, res.stderr
     record = next(r for r in json.loads(res.stdout)["operators"] if r["operator"] == "loose")
     assert os.fsencode(record["file"]) == b"\xff\xfe.json" and os.path.isfile(record["certificate"])
@@ -874,3 +875,35 @@ def test_a_headless_browser_loads_the_committed_sample(tmp_path):
     assert seen["errors"] == [], seen["errors"]
     assert verified == others == len(files)
     assert f"{len(files)} verified" in summary
+
+
+def test_bidi_controls_and_nul_in_a_name_are_escaped_on_the_page(campaign, tmp_path):
+    """Issue 48: an operator id with U+202E (right-to-left override) and NUL was written raw, so
+    the page showed ``L1H1exe.png`` reversed; the page now escapes them as the verifier does."""
+    folder = tmp_path / "bidi"
+    folder.mkdir()
+    (folder / "a.json").write_text(forge(campaign, "L1H1\u202egnp.exe\x00", EPS))
+    res = run_softrank("report", folder, "--quiet")
+    assert res.returncode == 0, res.stderr
+    text, parsed = read_page(folder / "report.html")
+    assert "\u202e" not in text and "\x00" not in text
+    assert ["L1H1\\u202egnp.exe\\x00"] == [row[0] for row in name_rows(parsed)]
+    verify = run_verify(folder / "a.json")
+    assert "L1H1\\u202egnp.exe\\x00" in verify.stdout  # the verifier's table shows it the same way
+
+
+@pytest.mark.parametrize("number", ["1" + "0" * 400, "1e999", "NaN", "-Infinity", str(2 ** 53 + 1)])
+def test_a_huge_or_odd_number_in_the_manifest_is_one_line(folder, number):
+    """Issue 48: a 401-digit ``seconds`` in the manifest crashed the page (OverflowError, exit 4)."""
+    manifest = folder / "softrank-campaign.json"
+    text = manifest.read_text()
+    data = json.loads(text)
+    seconds = data["operators"]["loose"]["seconds"]
+    assert seconds is not None
+    data["operators"]["loose"]["seconds"] = "@NUMBER@"
+    manifest.write_text(json.dumps(data).replace('"@NUMBER@"', number))
+    before = files_below(folder)
+    res = run_softrank("report", folder, "--quiet")
+    assert_one_line_error(res, 2)
+    assert "the number at 'operators.loose.seconds' is not a finite number of magnitude at most 2**53" in res.stderr
+    assert files_below(folder) == before

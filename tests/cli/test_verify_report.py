@@ -221,3 +221,54 @@ def test_help_defines_the_margin_once():
     res = run_verify("--help")
     assert res.returncode == 0
     assert "1 - eps / t" in res.stdout and "1 - error / eps" in res.stdout
+
+
+def test_a_foreign_json_file_in_a_folder_is_skipped_not_invalid(tmp_path):
+    """Issue 48: a ``package.json`` (or a key's .pub, a list) beside certificates failed the whole
+    run (exit 2, a message about integers); such files found in a folder are skipped, naming what
+    they are, while a file that claims to be a certificate (an ``operator`` or ``brackets`` field,
+    a ``softrank`` format) and is broken, or a foreign file named on the command line, stays
+    invalid."""
+    op = peaked_operator()
+    write_certificate(tmp_path / "cert.json", build_document(op, valid_brackets(op)))
+    (tmp_path / "package.json").write_text(json.dumps({"name": "x", "version": 3, "size": 40.0}))
+    (tmp_path / "tool.json").write_text(json.dumps({"format": "vega-lite", "width": 1.5}))
+    (tmp_path / "list.json").write_text("[1, 2.5]")
+    (tmp_path / "issuer.pub.json").write_text(json.dumps({"publicKeyMultibase": "z6Mk", "id": "did:key:z6Mk"}))
+    res = run_verify(tmp_path)
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    assert res.stderr == ""
+    assert 'skipped: package.json (a JSON object without "format": "softrank-certificate": not a' in res.stdout
+    assert "skipped: tool.json (a 'vega-lite' document: not a certificate)" in res.stdout
+    assert "skipped: list.json (a JSON list: not a certificate)" in res.stdout
+    assert "5 files (4 skipped), 4 claims: 4 verified" in " ".join(res.stdout.split())
+    report = json.loads(run_verify("--json", tmp_path).stdout)
+    validate_report(report)
+    assert {f["path"].rsplit("/", 1)[-1]: (f["status"], f.get("format")) for f in report["files"]} == {
+        "cert.json": ("checked", None), "package.json": ("skipped", None), "tool.json": ("skipped", "vega-lite"),
+        "list.json": ("skipped", None), "issuer.pub.json": ("skipped", None)}
+    res = run_verify(tmp_path / "package.json")  # named: given as a certificate, so checked as one
+    assert_one_line_error(res, code=2)
+    assert 'package.json: is a JSON object without "format": "softrank-certificate", not a softrank certificate' \
+        in res.stderr
+    for broken in ({"operator": {"id": "x"}, "version": 1}, {"brackets": [], "format": 7},
+                   {"format": "softrank-cert", "name": "x"}):
+        (tmp_path / "broken.json").write_text(json.dumps(broken))
+        res = run_verify(tmp_path)
+        assert res.returncode == 2, (broken, res.stdout)
+        assert "invalid: broken.json (exit 2" in res.stdout
+
+
+def test_a_panel_given_to_the_verifier_is_named(tmp_path):
+    """Issue 48: a panel given to softrank-verify said only "file is not UTF-8 text"."""
+    panel = tmp_path / "panel.npz"
+    np.savez(panel, **{"a/Q": np.eye(2), "a/K": np.eye(2)})
+    res = run_verify(panel)
+    assert_one_line_error(res, code=2)
+    assert "panel.npz: is a .npz file (a panel or operator file), not a certificate: softrank bracket FILE" \
+           in res.stderr
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF\x03\x00\x00\x00" + bytes(24))
+    res = run_verify(gguf)
+    assert_one_line_error(res, code=2)
+    assert "is a GGUF model file, not a certificate: softrank panel --gguf FILE makes a panel from it" in res.stderr

@@ -346,7 +346,7 @@ def test_analyze_resume_keeps_finished_operators_after_an_interruption(toy, tmp_
     assert code == 0, err
     assert len(calls) == 7 and len(list((tmp_path / "r-cache").glob("*.json"))) == 12
     calls.clear()
-    code, whole, err = cli(capsys, *args, "--out", str(tmp_path / "whole.json"))
+    code, whole, err = cli(capsys, *args, "--out", str(tmp_path / "whole.json"), "--force")  # f.png exists
     assert code == 0 and len(calls) == 12
 
     def strip(text: str) -> dict:  # timings and the creation time differ from run to run
@@ -393,7 +393,7 @@ def test_analyze_resume_planted_cache_entry_cannot_count_a_rejected_certificate(
                "dropped": []}
     (tmp_path / "r-cache" / f"{key}.json").write_text(json.dumps(planted))
     (tmp_path / "r-campaign.json").unlink()  # (it would refuse the other tolerances before the cache is read)
-    fresh = cli(capsys, "analyze", str(bad), "--out", str(tmp_path / "fresh.json"), *args[:-1])
+    fresh = cli(capsys, "analyze", str(bad), "--out", str(tmp_path / "fresh.json"), *args[:-1], "--force")  # f.png
     resumed = cli(capsys, "analyze", str(bad), "--out", str(tmp_path / "r.json"), *args)
     assert fresh[0] == resumed[0] == 1 and "REJECTED" in resumed[2], resumed
     assert not (tmp_path / "fresh.json").exists()

@@ -4,7 +4,8 @@
   ``"certificates"`` (a plain folder of certificate files: :mod:`.certificates`);
 * :func:`read_manifest`: ``DIR/softrank-campaign.json`` of a ``softrank bracket`` campaign, read
   within a size bound; anything else (no folder, no manifest, unreadable JSON, a manifest of
-  another command, an operator name with a lone surrogate) is one
+  another command, an operator name with a lone surrogate, a number that is not finite or
+  beyond 2**53) is one
   :class:`~softrank_cert.errors.InvalidInputError` (exit 2);
 * :func:`plan`: each operator's certificate file and its size, from ``stat`` alone, refused as a
   whole (exit 2) when the count (of operators, a certificate file or not) or the total exceeds
@@ -30,7 +31,7 @@ from typing import Any
 from collections.abc import Callable
 
 from ...errors import FloatingPointEnvironmentError, InternalInvariantError, InvalidInputError, SoftrankError
-from ...plumbing.campaign import FORMAT as CAMPAIGN_FORMAT, MANIFEST_NAME, operator_sha256
+from ...plumbing.campaign import FORMAT as CAMPAIGN_FORMAT, MANIFEST_NAME, check_manifest_numbers, operator_sha256
 from ...plumbing.certificate_files import certificate_path
 from ...util.files import loads_unique, read_regular_file
 
@@ -82,6 +83,7 @@ def read_manifest(folder: Path) -> dict[str, Any]:
         raise InvalidInputError(f"{path}: 'tolerances' is not a list of decimal strings")
     if not (isinstance(operators, dict) and all(isinstance(e, dict) for e in operators.values())):
         raise InvalidInputError(f"{path}: 'operators' is not an object of operator entries")
+    check_manifest_numbers(document, str(path))
     for name in operators:
         try:
             name.encode("utf-8")

@@ -4,7 +4,10 @@
 verify summary, group rows, operator records, figure files) into HTML, worded for the kind of
 folder read (a campaign; a plain folder of certificate files, whose rows of no verified operator
 are named by their file).  Every piece of
-untrusted text (operator names, reasons, methods, paths) is escaped; links and image sources
+untrusted text (operator names, reasons, methods, paths) is escaped: HTML's special characters,
+and control and format characters (NUL, bidi overrides such as U+202E: they would reorder or
+hide what a reader sees) shown as visible escapes as the verifier's tables show them
+(:func:`~softrank_cert.util.escaping.plain_text`); links and image sources
 are relative to the page's folder and percent-encoded, so the page moves with its folder.
 
 A file name that is not UTF-8 (Python holds its undecodable bytes as the surrogate escapes
@@ -20,6 +23,8 @@ import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+from ...util.escaping import plain_text
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; padding: 0 1em; color: #222; }
@@ -50,7 +55,9 @@ def shown(text: str) -> str:
 
 
 def _e(value: Any) -> str:
-    return html.escape(shown(str(value)), quote=True)
+    """Untrusted text for the page: :func:`shown`, control and format characters as visible
+    escapes (``\\u202e``, ``\\x00``), then HTML-escaped."""
+    return html.escape(plain_text(shown(str(value))), quote=True)
 
 
 def href(target: str | Path, page: Path) -> str:

@@ -58,8 +58,11 @@ class CampaignResult:
         return {"manifest": self.manifest, "computed": self.computed, "kept": self.kept, "failed": len(self.failed)}
 
 
-def check_campaign_folder(out: str | None, resume: bool) -> Path | None:
-    """``--out`` as a folder checked before any work (exit 2); ``--resume`` needs one."""
+def check_campaign_folder(out: str | None, resume: bool, force: bool = False) -> Path | None:
+    """``--out`` as a folder checked before any work (exit 2); ``--resume`` needs one, and a
+    folder that holds a campaign needs ``--resume`` or ``--force``
+    (:func:`~softrank_cert.plumbing.campaign.check_campaign_start`)."""
+    from ...plumbing.campaign import MANIFEST_NAME, check_campaign_start
     from ...util.files import check_output_folder
 
     if out is None:
@@ -68,16 +71,19 @@ def check_campaign_folder(out: str | None, resume: bool) -> Path | None:
         return None
     if Path(out).suffix == ".json" and not Path(out).is_dir():
         raise InvalidInputError(f"--out {out}: a supports sweep writes one certificate per point; give a folder")
-    return check_output_folder(out, "--out")
+    folder = check_output_folder(out, "--out")
+    check_campaign_start(folder / MANIFEST_NAME, "--out", resume=resume, force=force)
+    return folder
 
 
 def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, ...], *,
                  work: float | None = None, budget_seconds: float | None = None, ranks: list[int] | None,
-                 out: Path | None = None, resume: bool = False, key: Any = None, jobs: int = 1,
+                 out: Path | None = None, resume: bool = False, force: bool = False, key: Any = None, jobs: int = 1,
                  scheduler: str | None = None, max_memory: int | None = None, bar: Any = None,
                  resume_command: str | None = None) -> CampaignResult:
     """Bracket the support operator at every kappa, write the certificates and the manifest when
-    ``out`` is given, keep re-verified ones with ``resume`` (module docstring).  ``bar``: an
+    ``out`` is given, keep re-verified ones with ``resume`` (module docstring; ``force``: replace
+    the certificates and start the campaign there again, keeping its run history).  ``bar``: an
     :class:`~softrank_cert.util.progress.OperatorProgress` (stage names in process);
     ``resume_command``: the line an interruption names to continue."""
     from ...certio.issuing import signed
@@ -92,9 +98,10 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
         raise InvalidInputError("two kappas agree to 6 significant digits: their points would share a name")
     ops = [support_operator(support, dim, n, kappa) for kappa in kappas]
     budget_work = effective_work(work, budget_seconds, *ops[0].shape)
-    targets = [check_output_file(path, "--out") for path in certificate_paths(out, names)] if out else []
+    targets = [check_output_file(path, "--out", force=force or resume)
+               for path in certificate_paths(out, names)] if out else []
     campaign, kept = (_start(support, dim, n, eps, kappas, names, ops, targets, out, budget_work, budget_seconds,
-                             ranks, resume, key, jobs, scheduler, max_memory, resume_command)
+                             ranks, resume, force, key, jobs, scheduler, max_memory, resume_command)
                       if out else (None, {}))
     points: dict[int, SweepPoint] = dict(kept)
     todo = [i for i in range(len(kappas)) if i not in kept]
@@ -195,7 +202,7 @@ def _shown(value: Any) -> str:
 
 def _start(support: str, dim: int, n: int, eps: str, kappas: tuple[float, ...], names: list[str], ops: list[Any],
            targets: list[Path], out: Path, budget_work: float | None, budget_seconds: float | None,
-           ranks: list[int] | None, resume: bool, key: Any, jobs: int, scheduler: str | None,
+           ranks: list[int] | None, resume: bool, force: bool, key: Any, jobs: int, scheduler: str | None,
            max_memory: int | None, resume_command: str | None) -> tuple[Any, dict[int, SweepPoint]]:
     """The campaign (its manifest written before any work) and, with ``resume``, the points kept
     (index -> point, its ends the kernel's verified claims of its certificate)."""
@@ -205,7 +212,7 @@ def _start(support: str, dim: int, n: int, eps: str, kappas: tuple[float, ...], 
     from ...util.files import check_output_file
     from ...util.memory import operator_task_bytes
 
-    path = check_output_file(out / MANIFEST_NAME, "--out")
+    path = check_output_file(out / MANIFEST_NAME, "--out", force=True)  # a campaign there: check_campaign_folder
     signer = did_key(key.public_key()) if key is not None else None
     sweep = {"support": support, "dim": dim, "n": n, "kappas": list(kappas), "geometry_ranks": ranks or []}
     if resume:
@@ -215,7 +222,8 @@ def _start(support: str, dim: int, n: int, eps: str, kappas: tuple[float, ...], 
                   "signer": signer}
     entries = [(name, {"operator_sha256": operator_sha256(op), "output": target.relative_to(out).as_posix(),
                        "estimated_bytes": operator_task_bytes(op)}) for name, op, target in zip(names, ops, targets)]
-    campaign = Campaign(path, "supports", parameters, entries, resume=resume, must_match={"tolerances": "--eps"},
+    campaign = Campaign(path, "supports", parameters, entries, resume=resume, force=force,
+                        must_match={"tolerances": "--eps"},
                         resume_command=resume_command)
     kept: dict[int, SweepPoint] = {}
     if resume:
