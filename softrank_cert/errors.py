@@ -115,6 +115,11 @@ class CertificateRefusedError(SoftrankError):
         self.exit_code = exit_code
 
 
+class WireError(ValueError):
+    """A worker's answer that is not what a task's result must be (``plumbing/wire.py``; the
+    reason in one line).  Never reaches a user: the task is reported failed with it."""
+
+
 #: The most characters of an unexpected exception's own message that :func:`describe` keeps.
 DESCRIBE_CHARS = 300
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..blas_kernels import kernels_pinned
-from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, InvalidInputError, SoftrankError, WorkerError
-from .wire import MAX_RESULT_BYTES, WireError, decode
+from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, InvalidInputError, SoftrankError, WireError, WorkerError
+from .wire import MAX_RESULT_BYTES, decode
 
 #: Room for the event header in front of a worker's frame.
 HEADER_BYTES = 1 << 16

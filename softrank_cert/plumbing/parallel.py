@@ -61,10 +61,10 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 import numpy as np
 
 from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, InternalInvariantError, InvalidInputError, SoftrankError, \
-    WorkerError, debugging
+    WireError, WorkerError, debugging
 from ..kernel import Operator
 from ..util.memory import format_bytes
-from .wire import MAX_RESULT_BYTES, Failure, WireError, read_frame
+from .wire import MAX_RESULT_BYTES, Failure, read_frame
 from .worker_task import failure, framed_call, init_precision, watch_parent
 
 #: Attempts of one task whose worker died (or raised MemoryError) before it is reported failed.

@@ -30,17 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
-from ..errors import EXIT_INTERNAL
+from ..errors import EXIT_INTERNAL, WireError
 
 #: The largest frame the signing process reads from one worker (a certificate of a 2048-wide
 #: operator at full rank is about 70 MiB of base64); a longer one is a failure of that task.
 MAX_RESULT_BYTES = 1 << 30
 #: The longest failure message kept from a worker (it is one line of a report).
 MAX_MESSAGE = 2000
-
-
-class WireError(ValueError):
-    """A frame that is not what a worker's result must be (the reason, in one line)."""
 
 
 @dataclass(frozen=True)
