@@ -20,7 +20,7 @@ from ..util.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
 from ..util.tolerances import check_budget, parse_eps_list
 from ..util.escaping import plain_text
-from .common import (add_quiet_option, add_campaign_options, add_command, add_parallel_options, brackets_summary, add_budget_options,
+from .common import (add_device_option, add_quiet_option, add_campaign_options, add_command, add_parallel_options, brackets_summary, add_budget_options,
                      campaign_memory, name_table, stdout_console)
 
 EPILOG = """\
@@ -77,6 +77,7 @@ def add_bracket(sub: Any) -> None:
     which.add_argument("--all", action="store_true", help="every operator of the panel (--out is a folder)")
     p.add_argument("--key", metavar="KEYFILE", help="sign the certificates with this key (softrank keygen)")
     add_budget_options(p, "solver time per operator, all tolerances together")
+    add_device_option(p)
     add_parallel_options(p)
     add_campaign_options(p)
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
@@ -144,6 +145,10 @@ def run_bracket(args: Any) -> int:
         raise InvalidInputError("--resume needs a campaign folder: --out DIR/ (with --all or several --operator)")
     max_memory = campaign_memory(args)
     jobs = resolve_jobs(args.jobs)
+    if args.device is not None:  # after the input checks: it imports the solvers (and torch)
+        from ..solvers.device import check_device
+
+        check_device(args.device)
     if not campaign:
         return _run_single(args, operators[0], targets[0], eps_list, key, jobs, max_memory)
     check_manifest_clear(item.name for item in operators)
@@ -162,7 +167,8 @@ def run_bracket(args: Any) -> int:
                                eps_list, work=args.work, budget_seconds=args.budget_seconds, jobs=jobs,
                                scheduler=args.scheduler, progress=bar.stage_callback,
                                memory=[operator_task_bytes(operators[i].operator) for i in todo],
-                               max_memory=max_memory, done=lambda j: bar.advance(operators[todo[j]].name))
+                               max_memory=max_memory, done=lambda j: bar.advance(operators[todo[j]].name),
+                               device=args.device)
         with closing(results):
             for outcome in results:
                 i = todo[outcome.index]
@@ -208,7 +214,8 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
         with closing(run_brackets([(item.operator, item.name, item.provenance)], eps_list, work=args.work,
                                   budget_seconds=args.budget_seconds, jobs=jobs, scheduler=args.scheduler,
                                   progress=bar.stage_callback, memory=[operator_task_bytes(item.operator)],
-                                  max_memory=max_memory, done=lambda i: bar.advance(item.name))) as results:
+                                  max_memory=max_memory, done=lambda i: bar.advance(item.name),
+                                  device=args.device)) as results:
             (outcome,) = list(results)
         issued = outcome.unwrap()
         write_json_atomic(target, issued.signed(key))
