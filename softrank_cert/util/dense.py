@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..kernel import Operator
+if TYPE_CHECKING:  # the float64 helpers run without the kernel's Arb (e.g. the device benchmark)
+    from ..kernel import Operator
 
 
 def softmax_rows(S: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
