@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+import weakref
 from typing import TypeVar
 from collections.abc import Callable
 
@@ -50,17 +51,18 @@ class Ends:
                                      or _always(verify_lower_end(op, eps, 0, None, None, "trivial"), eps))
         self.upper: VerifiedUpper = (verify_upper_end(op, eps, 0, None, None, "zero")
                                      or _always(verify_upper_end(op, eps, op.p, None, None, "identity"), eps))
-        # Candidates already tried, kept alive so that id() is never reused by a new one.
-        self._checked: dict[int, object] = {}
+        # Candidates already tried, held weakly: a superseded witness is freed (on high-rank
+        # heads they were most of the search's memory), and a freed one cannot come back.
+        self._checked: weakref.WeakSet[object] = weakref.WeakSet()
 
     @property
     def resolved(self) -> bool:
         return self.lower.k >= self.upper.r
 
     def _fresh(self, c: object) -> bool:
-        if id(c) in self._checked:
+        if c in self._checked:
             return False
-        self._checked[id(c)] = c
+        self._checked.add(c)
         return True
 
     def settle(self, pool: CandidatePool) -> None:

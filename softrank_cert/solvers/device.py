@@ -186,9 +186,10 @@ def calibrate(kind: str, shape: tuple[int, int], repeats: int = 5) -> float:
 def device_search_bytes(m: int, n: int) -> int:
     """Device memory the witness search of an m x N operator needs at least: ``A`` in float64 and
     float32, the evaluation's two float32 and the error check's one float64 m x N temporaries,
-    and L-BFGS's 14 vectors of ``(m + N) p`` float64 at the largest rank."""
+    and L-BFGS's 14 float64 vectors of ``(m + N) r`` at rank ``r = p / 2`` (the searches start
+    at the truncated SVD's rank, below p)."""
     p = min(m, n)
-    return 28 * m * n + 14 * 8 * (m + n) * p
+    return 28 * m * n + 7 * 8 * (m + n) * p
 
 
 def check_device_memory(device: SearchDevice, m: int, n: int) -> None:

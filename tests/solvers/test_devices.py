@@ -19,7 +19,8 @@ import softrank_cert as sc
 from softrank_cert.errors import InvalidInputError
 from softrank_cert.solvers.backend import NUMPY
 from softrank_cert.solvers.lower.smooth_key import selection_pair
-from softrank_cert.solvers.device import NUMPY_DEVICE, PROVENANCE_KEY, SearchDevice, resolve_device
+from softrank_cert.solvers.device import (NUMPY_DEVICE, PROVENANCE_KEY, TORCH_CPU_COST, SearchDevice,
+                                         check_device_memory, device_search_bytes, resolve_device)
 from softrank_cert.solvers.upper.lbfgs import minimise
 from softrank_cert.solvers.upper.smooth import SmoothState, run_stages, tsvd_start
 from softrank_cert.solvers.work import Budget
@@ -111,7 +112,7 @@ def test_torch_certificates_verify_and_record_the_device() -> None:
     assert report.ok, report
     record = document["operator"]["provenance"][PROVENANCE_KEY]
     assert record["device"].startswith("cpu") and record["torch"] == torch.__version__
-    assert record["work_cost"] == "1"
+    assert float(record["work_cost"]) == TORCH_CPU_COST
     assert any(b.upper.construction == "smooth" for b in result.brackets)
 
 
@@ -126,6 +127,14 @@ def test_numpy_path_is_the_default_and_records_nothing() -> None:
     assert resolve_device(None) is NUMPY_DEVICE
 
 
+def test_a_cuda_search_that_cannot_fit_is_refused_before_allocating(monkeypatch) -> None:
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (64 << 20, 80 << 30))
+    with pytest.raises(InvalidInputError, match="64.0 MiB free"):
+        check_device_memory(SearchDevice("cuda:0", 0.001, "test GPU"), 2048, 2048)
+    check_device_memory(SearchDevice("cuda:0", 0.001, "test GPU"), 512, 512)  # 7 + 15 MiB: fits
+    assert device_search_bytes(4096, 4096) < 4 << 30
+
+
 def test_unknown_device_and_cuda_without_cuda_are_refused() -> None:
     with pytest.raises(InvalidInputError, match="device must be one of"):
         resolve_device("tpu")
@@ -133,7 +142,7 @@ def test_unknown_device_and_cuda_without_cuda_are_refused() -> None:
         with pytest.raises(InvalidInputError, match="sees no CUDA device"):
             resolve_device("cuda")
         assert resolve_device("auto") is NUMPY_DEVICE
-    assert resolve_device("cpu") == SearchDevice("cpu", 1.0, "torch cpu")
+    assert resolve_device("cpu") == SearchDevice("cpu", TORCH_CPU_COST, "torch cpu")
 
 
 def test_without_torch_cpu_is_the_numpy_path_and_cuda_is_refused(monkeypatch) -> None:
