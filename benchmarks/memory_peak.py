@@ -55,7 +55,7 @@ def main() -> None:
     from softrank_cert import load_panel
 
     names = args.operators.split(",") if args.operators else list(load_panel(args.panel))
-    rows = []
+    rows: list[dict] = []
     for name in names:
         out = subprocess.run([sys.executable, "-c", CHILD, args.panel, name, args.eps, args.work, args.device],
                              capture_output=True, text=True, check=True)
@@ -63,6 +63,10 @@ def main() -> None:
         row["ratio"] = round(row["peak_rss"] / row["estimate"], 3)
         print(json.dumps(row), flush=True)
         rows.append(row)
+        write(args, rows)  # after every head: what was measured stays if the run is stopped
+
+
+def write(args: argparse.Namespace, rows: list[dict]) -> None:
     results = ROOT / "benchmarks" / "results"
     (results / f"memory_peak_{args.name}.json").write_text(json.dumps(
         {"panel": Path(args.panel).name, "eps": args.eps, "work": args.work, "device": args.device, "rows": rows},

@@ -37,8 +37,9 @@ from .work import evaluation_units, units_per_second
 #: Accepted values of ``--device``.
 DEVICE_CHOICES = ("numpy", "cpu", "cuda", "auto")
 #: Work-charge factor of the torch back end on the CPU, one thread: its seconds per smoothed
-#: evaluation over the numpy path's (docs/solvers.md, "Devices").
-TORCH_CPU_COST = 1.0
+#: evaluation over the numpy path's, 0.82-1.90 at widths 512-2048 (median 1.24 of two runs of
+#: ``benchmarks/bench_devices.py``; docs/solvers.md, "Devices").
+TORCH_CPU_COST = 1.25
 #: Rank of the timed evaluations of :func:`calibrate` (a fraction of the operator's p).
 CALIBRATION_RANK_SHARE = 0.125
 #: Key of the search's record in a certificate's provenance.
