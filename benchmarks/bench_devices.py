@@ -16,6 +16,7 @@ import json
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -61,8 +62,8 @@ def main() -> None:
             U, W = rng.standard_normal((n, r)) / r, rng.standard_normal((n, r)) / n
             A32 = A.astype(np.float32)
             At, Ut, Wt = ops.matrix({}, A, np.float32), *ops.factors(U, W)
-            numpy_s = median_seconds(lambda: NUMPY.smooth_witness(A32, U, W, 100.0, 1e-4), args.repeats)
-            torch_s = median_seconds(lambda: ops.smooth_witness(At, Ut, Wt, 100.0, 1e-4), args.repeats, sync)
+            numpy_s = median_seconds(partial(NUMPY.smooth_witness, A32, U, W, 100.0, 1e-4), args.repeats)
+            torch_s = median_seconds(partial(ops.smooth_witness, At, Ut, Wt, 100.0, 1e-4), args.repeats, sync)
             rows.append({"width": n, "rank": r, "numpy_ms": round(1e3 * numpy_s, 3), "torch_ms": round(1e3 * torch_s, 3),
                          "torch_over_numpy": round(torch_s / numpy_s, 3)})
             print(json.dumps(rows[-1]), flush=True)
