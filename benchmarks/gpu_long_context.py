@@ -18,8 +18,10 @@ Two modes:
     ``benchmarks/results/<name>.json`` and ``.md`` (``--results`` to write elsewhere): the
     VERIFIED upper ends per width, tolerance and operator, with the device's timings.
 
-Usage (the panel from ``softrank panel --gguf smollm2 --text examples/data/gpl3.txt --widths
-2048,4096,8192 --layers 0,10,15 --heads 4 --out shared/gpu_panel.npz``)::
+Usage (the panel captured here first, e.g. ``softrank panel --gguf smollm2 --text
+examples/data/gpl3.txt --widths 2048,4096,8192 --layers 0,10,15 --heads 4 --out
+shared/gpu_panel.npz``: about 45 MB, under the 64 MiB a device call carries; gpl3.txt's 35,000
+characters are about 8,500 tokens, just enough for 8192)::
 
     # device: one 10-minute call (9 operators x 50 s, the SVDs and the start-up)
     python3 benchmarks/gpu_long_context.py run shared/gpu_panel.npz --out $OUT --device cuda --seconds 50

@@ -61,8 +61,10 @@ class TorchBackend:
     # -- matrices of the witness search ---------------------------------------------------
     def matrix(self, memo: dict, A: np.ndarray, dtype: type) -> Any:
         key = ("torch", str(self.device), np.dtype(dtype).str)
-        if key not in memo:
-            memo[key] = torch.tensor(np.asarray(A, dtype=dtype), device=self.device)
+        if key not in memo:  # on the CPU, float64 A is shared with numpy, not copied
+            array = np.ascontiguousarray(A, dtype=dtype)
+            host = torch.from_numpy(array if array.flags.writeable else array.copy())
+            memo[key] = host if self.device.type == "cpu" else host.to(self.device)
         return memo[key]
 
     def factors(self, U: np.ndarray, W: np.ndarray) -> tuple[Any, Any]:
