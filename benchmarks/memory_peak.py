@@ -38,7 +38,7 @@ with tempfile.TemporaryDirectory() as tmp:
     result.save(Path(tmp) / "c.json")
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"operator": name, "shape": list(op.shape), "cpu_seconds": round(time.process_time() - start, 1),
-                  "rss_after_load": before, "peak_rss": peak, "estimate": operator_task_bytes(op),
+                  "rss_after_load": before, "peak_rss": peak, "estimate": operator_task_bytes(op, device),
                   "ends": {b.eps: [b.lower.k, b.upper.r] for b in result.brackets}}))
 """
 

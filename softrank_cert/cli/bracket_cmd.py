@@ -166,7 +166,7 @@ def run_bracket(args: Any) -> int:
         results = run_brackets([(operators[i].operator, operators[i].name, operators[i].provenance) for i in todo],
                                eps_list, work=args.work, budget_seconds=args.budget_seconds, jobs=jobs,
                                scheduler=args.scheduler, progress=bar.stage_callback,
-                               memory=[operator_task_bytes(operators[i].operator) for i in todo],
+                               memory=[operator_task_bytes(operators[i].operator, args.device) for i in todo],
                                max_memory=max_memory, done=lambda j: bar.advance(operators[todo[j]].name),
                                device=args.device)
         with closing(results):
@@ -213,7 +213,7 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
     with OperatorProgress("softrank bracket", 1, bar=not args.json) as bar:
         with closing(run_brackets([(item.operator, item.name, item.provenance)], eps_list, work=args.work,
                                   budget_seconds=args.budget_seconds, jobs=jobs, scheduler=args.scheduler,
-                                  progress=bar.stage_callback, memory=[operator_task_bytes(item.operator)],
+                                  progress=bar.stage_callback, memory=[operator_task_bytes(item.operator, args.device)],
                                   max_memory=max_memory, done=lambda i: bar.advance(item.name),
                                   device=args.device)) as results:
             (outcome,) = list(results)
@@ -252,7 +252,7 @@ def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], target
     entries = [(item.name, {"operator_sha256": operator_sha256(item.operator),
                             "output": target.relative_to(out).as_posix(),
                             "work": operator_work(args, item),
-                            "estimated_bytes": operator_task_bytes(item.operator)})
+                            "estimated_bytes": operator_task_bytes(item.operator, args.device)})
                for item, target in zip(operators, targets)]
     campaign = Campaign(manifest_path, "bracket", parameters, entries, resume=bool(args.resume),
                         must_match={"tolerances": "--eps"}, resume_command=resume_hint(args))

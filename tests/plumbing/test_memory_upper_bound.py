@@ -1,6 +1,7 @@
 """The estimate ``--max-memory`` admits bracket tasks by (softrank_cert.util.memory.bracket_task_bytes)
 is an upper bound of their peak resident memory: on the widest heads measured
-(benchmarks/results/memory_peak_*.json, SmolLM2 at widths 512 and 1024, high- and low-rank heads)
+(benchmarks/results/memory_peak_*.json, SmolLM2 at widths 512 and 1024, high- and low-rank heads,
+the numpy path and torch on the CPU)
 and, live, on a high-rank operator bracketed in a fresh interpreter."""
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ print(json.dumps({"peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1
 
 def test_the_widest_measured_heads_fit_their_estimate() -> None:
     assert RECORDS, "no memory_peak_*.json under benchmarks/results"
-    rows = [row for path in RECORDS for row in json.loads(path.read_text())["rows"]]
-    assert {tuple(r["shape"]) for r in rows} >= {(512, 512), (1024, 1024)}
-    for row in rows:
+    rows = [(row, record["device"]) for record in map(lambda p: json.loads(p.read_text()), RECORDS)
+            for row in record["rows"]]
+    assert {tuple(r["shape"]) for r, _device in rows} >= {(512, 512), (1024, 1024)}
+    assert {device for _row, device in rows} >= {"numpy", "cpu"}
+    for row, device in rows:
         m, n = row["shape"]
-        assert row["peak_rss"] <= bracket_task_bytes(m, n), row["operator"]
+        assert row["peak_rss"] <= bracket_task_bytes(m, n, torch=device != "numpy"), (row["operator"], device)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss in KiB is Linux's")
