@@ -6,6 +6,7 @@ runs here with device "cpu" (the same code as on CUDA)."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ import softrank_cert as sc
 from softrank_cert.errors import InvalidInputError
 from softrank_cert.solvers.backend import NUMPY
 from softrank_cert.solvers.lower.smooth_key import selection_pair
-from softrank_cert.solvers.device import (NUMPY_DEVICE, PROVENANCE_KEY, TORCH_CPU_COST, SearchDevice,
+from softrank_cert.solvers.device import (NUMPY_DEVICE, PROVENANCE_KEY, TORCH_CPU_COST, SearchDevice, calibrate,
                                          check_device_memory, device_search_bytes, resolve_device)
 from softrank_cert.solvers.upper.lbfgs import minimise
 from softrank_cert.solvers.upper.smooth import SmoothState, run_stages, tsvd_start
@@ -133,6 +134,11 @@ def test_a_cuda_search_that_cannot_fit_is_refused_before_allocating(monkeypatch)
         check_device_memory(SearchDevice("cuda:0", 0.001, "test GPU"), 2048, 2048)
     check_device_memory(SearchDevice("cuda:0", 0.001, "test GPU"), 512, 512)  # 7 + 15 MiB: fits
     assert device_search_bytes(4096, 4096) < 4 << 30
+
+
+def test_calibration_gives_a_quarter_power_of_two() -> None:
+    cost = calibrate("cpu", (96, 80), repeats=3)  # the code a CUDA device runs, on the CPU
+    assert cost > 0 and (4 * math.log2(cost)) == pytest.approx(round(4 * math.log2(cost)), abs=1e-9)
 
 
 def test_unknown_device_and_cuda_without_cuda_are_refused() -> None:
