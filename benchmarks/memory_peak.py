@@ -3,7 +3,8 @@ admits tasks by (:func:`softrank_cert.util.memory.bracket_task_bytes`).
 
 Each head runs in a fresh interpreter (so that its peak is its own): the panel is loaded, the
 driver brackets the operator (default work, or ``--work``), the certificate is written to a
-temporary folder, and the child reports ``ru_maxrss``.  Usage (what produced the committed
+temporary folder, and the child reports ``ru_maxrss`` (on Linux this also counts this parent's
+resident memory at the fork, ~60 MB, kept across exec: the figures are on the safe side).  Usage (what produced the committed
 results; the panel from ``softrank panel --gguf smollm2 --text examples/data/gpl3.txt --widths
 512,1024 --layers 10,15 --heads 4 --out smol.npz``)::
 
