@@ -190,3 +190,15 @@ def test_importing_the_package_and_help_do_not_import_torch() -> None:
             "assert 'torch' not in sys.modules, 'torch imported'\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_cli_supports_on_torch_cpu_records_the_device_in_every_certificate(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    res = run_softrank("supports", "sphere", "--dim", "2", "--n", "12", "--kappas", "0.5,2", "--eps", "0.25",
+                       "--work", "3000", "--device", "cpu", "--jobs", "2", "--out", out, "--json")
+    assert res.returncode == 0, res.stderr
+    certificates = sorted(p for p in out.rglob("*.json") if p.name != "softrank-campaign.json")
+    assert len(certificates) == 2
+    for path in certificates:
+        assert PROVENANCE_KEY in json.loads(path.read_text())["operator"]["provenance"]
+        assert sc.verify(path).ok
