@@ -232,6 +232,17 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
     return 0
 
 
+def _expected_provenance(args: Any, item: NamedOperator) -> dict[str, Any]:
+    """The provenance a certificate of ``item`` carries: the panel's, and off the numpy path the
+    record of the search's device (so that --resume --device keeps what that device wrote)."""
+    if args.device is None:
+        return dict(item.provenance)
+    from ..plumbing.bracketing import search_provenance
+    from ..solvers.device import resolve_device
+
+    return search_provenance(item.provenance, resolve_device(args.device, item.operator.shape))
+
+
 def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], targets: list[Path], eps_list: list[str],
                     key: Any, jobs: int, max_memory: int | None) -> tuple[Any, dict[int, dict[str, Any]]]:
     """The campaign (its manifest written before any work) and, with --resume, the certificates
@@ -262,7 +273,7 @@ def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], target
             if not target.is_file():
                 continue
             report, why = recheck_certificate(read_kept_bytes(target), str(target), item.name, item.operator, eps_list,
-                                              signer=signer, provenance=item.provenance)
+                                              signer=signer, provenance=_expected_provenance(args, item))
             if report is None:
                 campaign.note(item.name, f"recomputed: {why}")
                 continue

@@ -22,6 +22,7 @@ certificate's provenance (:meth:`SearchDevice.provenance`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 from collections.abc import Iterator
@@ -157,10 +158,12 @@ def _cuda_index(spec: str) -> bool:
     return spec.startswith("cuda:") and spec[5:].isdigit()
 
 
+@functools.lru_cache(maxsize=64)
 def calibrate(kind: str, shape: tuple[int, int], repeats: int = 5) -> float:
     """The work-charge factor of torch on ``kind`` at an m x N operator: the median seconds of
     ``repeats`` smoothed evaluations (after two unmeasured ones) at rank ``p / 8`` over the work
-    model's seconds for them, rounded to a quarter power of two."""
+    model's seconds for them, rounded to a quarter power of two.  Measured once per process and
+    shape (so a campaign's main process and its resumed certificates agree on it)."""
     import torch
 
     from .torch_backend import TorchBackend

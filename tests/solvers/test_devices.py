@@ -202,3 +202,14 @@ def test_cli_supports_on_torch_cpu_records_the_device_in_every_certificate(tmp_p
     for path in certificates:
         assert PROVENANCE_KEY in json.loads(path.read_text())["operator"]["provenance"]
         assert sc.verify(path).ok
+
+
+def test_cli_resume_on_torch_cpu_keeps_what_that_device_wrote(tmp_path: Path) -> None:
+    out = tmp_path / "campaign"
+    args = ["bracket", PANEL, "--operator", HEADS[2], "--operator", HEADS[1], "--eps", "0.25", "--work", "3000",
+            "--device", "cpu", "--out", f"{out}/"]
+    first = run_softrank(*args)
+    assert first.returncode == 0, first.stderr
+    again = run_softrank(*args, "--resume", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["campaign"]["kept"] == 2
