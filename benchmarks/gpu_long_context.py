@@ -23,8 +23,8 @@ examples/data/gpl3.txt --widths 2048,4096,8192 --layers 0,10,15 --heads 4 --out
 shared/gpu_panel.npz``: about 45 MB, under the 64 MiB a device call carries; gpl3.txt's 35,000
 characters are about 8,500 tokens, just enough for 8192)::
 
-    # device: one 10-minute call (9 operators x 50 s, the SVDs and the start-up)
-    python3 benchmarks/gpu_long_context.py run shared/gpu_panel.npz --out $OUT --device cuda --seconds 50
+    # device: one 10-minute call (9 operators x 40 s, the SVDs, the calibrations and the start-up)
+    PYTHONUNBUFFERED=1 python3 benchmarks/gpu_long_context.py run shared/gpu_panel.npz --out $OUT --device cuda --seconds 40
     # here
     python benchmarks/gpu_long_context.py verify shared/gpu_panel.npz --arrays FILES_AT --name gpu_long_context
 """
@@ -74,13 +74,14 @@ def search(A: np.ndarray, eps_values: list[float], device: str, seconds: float) 
     on ``device`` within ``seconds``, and its timings."""
     import torch
 
-    from softrank_cert.solvers.device import resolve_device
+    from softrank_cert.solvers.device import check_device_memory, resolve_device
     from softrank_cert.solvers.upper.search import UpperSearch
     from softrank_cert.solvers.work import Budget, units_per_second
     from softrank_cert.util.dense import Dense
 
     m, n = A.shape
     where = resolve_device(device, (m, n))
+    check_device_memory(where, m, n)
     d = Dense(A)
     start = time.perf_counter()
     u, s, vt = torch.linalg.svd(torch.tensor(A, device="cpu" if where.is_numpy else where.kind), full_matrices=False)
@@ -93,7 +94,7 @@ def search(A: np.ndarray, eps_values: list[float], device: str, seconds: float) 
             if c.error <= eps and (eps not in best or c.r < best[eps].r):
                 best[eps] = c
 
-    tsvd = _tsvd_ranks(d, eps_values, add)
+    tsvd = _tsvd_ranks(d, eps_values, add, where.backend())
 
     def best_rank(eps: float) -> int | None:
         return best[eps].r if eps in best else None
@@ -109,24 +110,28 @@ def search(A: np.ndarray, eps_values: list[float], device: str, seconds: float) 
                   "work_units": round(budget.used), "tsvd_ranks": {str(e): r for e, r in tsvd.items()}}
 
 
-def _tsvd_ranks(d: Any, eps_values: list[float], add: Any) -> dict[float, int]:
-    """Least rank whose truncated SVD meets each tolerance (bisection over the rank; ``p`` when
-    none below it does), each such witness handed to ``add``: where the search starts."""
+def _tsvd_ranks(d: Any, eps_values: list[float], add: Any, ops: Any) -> dict[float, int]:
+    """Least rank whose truncated SVD meets each tolerance (bisection over the rank, the float64
+    errors on the device of ``ops``; ``p`` when none below it does), each such witness handed to
+    ``add``: where the search starts."""
     from softrank_cert.solvers.candidates import UpperCandidate
-    from softrank_cert.util.dense import witness_error
 
     u, s, vt = d.svd
+    A = ops.matrix(d.memo, d.A, np.float64)
+
+    def error(r: int) -> float:
+        return ops.max_row_error(A, *ops.factors(u[:, :r] * s[:r], vt[:r].T))
+
     out: dict[float, int] = {}
     for eps in eps_values:
         lo, hi = 0, d.p
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if witness_error(d.A, u[:, :mid] * s[:mid], vt[:mid].T) <= eps:
+            if error(mid) <= eps:
                 hi = mid
             else:
                 lo = mid
-        U, W = u[:, :hi] * s[:hi], vt[:hi].T.copy()
-        add(UpperCandidate(hi, U, W, witness_error(d.A, U, W), "tsvd"))
+        add(UpperCandidate(hi, u[:, :hi] * s[:hi], vt[:hi].T.copy(), error(hi), "tsvd"))
         out[eps] = hi
     return out
 
