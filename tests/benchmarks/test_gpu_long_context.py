@@ -29,7 +29,7 @@ DEVICE_RUN = ("import runpy, sys\n"
 def test_dry_run_on_cpu_then_verify(tmp_path: Path) -> None:
     out, results = tmp_path / "out", tmp_path / "results"
     proc = subprocess.run([sys.executable, "-c", DEVICE_RUN, str(SCRIPT), "run", str(PANEL), "--out", str(out),
-                           "--device", "cpu", "--seconds", "2", "--operators", HEADS],
+                           "--device", "cpu", "--seconds", "5", "--operators", HEADS],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     timings = json.loads((out / "timings.json").read_text())
