@@ -72,13 +72,16 @@ class SearchDevice:
 
     def provenance(self) -> dict[str, Any]:
         """What a certificate's provenance records of the search: nothing for the numpy path,
-        else ``{"search_device": {device, torch, numpy, work_cost}}`` (strings)."""
+        else ``{"search_device": {device, torch, numpy, work_cost[, cuda]}}`` (strings)."""
         if self.is_numpy:
             return {}
         import torch
 
-        return {PROVENANCE_KEY: {"device": f"{self.kind} ({self.label})", "torch": torch.__version__,
-                                 "numpy": np.__version__, "work_cost": format(self.cost, ".6g")}}
+        record = {"device": f"{self.kind} ({self.label})", "torch": torch.__version__, "numpy": np.__version__,
+                  "work_cost": format(self.cost, ".6g")}
+        if self.kind.startswith("cuda"):
+            record["cuda"] = str(torch.version.cuda)
+        return {PROVENANCE_KEY: record}
 
     @contextlib.contextmanager
     def threads(self) -> Iterator[None]:
