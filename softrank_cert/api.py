@@ -164,7 +164,8 @@ def _require_operator(op: Any) -> Operator:
 # --------------------------------------------------------------------------------------
 
 def bracket(op: Operator, eps: str | Iterable[str], *, work: float | None = None,
-            budget_seconds: float | None = None, progress: Progress | None = None) -> BracketResult:
+            budget_seconds: float | None = None, progress: Progress | None = None,
+            device: str | None = None) -> BracketResult:
     """Kernel-verified brackets ``[lower, upper]`` of ``r_eps(A)`` at each tolerance.
 
     ``eps``: ``"0.25"``, ``"0.1,0.25"`` or a list of decimal strings.  The search is bounded by
@@ -174,7 +175,9 @@ def bracket(op: Operator, eps: str | Iterable[str], *, work: float | None = None
     128 x 128, between 4 and 600 s): the same call gives the same brackets however busy the
     machine.  ``budget_seconds``: a wall-time cap (alone, the only bound; ``math.inf``: none),
     with which the ends may depend on the load.  ``progress(stage, elapsed, budget)`` after each
-    search stage.
+    search stage.  ``device``: where the untrusted search runs -- ``None``/``"numpy"`` (the
+    default), ``"cpu"`` (torch on the CPU), ``"cuda"``, ``"cuda:N"`` or ``"auto"``
+    (:mod:`softrank_cert.solvers.device`); the kernel decides every end on the CPU either way.
     """
     from .plumbing.bracketing import bracket_result
 
@@ -182,17 +185,17 @@ def bracket(op: Operator, eps: str | Iterable[str], *, work: float | None = None
     eps_list = parse_eps(eps)
     check_budget(work, budget_seconds)
     return bracket_result(op, eps_list, work=work, budget_seconds=budget_seconds, progress=progress,
-                          operator_id=operator_id(op), provenance=operator_provenance(op))
+                          operator_id=operator_id(op), provenance=operator_provenance(op), device=device)
 
 
 def profile(op: Operator, grid: str | Iterable[str] | None = None, *, work: float | None = None,
-            budget_seconds: float | None = None, progress: Progress | None = None) -> Any:
+            budget_seconds: float | None = None, progress: Progress | None = None, device: str | None = None) -> Any:
     """The two certified curves of ``op`` (:class:`~softrank_cert.studies.profile.curves.Profile`).
 
     For each k the largest verified tolerance ``t_k`` with ``r_eps >= k`` for every eps <= t_k,
     for each r the smallest verified ``e_r`` with ``r_eps <= r`` for every eps >= e_r.  The
     searches aim at ``grid`` (default: 11 tolerances from 0.02 to 0.9) within ``work`` units
-    and/or ``budget_seconds`` (as for :func:`bracket`).  ``.bracket(eps)`` reads certificates
+    and/or ``budget_seconds``, on ``device`` (as for :func:`bracket`).  ``.bracket(eps)`` reads certificates
     off the profile, ``.figure()`` draws it, ``.to_json()`` lists every VERIFIED step.
     """
     from .studies.profile.curves import compute_profile
@@ -201,7 +204,7 @@ def profile(op: Operator, grid: str | Iterable[str] | None = None, *, work: floa
     tolerances = None if grid is None else parse_eps(grid)
     check_budget(work, budget_seconds)
     return compute_profile(op, tolerances, work=work, budget_seconds=budget_seconds, progress=progress,
-                           operator_id=operator_id(op), provenance=operator_provenance(op))
+                           operator_id=operator_id(op), provenance=operator_provenance(op), device=device)
 
 
 # --------------------------------------------------------------------------------------

@@ -20,8 +20,9 @@ from ..util.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
 from ..util.tolerances import check_budget, parse_eps_list
 from ..util.escaping import plain_text
-from .common import (add_quiet_option, add_campaign_options, add_command, add_force_option, add_parallel_options,
-                     brackets_summary, add_budget_options, campaign_memory, key_inputs, name_table, stdout_console)
+from .common import (add_device_option, add_quiet_option, add_campaign_options, add_command, add_force_option,
+                     add_parallel_options, brackets_summary, add_budget_options, campaign_memory, key_inputs,
+                     name_table, stdout_console)
 
 EPILOG = """\
 examples:
@@ -83,6 +84,7 @@ def add_bracket(sub: Any) -> None:
     which.add_argument("--all", action="store_true", help="every operator of the panel (--out is a folder)")
     p.add_argument("--key", metavar="KEYFILE", help="sign the certificates with this key (softrank keygen)")
     add_budget_options(p, "solver time per operator, all tolerances together")
+    add_device_option(p)
     add_parallel_options(p)
     add_campaign_options(p)
     add_force_option(p)
@@ -157,6 +159,10 @@ def run_bracket(args: Any) -> int:
         raise InvalidInputError("--resume needs a campaign folder: --out DIR/ (with --all or several --operator)")
     max_memory = campaign_memory(args)
     jobs = resolve_jobs(args.jobs)
+    if args.device is not None:  # after the input checks: it imports the solvers (and torch)
+        from ..solvers.device import check_device
+
+        check_device(args.device)
     if not campaign:
         return _run_single(args, operators[0], targets[0], eps_list, key, jobs, max_memory)
     check_manifest_clear(item.name for item in operators)
@@ -174,8 +180,9 @@ def run_bracket(args: Any) -> int:
         results = run_brackets([(operators[i].operator, operators[i].name, operators[i].provenance) for i in todo],
                                eps_list, work=args.work, budget_seconds=args.budget_seconds, jobs=jobs,
                                scheduler=args.scheduler, progress=bar.stage_callback,
-                               memory=[operator_task_bytes(operators[i].operator) for i in todo],
-                               max_memory=max_memory, done=lambda j: bar.advance(operators[todo[j]].name))
+                               memory=[operator_task_bytes(operators[i].operator, args.device) for i in todo],
+                               max_memory=max_memory, done=lambda j: bar.advance(operators[todo[j]].name),
+                               device=args.device)
         with closing(results):
             for outcome in results:
                 i = todo[outcome.index]
@@ -220,8 +227,9 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
     with OperatorProgress("softrank bracket", 1, bar=not args.json) as bar:
         with closing(run_brackets([(item.operator, item.name, item.provenance)], eps_list, work=args.work,
                                   budget_seconds=args.budget_seconds, jobs=jobs, scheduler=args.scheduler,
-                                  progress=bar.stage_callback, memory=[operator_task_bytes(item.operator)],
-                                  max_memory=max_memory, done=lambda i: bar.advance(item.name))) as results:
+                                  progress=bar.stage_callback, memory=[operator_task_bytes(item.operator, args.device)],
+                                  max_memory=max_memory, done=lambda i: bar.advance(item.name),
+                                  device=args.device)) as results:
             (outcome,) = list(results)
         issued = outcome.unwrap()
         write_json_atomic(target, issued.signed(key))
@@ -236,6 +244,17 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
         _render(summary)
         print(f"wrote 1 certificate; check it with: {verify_hint(target, [target])}")
     return 0
+
+
+def _expected_provenance(args: Any, item: NamedOperator) -> dict[str, Any]:
+    """The provenance a certificate of ``item`` carries: the panel's, and off the numpy path the
+    record of the search's device (so that --resume --device keeps what that device wrote)."""
+    if args.device is None:
+        return dict(item.provenance)
+    from ..plumbing.bracketing import search_provenance
+    from ..solvers.device import resolve_device
+
+    return search_provenance(item.provenance, resolve_device(args.device, item.operator.shape))
 
 
 def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], targets: list[Path], eps_list: list[str],
@@ -259,7 +278,7 @@ def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], target
     entries = [(item.name, {"operator_sha256": operator_sha256(item.operator),
                             "output": target.relative_to(out).as_posix(),
                             "work": operator_work(args, item),
-                            "estimated_bytes": operator_task_bytes(item.operator)})
+                            "estimated_bytes": operator_task_bytes(item.operator, args.device)})
                for item, target in zip(operators, targets)]
     campaign = Campaign(manifest_path, "bracket", parameters, entries, resume=bool(args.resume), force=bool(args.force),
                         must_match={"tolerances": "--eps"}, resume_command=resume_hint(args))
@@ -269,7 +288,7 @@ def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], target
             if not target.is_file():
                 continue
             report, why = recheck_certificate(read_kept_bytes(target), str(target), item.name, item.operator, eps_list,
-                                              signer=signer, provenance=item.provenance)
+                                              signer=signer, provenance=_expected_provenance(args, item))
             if report is None:
                 campaign.note(item.name, f"recomputed: {why}")
                 continue

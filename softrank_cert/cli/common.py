@@ -280,6 +280,18 @@ def add_budget_options(p: Any, what: str) -> None:
     p.add_argument("--budget-seconds", type=float, metavar="S", help=budget_help(what))
 
 
+#: Help of ``--device`` (the choices of :data:`softrank_cert.solvers.device.DEVICE_CHOICES`).
+DEVICE_HELP = ("where the untrusted search runs: numpy (the default), cpu (torch on the CPU; numpy when torch is not "
+               "installed), cuda or cuda:N (torch on a CUDA device; refused without one), auto (cuda when there is "
+               "one, else numpy); the kernel decides every end on the CPU either way, and the certificate records "
+               "the device (docs/solvers.md, 'Devices')")
+
+
+def add_device_option(p: Any) -> None:
+    """``--device`` of a command that runs the solvers."""
+    p.add_argument("--device", metavar="DEVICE", help=DEVICE_HELP)
+
+
 def brackets_summary(rows: list[dict[str, Any]], seconds: float | None = None) -> str:
     """``eps 0.1 [5, 7], 0.25 3 (resolved) in 4.0 s`` for bracket rows with ``eps``, ``lower``, ``upper``."""
     ends = ", ".join(f"{b['eps']} {b['lower']} (resolved)" if b["lower"] == b["upper"] else f"{b['eps']} [{b['lower']}, {b['upper']}]"

@@ -12,8 +12,8 @@ from ..plumbing.plotting import PLOT_SUFFIXES
 from ..util.progress import OperatorProgress
 from ..util.tolerances import check_budget
 from ..plumbing.reports import dumps
-from .common import (add_quiet_option, PLOT_HELP, add_budget_options, add_command, add_force_option,
-                     check_distinct_outputs, key_inputs, stdout_console)
+from .common import (add_device_option, add_quiet_option, PLOT_HELP, add_budget_options, add_command,
+                     add_force_option, check_distinct_outputs, key_inputs, stdout_console)
 
 EPILOG = """\
 examples:
@@ -57,6 +57,7 @@ def add_profile(sub: Any) -> None:
     p.add_argument("--grid", metavar="E1,E2,...",
                    help="tolerances the searches aim at (default: 0.02,0.03,0.05,0.075,0.1,0.15,0.25,0.35,0.5,0.7,0.9)")
     add_budget_options(p, "search time for the whole profile; verifying its steps comes on top")
+    add_device_option(p)
     p.set_defaults(run=run_profile)
 
 
@@ -88,6 +89,10 @@ def run_profile(args: Any) -> int:
         names = operator_names(source) if source.is_file() else []
         if len(names) > 1:
             raise InvalidInputError(choose_operator_message(source, names, "--operator NAME"))
+    if args.device is not None:  # after the argument checks: it imports the solvers (and torch)
+        from ..solvers.device import check_device
+
+        check_device(args.device)
     from ..api import load_operator, operator_id, operator_provenance  # the solvers: after the argument checks
     from ..certio.issuing import certificate_for
     from ..geometry.supports import stdout_to_stderr
@@ -100,7 +105,7 @@ def run_profile(args: Any) -> int:
         with stdout_to_stderr():  # solver banners must not spoil --json output
             profile = compute_profile(op, search, work=args.work, budget_seconds=args.budget_seconds,
                                       progress=bar.stage_callback(name), operator_id=name,
-                                      provenance=operator_provenance(op))
+                                      provenance=operator_provenance(op), device=args.device)
         bar.advance(name)
         bar.finished(name, f"{len(profile.lower)} lower and {len(profile.upper)} upper VERIFIED steps in "
                            f"{profile.search_seconds + profile.verify_seconds:.1f} s")

@@ -16,8 +16,9 @@ from ..plumbing.parallel import check_scheduler, resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
 from ..util.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
-from .common import (add_quiet_option, PLOT_HELP, add_budget_options, add_campaign_options, add_command, add_force_option,
-                     add_parallel_options, campaign_memory, comma_items, key_inputs, stdout_console)
+from .common import (add_device_option, add_quiet_option, PLOT_HELP, add_budget_options, add_campaign_options,
+                     add_command, add_force_option, add_parallel_options, campaign_memory, comma_items, key_inputs,
+                     stdout_console)
 
 EPILOG = """\
 examples:
@@ -90,6 +91,7 @@ def add_supports(sub: Any) -> None:
                    help=f"points spaced geometrically in x (default {DEFAULT_POINTS}, at most {MAX_SWEEP_POINTS})")
     p.add_argument("--kappas", type=_kappas, metavar="K1,K2,...", help="these radius products instead of an x range")
     add_budget_options(p, "solver time per point")
+    add_device_option(p)
     p.add_argument("--geometry-ranks", default="", metavar="R1,R2", help="also report tau, Phi and lower/Phi for these ranks")
     p.add_argument("--out", metavar="DIR", help="write every point's certificate and the campaign manifest here")
     p.add_argument("--key", metavar="KEYFILE", help="sign the certificates with this key (softrank keygen)")
@@ -139,12 +141,16 @@ def run_supports(args: Any) -> int:
         raise InvalidInputError("--key signs the certificates of --out DIR: give --out")
     jobs = resolve_jobs(args.jobs)
     check_scheduler(args.scheduler)
+    if args.device is not None:  # after the input checks: it imports the solvers (and torch)
+        from ..solvers.device import check_device
+
+        check_device(args.device)
     with OperatorProgress("softrank supports", len(kappas), bar=not args.json, label="points") as bar:
         result = run_campaign(args.support, args.dim, args.n, args.eps, kappas, work=args.work,
                               budget_seconds=args.budget_seconds, ranks=ranks, out=out, resume=args.resume,
                               force=args.force, key=key,
                               jobs=jobs, scheduler=args.scheduler, max_memory=campaign_memory(args), bar=bar,
-                              resume_command=resume_hint(args))
+                              resume_command=resume_hint(args), device=args.device)
     if len(result.points) < 1:
         raise InvalidInputError("no point of the sweep finished: " + "; ".join(f["reason"] for f in result.failed[:3]))
     doc = envelope("supports", {**sweep_document(args.support, args.dim, args.eps, args.n, result.points),

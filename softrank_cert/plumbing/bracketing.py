@@ -115,16 +115,25 @@ class BracketResult:
 
 def bracket_result(op: Operator, eps_list: list[str], *, work: float | None = None, budget_seconds: float | None = None,
                    progress: Progress | None = None, operator_id: str = "operator",
-                   provenance: Mapping[str, Any] | None = None) -> BracketResult:
+                   provenance: Mapping[str, Any] | None = None, device: Any = None) -> BracketResult:
     """The driver's kernel-verified brackets of ``op`` at ``eps_list`` (validated by the front end:
-    exact decimal strings, ascending; ``work`` and ``budget_seconds`` as for
-    :func:`~softrank_cert.solvers.bracket.bracket_operator`), timed, in this process."""
+    exact decimal strings, ascending; ``work``, ``budget_seconds`` and ``device`` as for
+    :func:`~softrank_cert.solvers.bracket.bracket_operator`), timed, in this process.  A search
+    off the numpy path adds its device to the provenance (:func:`search_provenance`)."""
     from ..solvers.bracket import bracket_operator
+    from ..solvers.device import resolve_device
 
+    where = resolve_device(device, op.shape)
     start = time.perf_counter()
-    brackets = bracket_operator(op, eps_list, work=work, budget_seconds=budget_seconds, progress=progress)
-    return BracketResult(op, tuple(brackets), operator_id, dict(provenance or {}), time.perf_counter() - start,
-                         budget_seconds)
+    brackets = bracket_operator(op, eps_list, work=work, budget_seconds=budget_seconds, progress=progress, device=where)
+    return BracketResult(op, tuple(brackets), operator_id, search_provenance(provenance, where),
+                         time.perf_counter() - start, budget_seconds)
+
+
+def search_provenance(provenance: Mapping[str, Any] | None, device: Any) -> dict[str, Any]:
+    """``provenance`` with the record of the resolved search ``device``
+    (:meth:`~softrank_cert.solvers.device.SearchDevice.provenance`; nothing for the numpy path)."""
+    return {**dict(provenance or {}), **device.provenance()}
 
 
 @dataclass(frozen=True)
@@ -149,38 +158,47 @@ class Issued:
 
 
 def issue(op: Operator, name: str, provenance: Mapping[str, Any], eps_list: list[str], work: float | None,
-          budget_seconds: float | None, progress: Progress | None = None) -> Issued:
+          budget_seconds: float | None, progress: Progress | None = None, device: Any = None) -> Issued:
     """The bracket task in this process: :func:`bracket_result`, then its unsigned certificate."""
     result = bracket_result(op, eps_list, work=work, budget_seconds=budget_seconds, progress=progress,
-                            operator_id=name, provenance=provenance)
+                            operator_id=name, provenance=provenance, device=device)
     return Issued(result.to_certificate(), result.seconds)
 
 
 def issue_packed(spec: dict[str, Any], name: str, provenance: Mapping[str, Any], eps_list: list[str],
-                 work: float | None, budget_seconds: float | None) -> Issued:
+                 work: float | None, budget_seconds: float | None, device: Any = None) -> Issued:
     """The bracket task in a worker: the operator arrives packed and is rebuilt (and re-checked)."""
-    return issue(parallel.unpack_operator(spec), name, provenance, eps_list, work, budget_seconds)
+    return issue(parallel.unpack_operator(spec), name, provenance, eps_list, work, budget_seconds, device=device)
 
 
 def run_brackets(operators: Sequence[tuple[Operator, str, Mapping[str, Any]]], eps_list: list[str], *,
                  work: float | None, budget_seconds: float | None, jobs: int = 1, scheduler: str | None = None,
                  progress: Callable[[str], Progress | None] | None = None, memory: Sequence[int] | None = None,
-                 max_memory: int | None = None, done: Callable[[int], None] | None = None
+                 max_memory: int | None = None, done: Callable[[int], None] | None = None, device: Any = None
                  ) -> Generator[parallel.TaskOutcome, None, None]:
     """One :class:`Issued` per ``(operator, name, provenance)`` (as :class:`TaskOutcome` values of
     :func:`~softrank_cert.plumbing.parallel.run_tasks`, in completion order).  ``progress(name)``:
-    the stage callback of an operator, used when the tasks run in this process.
+    the stage callback of an operator, used when the tasks run in this process.  ``device``
+    (a ``--device`` value) is resolved here, once per operator shape, and the resolved device
+    (with its cost) travels with each task, so that every worker charges the same work.
 
     A task that ran in another process (``jobs`` > 1, a Dask ``scheduler``) returns plain data
     that nothing vouches for: its certificate is re-verified here, by this process's kernel,
     before it is handed on (:func:`rechecked`); one that does not verify comes back as a failed
     outcome whose reason says why, and nothing of it is signed or written."""
+    from ..solvers.device import resolve_device
+
+    devices: dict[tuple[int, int], Any] = {}
+    for op, _name, _provenance in operators:
+        if op.shape not in devices:
+            devices[op.shape] = resolve_device(device, op.shape)
+    operators = [(op, name, search_provenance(provenance, devices[op.shape])) for op, name, provenance in operators]
     if parallel.in_process(jobs, scheduler, len(operators)):
         tasks: list[tuple[Any, ...]] = [(op, name, provenance, eps_list, work, budget_seconds,
-                                         None if progress is None else progress(name))
+                                         None if progress is None else progress(name), devices[op.shape])
                                         for op, name, provenance in operators]
         return parallel.run_tasks(issue, tasks, memory=memory, max_memory=max_memory, done=done)
-    tasks = [(parallel.pack_operator(op), name, dict(provenance), eps_list, work, budget_seconds)
+    tasks = [(parallel.pack_operator(op), name, dict(provenance), eps_list, work, budget_seconds, devices[op.shape])
              for op, name, provenance in operators]
     return rechecked(parallel.run_tasks(issue_packed, tasks, jobs=jobs, scheduler=scheduler, memory=memory,
                                         max_memory=max_memory, done=done, returns=(Issued,)), operators, eps_list)

@@ -15,11 +15,21 @@ operator (:func:`.bracket.bracket_operator`, bounded by the work budget of :mod:
    :class:`~.candidates.CandidatePool` with the kernel (:mod:`.settle`, :class:`~.bracket.Ends`).
 """
 
-from .bracket import Ends, bracket_operator
-from .candidates import CandidatePool, LowerCandidate, UpperCandidate
-from ..util.dense import Dense, attention_matrix, norm, threshold, witness_error
 
-__all__ = [
-    "CandidatePool", "Dense", "Ends", "LowerCandidate", "UpperCandidate", "attention_matrix", "bracket_operator",
-    "norm", "threshold", "witness_error",
-]
+from importlib import import_module
+from typing import Any
+
+#: Exported name -> the module that defines it (loaded on first use, so that the searches'
+#: modules import without the kernel: the device benchmark runs them where python-flint is absent).
+_EXPORTS = {"Ends": ".bracket", "bracket_operator": ".bracket", "CandidatePool": ".candidates",
+            "LowerCandidate": ".candidates", "UpperCandidate": ".candidates", "Dense": "..util.dense",
+            "attention_matrix": "..util.dense", "norm": "..util.dense", "threshold": "..util.dense",
+            "witness_error": "..util.dense"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_EXPORTS[name], __name__), name)

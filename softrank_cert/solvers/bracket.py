@@ -14,13 +14,16 @@ from __future__ import annotations
 import itertools
 import math
 import time
+import weakref
 from typing import TypeVar
 from collections.abc import Callable
 
 from ..certio.verified import VerifiedBracket, VerifiedLower, VerifiedUpper, verify_lower_end, verify_upper_end
 from ..errors import InternalInvariantError
 from ..kernel import Operator, parse_tolerance
+from .backend import NUMPY, NumpyBackend
 from .candidates import CandidatePool
+from .device import SearchDevice, check_device_memory, resolve_device
 from ..util.dense import Dense
 from .lower.search import LowerSearch
 from .settle import first_verified
@@ -48,17 +51,18 @@ class Ends:
                                      or _always(verify_lower_end(op, eps, 0, None, None, "trivial"), eps))
         self.upper: VerifiedUpper = (verify_upper_end(op, eps, 0, None, None, "zero")
                                      or _always(verify_upper_end(op, eps, op.p, None, None, "identity"), eps))
-        # Candidates already tried, kept alive so that id() is never reused by a new one.
-        self._checked: dict[int, object] = {}
+        # Candidates already tried, held weakly: a superseded witness is freed (on high-rank
+        # heads they were most of the search's memory), and a freed one cannot come back.
+        self._checked: weakref.WeakSet[object] = weakref.WeakSet()
 
     @property
     def resolved(self) -> bool:
         return self.lower.k >= self.upper.r
 
     def _fresh(self, c: object) -> bool:
-        if id(c) in self._checked:
+        if c in self._checked:
             return False
-        self._checked[id(c)] = c
+        self._checked.add(c)
         return True
 
     def settle(self, pool: CandidatePool) -> None:
@@ -126,7 +130,7 @@ class _Clock:
             self.progress(stage, min(time.perf_counter() - self.start, self.nominal), self.nominal)
 
 
-def _search(pool: CandidatePool, ends: list[Ends], clock: _Clock) -> None:
+def _search(pool: CandidatePool, ends: list[Ends], clock: _Clock, ops: NumpyBackend = NUMPY) -> None:
     """The search: free truncated-SVD witnesses and pivot pairs, then the smoothed witness
     search and the lower-pair search in alternating rounds, each round a fixed share of work."""
     budget = clock.budget
@@ -150,9 +154,9 @@ def _search(pool: CandidatePool, ends: list[Ends], clock: _Clock) -> None:
         return
     total = budget.plan_left()
     upper = UpperSearch(pool.d, values, pool.add_witness, pool.best_rank,
-                        lambda eps: by_value[eps].lower.k, UPPER_SHARE * total)
+                        lambda eps: by_value[eps].lower.k, UPPER_SHARE * total, ops=ops)
     lower = LowerSearch(pool.d, values, pool.add_lower_pair, lambda eps: by_value[eps].upper.r,
-                        lambda eps: by_value[eps].lower.k)
+                        lambda eps: by_value[eps].lower.k, ops=ops)
     searches = [("smooth", upper, UPPER_SHARE), ("lower", lower, 1.0 - UPPER_SHARE)]
     finished: set[str] = set()
     left_at_start = budget.left(), (None if budget.deadline is None else max(budget.deadline - time.perf_counter(), 0.0))
@@ -188,26 +192,29 @@ def _slice(budget: Budget, fraction: float, start: tuple[float, float | None]) -
 
 def search_operator(op: Operator, eps_list: list[str], *, work: float | None = None,
                     budget_seconds: float | None = None,
-                    progress: Callable[[str, float, float], None] | None = None
-                    ) -> tuple[CandidatePool | None, list[Ends]]:
+                    progress: Callable[[str, float, float], None] | None = None,
+                    device: str | SearchDevice | None = None) -> tuple[CandidatePool | None, list[Ends]]:
     """Run the driver's search; return its float64 candidate pool (None when every tolerance
     was settled by trivial ends) and, per tolerance, the best kernel-verified :class:`Ends`.
-    See :func:`bracket_operator` for the budget and ``progress``."""
+    See :func:`bracket_operator` for the budget, ``progress`` and ``device``."""
+    where = resolve_device(device, op.shape)
+    check_device_memory(where, *op.shape)
     budget = search_budget(*op.shape, work=work, budget_seconds=budget_seconds)
     nominal = (default_budget_seconds(*op.shape) if budget_seconds is None else float(budget_seconds))
     clock = _Clock(budget, nominal, progress)
     ends = [Ends(op, eps) for eps in eps_list]
     pool = None
     if not all(e.resolved for e in ends):
-        with one_blas_thread():
+        with one_blas_thread(), where.threads():
             pool = CandidatePool(Dense.of(op), budget.until())
-            _search(pool, ends, clock)
+            _search(pool, ends, clock, where.backend())
     return pool, ends
 
 
 def bracket_operator(op: Operator, eps_list: list[str], *, work: float | None = None,
                      budget_seconds: float | None = None,
-                     progress: Callable[[str, float, float], None] | None = None) -> list[VerifiedBracket]:
+                     progress: Callable[[str, float, float], None] | None = None,
+                     device: str | SearchDevice | None = None) -> list[VerifiedBracket]:
     """Kernel-verified brackets of ``r_eps(A)`` for each tolerance in ``eps_list``.
 
     The search is bounded by ``work`` units (:mod:`.work`; default :func:`.work.default_work`,
@@ -217,6 +224,10 @@ def bracket_operator(op: Operator, eps_list: list[str], *, work: float | None = 
     then the ends may depend on the load.  The best verified ends so far are returned.  The
     trivial ends need no search; the truncated-SVD witness is always formed.
     ``progress(stage, elapsed_seconds, nominal_seconds)`` is called after each stage.
+    ``device`` (:mod:`.device`): where the smoothed witness search and the large-k key sides run
+    (default: the numpy path); their work is charged at the device's cost, and the kernel
+    decides every end from float64 numpy arrays as on the numpy path.
     """
-    _, ends = search_operator(op, eps_list, work=work, budget_seconds=budget_seconds, progress=progress)
+    _, ends = search_operator(op, eps_list, work=work, budget_seconds=budget_seconds, progress=progress,
+                              device=device)
     return [VerifiedBracket(e.eps, e.lower, e.upper) for e in ends]

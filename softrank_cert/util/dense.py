@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..kernel import Operator
+if TYPE_CHECKING:  # the float64 helpers run without the kernel's Arb (e.g. the device benchmark)
+    from ..kernel import Operator
 
 
 def softmax_rows(S: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
@@ -51,8 +53,11 @@ def norm(E: np.ndarray) -> float:
 
 
 def row_errors(A: np.ndarray, U: np.ndarray, W: np.ndarray) -> np.ndarray:
-    """Per-row l1 errors ``sum_j |A_ij - (U W^T)_ij|``."""
-    return np.abs(A - U @ W.T).sum(axis=1)
+    """Per-row l1 errors ``sum_j |A_ij - (U W^T)_ij|`` (one m x N temporary)."""
+    R = np.asarray(U @ W.T, dtype=np.result_type(A, U, W))
+    np.subtract(A, R, out=R)
+    np.abs(R, out=R)
+    return R.sum(axis=1)
 
 
 def witness_error(A: np.ndarray, U: np.ndarray, W: np.ndarray) -> float:

@@ -25,7 +25,11 @@ the safe side (docs/campaigns.md, "Memory"):
   product or a block matrix product adds a transient of 90-220 B per entry at the last
   precision; ``qk`` operators add about 55 B per entry and the Arb matrices of Q and K.
 * a bracket task (solvers + float64 checks) peaked at 17 / 37 / 106 MB above the worker's
-  ~110 MB interpreter for MiniLM heads of width 128 / 256 / 512 with the default time budget.
+  ~110 MB interpreter for MiniLM heads of width 128 / 256 / 512 with the default time budget;
+  on high-rank heads far more: 409 MiB on SmolLM2 L10H4 at 512 (ranks up to 371), against
+  248 MiB on L15H4 (ranks up to 181), because the witness search keeps a state of four
+  ``(m + N) x r`` factors per rank it probed, and L-BFGS 14 vectors of that size
+  (``benchmarks/results/memory_peak_*.json``; :func:`bracket_task_bytes` has a term for it).
 """
 
 from __future__ import annotations
@@ -195,17 +199,33 @@ def float64_check_bytes(m: int, n: int) -> int:
     return 24 * 8 * m * n
 
 
-def bracket_task_bytes(m: int, n: int, d: int = 0) -> int:
+#: float64 vectors of ``(m + N) p`` entries that :func:`bracket_task_bytes` allows for the witness
+#: search's factors: the states of the ranks it probed and L-BFGS's vectors, at ranks up to p.
+RANK_VECTORS = 32
+#: What a search on torch adds (``--device`` other than numpy): the import of torch (~208 MiB of
+#: resident memory measured, torch 2.13 CPU), and the float64 numpy copies of the witnesses it
+#: publishes beside its own tensors (16 more vectors of ``(m + N) p``).
+TORCH_BYTES, TORCH_RANK_VECTORS = 256 * MIB, 16
+
+
+def bracket_task_bytes(m: int, n: int, d: int = 0, torch: bool = False) -> int:
     """Estimated peak resident memory of a worker running one operator's bracket search (or an
-    audit / budgets task on it): the interpreter, the solvers and float64 checks (measured
-    17 / 37 / 106 MB above the interpreter at widths 128 / 256 / 512, i.e. at most ~450 B per
-    entry plus 16 MiB), and one Arb enclosure at 64 bits for the candidates whose margin is too
-    thin for the float64 path (~400 B per entry)."""
-    return WORKER_BASE_BYTES + 16 * MIB + 850 * m * n + 32 * (m + n) * d
+    audit / budgets task on it), an upper bound of what was measured on the widest heads: the
+    interpreter, the solvers and float64 checks (measured 17 / 37 / 106 MB above the interpreter
+    at widths 128 / 256 / 512 on low-rank heads, i.e. at most ~450 B per entry plus 16 MiB), one
+    Arb enclosure at 64 bits for the candidates whose margin is too thin for the float64 path
+    (~400 B per entry), and :data:`RANK_VECTORS` float64 vectors of ``(m + N) p`` for the
+    witness search's factors, which high-rank heads fill (module docstring); with ``torch`` (a
+    search on a torch device) :data:`TORCH_BYTES` and :data:`TORCH_RANK_VECTORS` more."""
+    p = min(m, n)
+    vectors = RANK_VECTORS + (TORCH_RANK_VECTORS if torch else 0)
+    return (WORKER_BASE_BYTES + 16 * MIB + 850 * m * n + 32 * (m + n) * d + vectors * 8 * (m + n) * p
+            + (TORCH_BYTES if torch else 0))
 
 
-def operator_task_bytes(op: object) -> int:
-    """:func:`bracket_task_bytes` of a kernel :class:`~softrank_cert.kernel.Operator`."""
+def operator_task_bytes(op: object, device: str | None = None) -> int:
+    """:func:`bracket_task_bytes` of a kernel :class:`~softrank_cert.kernel.Operator` searched on
+    ``device`` (a ``--device`` value; None or ``numpy``: the numpy path)."""
     m, n = op.shape  # type: ignore[attr-defined]
     d = op.arrays["Q"].shape[1] if op.kind == "qk" else 0  # type: ignore[attr-defined]
-    return bracket_task_bytes(m, n, d)
+    return bracket_task_bytes(m, n, d, torch=device not in (None, "numpy"))

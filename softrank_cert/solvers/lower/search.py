@@ -37,6 +37,7 @@ import numpy as np
 
 from ..candidates import LowerCandidate
 from ...util.dense import Dense, threshold
+from ..backend import NUMPY, NumpyBackend
 from .general import KeyLP, alternate
 from .smooth_key import SmoothCharges, selection_pair
 from .lp import RowLP, feasible, normalised, signed_y
@@ -94,7 +95,8 @@ class LowerSearch:
     and redone by the next call (kept, if cut off a second time; a gallop always resumes),
     so the work done does not depend on how the time is sliced into calls.  ``add``
     receives every certificate that raises, for some eps, the largest k whose float64
-    threshold exceeds eps.
+    threshold exceeds eps.  ``ops``: the array back end of the large-k family's key sides
+    (:mod:`~softrank_cert.solvers.backend`); everything else runs in numpy.
     """
 
     #: Start constructions tried at every target k (ablation knob).
@@ -129,8 +131,9 @@ class LowerSearch:
     smooth_evaluations: int = 300
 
     def __init__(self, d: Dense, eps_values: Sequence[float], add: Callable[[LowerCandidate], None],
-                 ceiling: Callable[[float], int], floor: Callable[[float], int], seed: int = 0) -> None:
-        self.d, self.A = d, d.A
+                 ceiling: Callable[[float], int], floor: Callable[[float], int], seed: int = 0,
+                 ops: NumpyBackend = NUMPY) -> None:
+        self.d, self.A, self.ops = d, d.A, ops
         self.eps_values = sorted(float(e) for e in eps_values)
         self.add, self.ceiling, self.floor = add, ceiling, floor
         self.seed = seed
@@ -304,7 +307,8 @@ class LowerSearch:
         """Threshold of the pivoted-QR selection's smoothed pair at k (offered at once; each k
         solved once unless cut off by ``until``)."""
         if k not in self.smooth_probes:
-            found = selection_pair(self.A, self.queries()[:k], until, self.smooth_probe_evaluations, self.smooth_charges)
+            found = selection_pair(self.A, self.queries()[:k], until, self.smooth_probe_evaluations, self.smooth_charges,
+                                   self.ops)
             if found is None:
                 return 0.0
             self.offer_pair(k, *found, "general_smooth_qr")
@@ -321,7 +325,7 @@ class LowerSearch:
         rows = self.selection_rows(name, k)
         if rows is None:
             return None
-        found = selection_pair(self.A, rows, until, self.smooth_evaluations, self.smooth_charges)
+        found = selection_pair(self.A, rows, until, self.smooth_evaluations, self.smooth_charges, self.ops)
         if until.reached():  # cut off: the unit is redone (or dropped), and counts for nothing
             return None
         signed = self.states.get(k)

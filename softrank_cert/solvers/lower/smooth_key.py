@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Any
+
 import numpy as np
-import scipy.linalg
 
 from ...util.dense import threshold
+from ..backend import NUMPY, NumpyBackend
 from ..upper.lbfgs import minimise
 from ..work import CALL_UNITS, Until, entries_units, seconds_units
 from .starts import selection
@@ -70,61 +72,57 @@ EVAL_FIXED_SECONDS, EVAL_PER_MFLOP, EVAL_MFLOP_EXPONENT = 200e-6, 85e-6, -0.145
 
 
 def smooth_key_side(C: np.ndarray, Y_start: np.ndarray, until: Until, evaluations: int = STAGE_EVALUATIONS,
-                    charges: SmoothCharges = SmoothCharges()) -> np.ndarray | None:
-    """``Y`` (N x k) near ``C Y = I`` of small ``max_j ||Y_j||_1``, from ``Y_start`` projected
-    onto the affine set; None if ``C C^T`` is singular or the work runs out first."""
+                    charges: SmoothCharges = SmoothCharges(), ops: NumpyBackend = NUMPY) -> np.ndarray | None:
+    """``Y`` (N x k, float64 numpy) near ``C Y = I`` of small ``max_j ||Y_j||_1``, from ``Y_start``
+    projected onto the affine set, searched on ``ops``'s back end (whose ``cost`` scales the
+    charges); None if ``C C^T`` is singular or the work runs out first."""
     k, n = C.shape
-    until.charge(charges.fixed + charges.scale * entries_units(6.0 * n * k * k + k ** 3 / 3.0))  # C C^T, Y0
-    try:
-        factor = scipy.linalg.cho_factor(C @ C.T)
-    except np.linalg.LinAlgError:
+    until.charge(ops.cost * (charges.fixed + charges.scale * entries_units(6.0 * n * k * k + k ** 3 / 3.0)))  # C C^T, Y0
+    C = ops.key_matrix(C)
+    factor = ops.cholesky(C @ C.T)
+    if factor is None:
         return None
 
-    def project(Z: np.ndarray) -> np.ndarray:  # P Z = Z - C^T (C C^T)^{-1} C Z
-        return Z - C.T @ scipy.linalg.cho_solve(factor, C @ Z)
+    def project(Z: Any) -> Any:  # P Z = Z - C^T (C C^T)^{-1} C Z
+        return Z - C.T @ ops.cho_solve(factor, C @ Z)
 
-    Y0 = Y_start + C.T @ scipy.linalg.cho_solve(factor, np.eye(k) - C @ Y_start)
-    if not np.isfinite(Y0).all():
+    Y_start = ops.key_matrix(Y_start)
+    Y0 = Y_start + C.T @ ops.cho_solve(factor, ops.eye(k) - C @ Y_start)
+    if not ops.all_finite(Y0):
         return None
-    best, best_norm = Y0, float(np.abs(Y0).sum(axis=1).max())
-    Z = np.zeros(n * k)
-    per_evaluation = charges.evaluation_units(k, n)
+    best, best_norm = Y0, ops.max_row_l1(Y0)
+    Z = ops.zeros((n * k,))
+    per_evaluation = ops.cost * charges.evaluation_units(k, n)
     for tau_e, delta_k in STAGES:
         tau, delta = tau_e / best_norm, delta_k * best_norm / k
 
-        def fun(z: np.ndarray, tau: float = tau, delta: float = delta) -> tuple[float, np.ndarray]:
+        def fun(z: Any, tau: float = tau, delta: float = delta) -> tuple[float, Any]:
             if until.reached():
                 raise _Stop
             until.charge(per_evaluation)
-            Y = Y0 + project(z.reshape(n, k))
-            root = np.sqrt(Y * Y + delta * delta)
-            s = (root - delta).sum(axis=1)
-            top = s.max()
-            w = np.exp(tau * (s - top))
-            total = w.sum()
-            p = w / total
-            G = (p[:, None] * Y) / root
-            return float(top + np.log(total) / tau), project(G).ravel()
+            value, G = ops.smooth_key(Y0 + project(z.reshape(n, k)), tau, delta)
+            return value, project(G).reshape(-1)
 
         try:
-            Z = minimise(fun, Z, iterations=evaluations, evaluations=evaluations)
+            Z = minimise(fun, Z, iterations=evaluations, evaluations=evaluations, ops=ops)
         except _Stop:
             return None
         Y = Y0 + project(Z.reshape(n, k))
-        value = float(np.abs(Y).sum(axis=1).max())
+        value = ops.max_row_l1(Y)
         if value < best_norm:
             best, best_norm = Y, value
-    return best
+    return ops.to_numpy(best)
 
 
 def selection_pair(A: np.ndarray, rows: np.ndarray, until: Until, evaluations: int = STAGE_EVALUATIONS,
-                   charges: SmoothCharges = SmoothCharges()) -> tuple[np.ndarray, np.ndarray, float] | None:
+                   charges: SmoothCharges = SmoothCharges(), ops: NumpyBackend = NUMPY
+                   ) -> tuple[np.ndarray, np.ndarray, float] | None:
     """The query selection ``rows`` as ``X`` (``||X|| = 1``), its smoothed key side (from the
-    least-norm solution of ``A_I Y = I``) and the pair's float64 threshold; None as
-    :func:`smooth_key_side`."""
+    least-norm solution of ``A_I Y = I``, on ``ops``'s back end) and the pair's float64 threshold
+    (numpy, on the CPU); None as :func:`smooth_key_side`."""
     m, n = A.shape
     k = len(rows)
-    Y = smooth_key_side(A[rows], np.zeros((n, k)), until, evaluations, charges)
+    Y = smooth_key_side(A[rows], np.zeros((n, k)), until, evaluations, charges, ops)
     if Y is None:
         return None
     until.charge(entries_units(2.0 * k * m * n + 2.0 * k * k * n + 2.0 * k ** 3))  # the threshold

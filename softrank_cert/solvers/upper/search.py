@@ -27,6 +27,7 @@ from collections.abc import Callable, Generator, Sequence
 import numpy as np
 
 from ...util.dense import Dense
+from ..backend import NUMPY, NumpyBackend
 from ..candidates import UpperCandidate
 from .smooth import ABORT, CHECK_EVERY, STAGES, SmoothState, run_stages, tsvd_start
 from ..work import Until, check_units, evaluation_units
@@ -56,12 +57,14 @@ class UpperSearch:
     is the least rank with a known float64 witness of error ``<= eps`` (``None`` if none);
     ``floor(eps)`` the verified lower end (no rank below it can succeed).  ``work`` is the
     total work (units of :mod:`~softrank_cert.solvers.work`) this search may use, split between the tolerances as
-    described above.
+    described above.  ``ops``: the array back end the witnesses are searched on
+    (:mod:`~softrank_cert.solvers.backend`; what is published is float64 numpy).
     """
 
     def __init__(self, d: Dense, eps_values: Sequence[float], add: Callable[[UpperCandidate], None],
-                 best_rank: Callable[[float], int | None], floor: Callable[[float], int], work: float) -> None:
-        self.d, self.add, self.best_rank, self.floor = d, add, best_rank, floor
+                 best_rank: Callable[[float], int | None], floor: Callable[[float], int], work: float,
+                 ops: NumpyBackend = NUMPY) -> None:
+        self.d, self.add, self.best_rank, self.floor, self.ops = d, add, best_rank, floor, ops
         self.eps_values = sorted(set(eps_values), reverse=True)
         weights = np.array([1.0 + 0.5 * i for i in range(len(self.eps_values))])
         self.shares = np.cumsum(weights) / weights.sum() * work
@@ -97,12 +100,13 @@ class UpperSearch:
     # -- internals ------------------------------------------------------------------
     def _state(self, r: int) -> SmoothState:
         if r not in self.states:
-            self.states[r] = SmoothState.start(self.d.A, *tsvd_start(self.d, r))
+            self.states[r] = SmoothState.start(self.d.A, *tsvd_start(self.d, r), self.ops, self.d.memo)
         return self.states[r]
 
     def _publish(self, r: int, st: SmoothState) -> None:
         if np.isfinite(st.best_error):
-            self.add(UpperCandidate(r, st.best_U, st.best_W, st.best_error, "smooth"))
+            self.add(UpperCandidate(r, self.ops.to_numpy(st.best_U), self.ops.to_numpy(st.best_W), st.best_error,
+                                    "smooth"))
 
     def _probe(self, r: int, target: float, *, iterations: int, max_stage: int,
                abort: bool = True) -> Generator[None, None, bool]:
@@ -118,7 +122,7 @@ class UpperSearch:
                 return False
             before = st.stage
             reached = run_stages(self.d, st, stages=1, iterations=iterations, target=target,
-                                 until=self.until, abort=False)
+                                 until=self.until, abort=False, ops=self.ops)
             self._publish(r, st)
             if reached:
                 return True
@@ -182,7 +186,7 @@ class UpperSearch:
     def _units_per_evaluation(self, r: int) -> float:
         """Work units of one evaluation at rank r, its share of the error checks included."""
         m, n = self.d.shape
-        return evaluation_units(m, n, r) + check_units(m, n, r) / CHECK_EVERY
+        return self.ops.cost * (evaluation_units(m, n, r) + check_units(m, n, r) / CHECK_EVERY)
 
     def _iterations(self, index: int, r: int, probes: int) -> int:
         """Iterations per stage so that ``probes`` probes of all stages fit in the work this

@@ -19,9 +19,11 @@ decides is always float64).  Figures behind the defaults: docs/design.md section
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
-from ...util.dense import Dense, as_dense, row_errors
+from ...util.dense import Dense, as_dense
+from ..backend import NUMPY, NumpyBackend
 from .lbfgs import minimise
 from ..work import Until, check_units, evaluation_units
 
@@ -47,20 +49,23 @@ class SmoothState:
     the next continuation stage; ``evaluations`` how many objective evaluations it took.
     """
 
-    U: np.ndarray
-    W: np.ndarray
-    best_U: np.ndarray
-    best_W: np.ndarray
+    U: Any
+    W: Any
+    best_U: Any
+    best_W: Any
     best_error: float
     stage: int = 0
     evaluations: int = 0
     history: list[float] = field(default_factory=list)
 
     @classmethod
-    def start(cls, A: np.ndarray, U: np.ndarray, W: np.ndarray) -> SmoothState:
-        U, W = np.array(U, dtype=np.float64), np.array(W, dtype=np.float64)
-        error = float(row_errors(A, U, W).max())
-        return cls(U, W, U.copy(), W.copy(), error)
+    def start(cls, A: np.ndarray, U: np.ndarray, W: np.ndarray, ops: NumpyBackend = NUMPY,
+              memo: dict | None = None) -> SmoothState:
+        """The state at ``(U, W)`` (float64 copies on ``ops``'s back end; ``memo``: where the
+        back end keeps its copy of ``A``)."""
+        U, W = ops.factors(U, W)
+        error = ops.max_row_error(ops.matrix({} if memo is None else memo, A, np.float64), U, W)
+        return cls(U, W, ops.clone(U), ops.clone(W), error)
 
     @property
     def rank(self) -> int:
@@ -73,42 +78,36 @@ def tsvd_start(d: Dense, r: int) -> tuple[np.ndarray, np.ndarray]:
     return u[:, :r] * s[:r], vt[:r].T.copy()
 
 
-def _rebalance(U: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Same product ``U W^T`` with orthonormal ``W`` (``W = Q R``, ``U <- U R^T``)."""
-    q, rr = np.linalg.qr(W)
-    return U @ rr.T, q
-
-
 class _Objective:
     """``F`` and its gradient at one ``(tau, delta)``; tracks the float64 true error."""
 
-    def __init__(self, A: np.ndarray, A_eval: np.ndarray, state: SmoothState, tau: float, delta: float,
-                 target: float | None, until: Until | None) -> None:
-        self.A, self.A_eval, self.state = A, A_eval, state
+    def __init__(self, A: Any, A_eval: Any, state: SmoothState, tau: float, delta: float,
+                 target: float | None, until: Until | None, ops: NumpyBackend = NUMPY) -> None:
+        self.A, self.A_eval, self.state, self.ops = A, A_eval, state, ops
         self.m, self.n = A.shape
         self.r = state.rank
-        self.tau, self.delta, self.delta2 = tau, delta, delta * delta
+        self.tau, self.delta = tau, delta
         self.stop_at = None if target is None else target * (1 - 1e-9)
         self.until = until
         self.calls = 0
 
-    def split(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def split(self, x: Any) -> tuple[Any, Any]:
         k = self.m * self.r
         return x[:k].reshape(self.m, self.r), x[k:].reshape(self.n, self.r)
 
-    def _check_true_error(self, x: np.ndarray) -> None:
+    def _check_true_error(self, x: Any) -> None:
         U, W = self.split(x)
         if self.until is not None:
-            self.until.charge(check_units(self.m, self.n, self.r))
-        error = float(row_errors(self.A, U, W).max())
+            self.until.charge(self.ops.cost * check_units(self.m, self.n, self.r))
+        error = self.ops.max_row_error(self.A, U, W)
         st = self.state
         st.history.append(error)
         if error < st.best_error:
-            st.best_U, st.best_W, st.best_error = U.copy(), W.copy(), error
+            st.best_U, st.best_W, st.best_error = self.ops.clone(U), self.ops.clone(W), error
         if self.stop_at is not None and st.best_error <= self.stop_at:
             raise _Stop
 
-    def __call__(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+    def __call__(self, x: Any) -> tuple[float, Any]:
         self.calls += 1
         self.state.evaluations += 1
         if self.calls % CHECK_EVERY == 0:
@@ -116,34 +115,23 @@ class _Objective:
         if self.until is not None:
             if self.until.reached():
                 raise _Stop
-            self.until.charge(evaluation_units(self.m, self.n, self.r))
-        dt = self.A_eval.dtype
-        U, W = (f.astype(dt, copy=False) for f in self.split(x))
-        R = self.A_eval - U @ W.T
-        S = np.sqrt(R * R + dt.type(self.delta2))
-        f = (S.sum(axis=1, dtype=np.float64) - self.n * self.delta)
-        top = f.max()
-        z = np.exp(self.tau * (f - top))
-        total = z.sum()
-        value = top + np.log(total) / self.tau
-        p = (z / total).astype(dt)
-        np.divide(R, S, out=R)
-        R *= p[:, None]
-        gU, gW = -(R @ W), -(R.T @ U)
-        return float(value), np.concatenate([gU.ravel(), gW.ravel()]).astype(np.float64)
+            self.until.charge(self.ops.cost * evaluation_units(self.m, self.n, self.r))
+        return self.ops.smooth_witness(self.A_eval, *self.split(x), self.tau, self.delta)
 
 
 def run_stages(d: Dense, state: SmoothState, *, stages: int, iterations: int, target: float | None = None,
-               until: Until | None = None, abort: bool = True, dtype: type = np.float32) -> bool:
+               until: Until | None = None, abort: bool = True, dtype: type = np.float32,
+               ops: NumpyBackend = NUMPY) -> bool:
     """Advance ``state`` by up to ``stages`` continuation stages of ``iterations`` L-BFGS steps.
 
     Stops early (returns True) once the best true error is ``<= target (1 - 1e-9)``; returns
     False when the work (or time) of ``until`` is up, when the continuation is exhausted, or (``abort``) when
     after stage s the best error exceeds ``target * ABORT[s]`` (the probe cannot reach target).
-    Stages after the last of :data:`STAGES` repeat it, relative to the error then.
+    Stages after the last of :data:`STAGES` repeat it, relative to the error then.  ``state``
+    lives on ``ops``'s back end (:meth:`SmoothState.start` with the same ``ops``).
     """
-    A = d.A
-    A_eval = A if dtype is np.float64 else d.memo.setdefault(("A", np.dtype(dtype).str), A.astype(dtype))
+    A = ops.matrix(d.memo, d.A, np.float64)
+    A_eval = ops.matrix(d.memo, d.A, dtype)
     m, n = A.shape
     try:
         for _ in range(stages):
@@ -152,18 +140,18 @@ def run_stages(d: Dense, state: SmoothState, *, stages: int, iterations: int, ta
             s = state.stage
             tau_units, delta_units = STAGES[min(s, len(STAGES) - 1)]
             e = state.best_error
-            U, W = _rebalance(state.U, state.W)
-            obj = _Objective(A, A_eval, state, tau_units / e, delta_units * e / n, target, until)
-            x0 = np.concatenate([U.ravel(), W.ravel()])
+            U, W = ops.rebalance(state.U, state.W)
+            obj = _Objective(A, A_eval, state, tau_units / e, delta_units * e / n, target, until, ops)
+            x0 = ops.flat(U, W)
             try:
-                x = minimise(obj, x0, iterations=iterations, evaluations=2 * iterations + 20, memory=5)
+                x = minimise(obj, x0, iterations=iterations, evaluations=2 * iterations + 20, memory=5, ops=ops)
             except _Stop:
                 x = None
             if x is not None:
-                state.U, state.W = (f.copy() for f in obj.split(x))
+                state.U, state.W = (ops.clone(f) for f in obj.split(x))
                 obj._check_true_error(x)  # may raise _Stop (target reached)
             else:
-                state.U, state.W = state.best_U.copy(), state.best_W.copy()
+                state.U, state.W = ops.clone(state.best_U), ops.clone(state.best_W)
                 raise _Stop
             state.stage += 1
             if abort and target is not None and s < len(ABORT) and state.best_error > target * ABORT[s]:
@@ -175,12 +163,12 @@ def run_stages(d: Dense, state: SmoothState, *, stages: int, iterations: int, ta
 
 def smooth(A: Dense | np.ndarray, rank: int, *, start: tuple[np.ndarray, np.ndarray] | None = None,
            iterations: int = 200, stages: int = len(STAGES), until: Until | None = None,
-           target: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+           target: float | None = None, ops: NumpyBackend = NUMPY) -> tuple[np.ndarray, np.ndarray]:
     """Best ``(U, W)`` of the smoothed-minimax continuation at ``rank`` (from ``start`` or the
-    truncated SVD); stops at ``target`` error or when ``until`` is reached.  Never worse than
-    the start."""
+    truncated SVD), as float64 numpy arrays, searched on ``ops``'s back end; stops at ``target``
+    error or when ``until`` is reached.  Never worse than the start."""
     d = as_dense(A)
     U, W = start if start is not None else tsvd_start(d, rank)
-    state = SmoothState.start(d.A, U, W)
-    run_stages(d, state, stages=stages, iterations=iterations, target=target, until=until, abort=False)
-    return state.best_U, state.best_W
+    state = SmoothState.start(d.A, U, W, ops, d.memo)
+    run_stages(d, state, stages=stages, iterations=iterations, target=target, until=until, abort=False, ops=ops)
+    return ops.to_numpy(state.best_U), ops.to_numpy(state.best_W)

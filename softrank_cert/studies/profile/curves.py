@@ -202,7 +202,8 @@ def floor_tolerance(grid: Sequence[str]) -> str:
 
 def compute_profile(op: Operator, grid: Sequence[str] | None = None, *, work: float | None = None,
                     budget_seconds: float | None = None, progress: Progress | None = None,
-                    operator_id: str = "operator", provenance: dict[str, Any] | None = None) -> Profile:
+                    operator_id: str = "operator", provenance: dict[str, Any] | None = None,
+                    device: Any = None) -> Profile:
     """Search, then verify every step that improves either curve (see the module docstring).
 
     ``grid``: the tolerances the searches aim at (default :data:`DEFAULT_GRID`).
@@ -211,8 +212,14 @@ def compute_profile(op: Operator, grid: Sequence[str] | None = None, *, work: fl
     profile however busy the machine; ``budget_seconds`` alone: a wall-time bound, ``math.inf``:
     none); the verification of the steps comes on top (milliseconds per step).
     ``progress(stage, elapsed, budget)`` as for the bracket driver, plus ``"verify"`` at the end.
+    ``device``: where the search runs (:mod:`~softrank_cert.solvers.device`; recorded in the
+    provenance off the numpy path).
     """
     from ...solvers.bracket import default_budget_seconds, search_budget
+    from ...solvers.device import resolve_device
+
+    where = resolve_device(device, op.shape)
+    provenance = {**dict(provenance or {}), **where.provenance()}
 
     grid = tuple(_sorted_unique(DEFAULT_GRID if grid is None else grid))
     if not grid:
@@ -220,7 +227,7 @@ def compute_profile(op: Operator, grid: Sequence[str] | None = None, *, work: fl
     nominal = default_budget_seconds(*op.shape) if budget_seconds is None else float(budget_seconds)
     bound = search_budget(*op.shape, work=work, budget_seconds=budget_seconds).work
     start = time.perf_counter()
-    pool, ends = search_candidates(op, grid, work, budget_seconds, progress)
+    pool, ends = search_candidates(op, grid, work, budget_seconds, progress, where)
     searched = time.perf_counter()
     floor_eps = floor_tolerance(grid)
     lower = lower_steps(op, pool, ends, floor_eps)
@@ -229,6 +236,6 @@ def compute_profile(op: Operator, grid: Sequence[str] | None = None, *, work: fl
     done = time.perf_counter()
     if progress is not None:
         progress("verify", min(done - start, nominal), nominal)
-    return Profile(op, operator_id, dict(provenance or {}), grid, tuple(lower), tuple(upper), floor_eps,
+    return Profile(op, operator_id, provenance, grid, tuple(lower), tuple(upper), floor_eps,
                    math.inf if budget_seconds is None else float(budget_seconds), bound,
                    searched - start, done - searched)

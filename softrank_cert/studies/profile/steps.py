@@ -96,9 +96,9 @@ def interval_value(text: str) -> Fraction:
 
 
 def search_candidates(op: Operator, grid: Sequence[str], work: float | None, budget_seconds: float | None,
-                      progress: Progress | None) -> tuple[Any, list[Any]]:
+                      progress: Progress | None, device: Any = None) -> tuple[Any, list[Any]]:
     """Run the bracket driver's searches at the ``grid`` tolerances within ``work`` units and/or
-    ``budget_seconds`` (as for :func:`~softrank_cert.solvers.bracket.bracket_operator`).
+    ``budget_seconds``, on ``device`` (as for :func:`~softrank_cert.solvers.bracket.bracket_operator`).
 
     Returns the driver's :class:`~softrank_cert.solvers.candidates.CandidatePool` (every float64
     candidate) and its per-tolerance verified :class:`~softrank_cert.solvers.bracket.Ends`.  Uses
@@ -109,7 +109,8 @@ def search_candidates(op: Operator, grid: Sequence[str], work: float | None, bud
     from ...solvers.candidates import CandidatePool
     from ...util.dense import Dense
 
-    pool, ends = search_operator(op, list(grid), work=work, budget_seconds=budget_seconds, progress=progress)
+    pool, ends = search_operator(op, list(grid), work=work, budget_seconds=budget_seconds, progress=progress,
+                                 device=device)
     if pool is None:
         pool = CandidatePool(Dense.of(op))
     for r in range(1, pool.d.p):  # every rank's truncated SVD is known already: form the useful ones

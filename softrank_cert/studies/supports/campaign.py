@@ -80,12 +80,13 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
                  work: float | None = None, budget_seconds: float | None = None, ranks: list[int] | None,
                  out: Path | None = None, resume: bool = False, force: bool = False, key: Any = None, jobs: int = 1,
                  scheduler: str | None = None, max_memory: int | None = None, bar: Any = None,
-                 resume_command: str | None = None) -> CampaignResult:
+                 resume_command: str | None = None, device: Any = None) -> CampaignResult:
     """Bracket the support operator at every kappa, write the certificates and the manifest when
     ``out`` is given, keep re-verified ones with ``resume`` (module docstring; ``force``: replace
     the certificates and start the campaign there again, keeping its run history).  ``bar``: an
     :class:`~softrank_cert.util.progress.OperatorProgress` (stage names in process);
-    ``resume_command``: the line an interruption names to continue."""
+    ``resume_command``: the line an interruption names to continue; ``device``: where the
+    searches run (resolved once here, :mod:`~softrank_cert.solvers.device`)."""
     from ...certio.issuing import signed
     from ...geometry.supports import support_operator
     from ...plumbing.certificate_files import certificate_paths
@@ -97,11 +98,14 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
     if len(set(names)) != len(names):
         raise InvalidInputError("two kappas agree to 6 significant digits: their points would share a name")
     ops = [support_operator(support, dim, n, kappa) for kappa in kappas]
+    from ...solvers.device import resolve_device
+
+    where = resolve_device(device, ops[0].shape)
     budget_work = effective_work(work, budget_seconds, *ops[0].shape)
     targets = [check_output_file(path, "--out", force=force or resume)
                for path in certificate_paths(out, names)] if out else []
     campaign, kept = (_start(support, dim, n, eps, kappas, names, ops, targets, out, budget_work, budget_seconds,
-                             ranks, resume, force, key, jobs, scheduler, max_memory, resume_command)
+                             ranks, resume, force, key, jobs, scheduler, max_memory, resume_command, where)
                       if out else (None, {}))
     points: dict[int, SweepPoint] = dict(kept)
     todo = [i for i in range(len(kappas)) if i not in kept]
@@ -113,15 +117,16 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
                 bar.advance(names[i])
                 bar.finished(names[i], "kept (resumed: verified certificate)")
         tasks = [(support, dim, n, kappas[i], eps, budget_work, budget_seconds, ranks,
-                  bar.stage_callback(names[i]) if bar is not None and here else None) for i in todo]
+                  bar.stage_callback(names[i]) if bar is not None and here else None, where) for i in todo]
         outcomes = run_tasks(support_point_task, tasks, jobs=jobs, scheduler=scheduler, max_memory=max_memory,
-                             memory=[operator_task_bytes(ops[i]) for i in todo],
+                             memory=[operator_task_bytes(ops[i], where.kind) for i in todo],
                              done=lambda j: bar.advance(names[todo[j]]) if bar is not None else None)
         with closing(outcomes):
             for outcome in outcomes:
                 i = todo[outcome.index]
                 if outcome.ok and campaign is not None and not here:  # its certificate is written: re-verified here
-                    outcome = _rechecked(outcome, names[i], ops[i], eps, provenance(support, dim, n, kappas[i]))
+                    outcome = _rechecked(outcome, names[i], ops[i], eps,
+                                         {**provenance(support, dim, n, kappas[i]), **where.provenance()})
                 if not outcome.ok:
                     record = _failure(campaign, names[i], kappas[i], outcome)
                     result.failed.append(record)
@@ -203,7 +208,7 @@ def _shown(value: Any) -> str:
 def _start(support: str, dim: int, n: int, eps: str, kappas: tuple[float, ...], names: list[str], ops: list[Any],
            targets: list[Path], out: Path, budget_work: float | None, budget_seconds: float | None,
            ranks: list[int] | None, resume: bool, force: bool, key: Any, jobs: int, scheduler: str | None,
-           max_memory: int | None, resume_command: str | None) -> tuple[Any, dict[int, SweepPoint]]:
+           max_memory: int | None, resume_command: str | None, where: Any) -> tuple[Any, dict[int, SweepPoint]]:
     """The campaign (its manifest written before any work) and, with ``resume``, the points kept
     (index -> point, its ends the kernel's verified claims of its certificate)."""
     from ...certio.signing import did_key
@@ -221,7 +226,8 @@ def _start(support: str, dim: int, n: int, eps: str, kappas: tuple[float, ...], 
                   "budget_work": budget_work, "max_memory": max_memory, "jobs": jobs, "scheduler": scheduler,
                   "signer": signer}
     entries = [(name, {"operator_sha256": operator_sha256(op), "output": target.relative_to(out).as_posix(),
-                       "estimated_bytes": operator_task_bytes(op)}) for name, op, target in zip(names, ops, targets)]
+                       "estimated_bytes": operator_task_bytes(op, where.kind)})
+               for name, op, target in zip(names, ops, targets)]
     campaign = Campaign(path, "supports", parameters, entries, resume=resume, force=force,
                         must_match={"tolerances": "--eps"},
                         resume_command=resume_command)
@@ -231,7 +237,8 @@ def _start(support: str, dim: int, n: int, eps: str, kappas: tuple[float, ...], 
             if not target.is_file():
                 continue
             report, why = recheck_certificate(read_kept_bytes(target), str(target), name, op, [eps], signer=signer,
-                                              provenance=provenance(support, dim, n, kappas[i]))
+                                              provenance={**provenance(support, dim, n, kappas[i]),
+                                                          **where.provenance()})
             if report is None:
                 campaign.note(name, f"recomputed: {why}")
                 continue

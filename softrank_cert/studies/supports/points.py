@@ -92,7 +92,8 @@ def point_details(op: Operator, eps: str, lower: int, ranks: list[int] | None) -
 
 
 def support_point_task(support: str, dim: int, n: int, kappa: float, eps: str, work: float | None,
-                       budget_seconds: float | None, ranks: list[int] | None, progress: Any = None) -> dict[str, Any]:
+                       budget_seconds: float | None, ranks: list[int] | None, progress: Any = None,
+                       device: Any = None) -> dict[str, Any]:
     """One kappa of a sweep (a worker task: plain data in, plain data out): the unsigned certificate
     of the support operator's verified bracket at ``eps`` (written here, from the sealed ends), the
     solver seconds and :func:`point_details`.
@@ -100,17 +101,22 @@ def support_point_task(support: str, dim: int, n: int, kappa: float, eps: str, w
     The search is bounded as ``softrank bracket``'s: ``work`` units (None: the driver's default
     work for the operator's size, :func:`~softrank_cert.solvers.work.default_work`), capped by
     ``budget_seconds`` of wall time when given (alone, it replaces the work bound).  Without a
-    time cap the same arguments give the same bracket, byte for byte, however busy the machine."""
+    time cap the same arguments give the same bracket, byte for byte, however busy the machine.
+    ``device``: where the search runs (:mod:`~softrank_cert.solvers.device`; recorded in the
+    certificate's provenance off the numpy path)."""
     from ...certio.issuing import certificate_for
     from ...geometry.supports import stdout_to_stderr, support_operator
     from ...solvers.bracket import bracket_operator
+    from ...solvers.device import resolve_device
 
     op = support_operator(support, dim, n, kappa)
+    where = resolve_device(device, op.shape)
     start = time.perf_counter()
     with stdout_to_stderr():
-        (b,) = bracket_operator(op, [eps], work=work, budget_seconds=budget_seconds, progress=progress)
+        (b,) = bracket_operator(op, [eps], work=work, budget_seconds=budget_seconds, progress=progress, device=where)
     seconds = time.perf_counter() - start
-    certificate = certificate_for(point_name(support, dim, n, eps, kappa), op, [b], provenance(support, dim, n, kappa))
+    certificate = certificate_for(point_name(support, dim, n, eps, kappa), op, [b],
+                                  {**provenance(support, dim, n, kappa), **where.provenance()})
     return {"certificate": certificate, "seconds": seconds, **point_details(op, eps, b.lower.k, ranks)}
 
 

@@ -72,14 +72,14 @@ def fit_exponent(points: list[SweepPoint], side: str) -> tuple[float | None, lis
 
 def sweep(support: str, dim: int, *, eps: str = "0.25", n: int = 64, kappas: tuple[float, ...],
           work: float | None = None, budget_seconds: float | None = None, geometry_ranks: list[int] | None = None,
-          jobs: int = 1, scheduler: str | None = None) -> list[SweepPoint]:
+          jobs: int = 1, scheduler: str | None = None, device: Any = None) -> list[SweepPoint]:
     """Bracket the support operator at every kappa (kernel-verified ends) at one tolerance, in
     kappa order, without writing certificates (for that, and for resuming:
     :func:`~.campaign.run_campaign`, which this calls).  With ``jobs > 1`` or a Dask
     ``scheduler`` every kappa is one :func:`~.points.support_point_task` in worker
     processes or on the cluster; a failed point raises its one-line error.  ``work`` and
     ``budget_seconds`` bound each point's search as in ``softrank bracket`` (default: the
-    driver's deterministic work budget for the operator's size)."""
+    driver's deterministic work budget for the operator's size); ``device`` as there."""
     from ...geometry.supports import check_sweep_size
     from ...errors import WorkerError
     from .campaign import run_campaign
@@ -89,7 +89,7 @@ def sweep(support: str, dim: int, *, eps: str = "0.25", n: int = 64, kappas: tup
     if len(kappas) < 2:
         raise InvalidInputError("a sweep needs at least two kappa values")
     result = run_campaign(support, dim, n, eps, tuple(kappas), work=work, budget_seconds=budget_seconds,
-                          ranks=geometry_ranks, jobs=jobs, scheduler=scheduler)
+                          ranks=geometry_ranks, jobs=jobs, scheduler=scheduler, device=device)
     if result.failed:
         first = result.failed[0]
         raise WorkerError(f"point {first['point']}: {first['reason']}", first["exit_code"])

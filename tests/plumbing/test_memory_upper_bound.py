@@ -1,0 +1,58 @@
+"""The estimate ``--max-memory`` admits bracket tasks by (softrank_cert.util.memory.bracket_task_bytes)
+is an upper bound of their peak resident memory: on the widest heads measured
+(benchmarks/results/memory_peak_*.json, SmolLM2 at widths 512 and 1024, high- and low-rank heads,
+the numpy path and torch on the CPU)
+and, live, on a high-rank operator bracketed in a fresh interpreter."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from softrank_cert.util.memory import bracket_task_bytes
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDS = sorted((ROOT / "benchmarks" / "results").glob("memory_peak_*.json"))
+
+CHILD = r"""
+import json, sys
+import numpy as np
+from softrank_cert.kernel import Operator
+from softrank_cert.plumbing.bracketing import bracket_result
+from softrank_cert.util.memory import operator_task_bytes
+n, work = int(sys.argv[1]), float(sys.argv[2])
+rng = np.random.default_rng(7)
+op = Operator("scores", {"S": 6.0 * np.eye(n) + rng.standard_normal((n, n))})
+result = bracket_result(op, ["0.1", "0.25", "0.5"], work=work)
+result.to_certificate()
+hwm = [line for line in open("/proc/self/status") if line.startswith("VmHWM:")]  # this image's own peak
+print(json.dumps({"peak": int(hwm[0].split()[1]) * 1024,
+                  "estimate": operator_task_bytes(op), "upper": result.upper}))
+"""
+
+
+def test_the_widest_measured_heads_fit_their_estimate() -> None:
+    assert RECORDS, "no memory_peak_*.json under benchmarks/results"
+    rows = [(row, record["device"]) for record in map(lambda p: json.loads(p.read_text()), RECORDS)
+            for row in record["rows"]]
+    assert {tuple(r["shape"]) for r, _device in rows} >= {(512, 512), (1024, 1024)}
+    assert {device for _row, device in rows} >= {"numpy", "cpu"}
+    for row, device in rows:
+        m, n = row["shape"]
+        assert row["peak_rss"] <= bracket_task_bytes(m, n, torch=device != "numpy"), (row["operator"], device)
+
+
+#: The child reads its peak from /proc/self/status (VmHWM): ru_maxrss would also count the parent's
+#: resident memory at the fork (Linux keeps it across exec), i.e. pytest's, torch included.
+@pytest.mark.skipif(sys.platform != "linux", reason="VmHWM is Linux's")
+def test_a_high_rank_bracket_stays_within_its_estimate() -> None:
+    proc = subprocess.run([sys.executable, "-c", CHILD, "192", "60000"], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    measured = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert measured["upper"]["0.1"] > 96  # a high-rank operator: witnesses of rank > p / 2 were searched
+    assert measured["peak"] <= measured["estimate"]
