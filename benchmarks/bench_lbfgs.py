@@ -41,8 +41,9 @@ CASES = {128: [("L1H6", 10), ("L1H6", 40), ("L4H1", 6), ("L4H1", 20)],
 ITERATIONS = {128: (200, 300), 512: (100, 160)}  # per stage: same-iterations run, equal-CPU run
 
 
-def scipy_lbfgsb(fun, x0, *, iterations: int, evaluations: int, memory: int = 5) -> np.ndarray:
-    """scipy's L-BFGS-B with the options the search used before (no bounds, no tolerances)."""
+def scipy_lbfgsb(fun, x0, *, iterations: int, evaluations: int, memory: int = 5, ops: object = None) -> np.ndarray:
+    """scipy's L-BFGS-B with the options the search used before (no bounds, no tolerances); numpy
+    arrays only, so ``ops`` (the search's array back end) must be the numpy one this benchmark runs."""
     return minimize(fun, x0, jac=True, method="L-BFGS-B",
                     options={"maxiter": iterations, "maxfun": evaluations, "maxcor": memory,
                              "ftol": 0.0, "gtol": 0.0}).x

@@ -1,17 +1,13 @@
 """The verdict type, its one constructor :func:`decide`, and Arb's precision (TRUSTED).
 
-A :class:`Verdict` is sealed in the HOL Light sense: its constructor demands the private
-``_KERNEL_SEAL`` token, which only :func:`decide` passes; its attributes cannot be reassigned by
-ordinary assignment.  Threat model: the seal stops accidents, not code in this process (Python
-has no access control: ``object.__setattr__``, a monkeypatched check or the token itself forge a
-verdict); what is trusted is a re-check by ``softrank-verify``, a fresh process running this
-kernel on a certificate file's bytes.
-:func:`decide` owns what the verdicts of every engine share (the attempt loop, the status
-mapping); the engines hand it their attempts: the Arb balls and the float64 path
-(``checks.py``) and the exact-rational second kernel (``softrank_cert.exact_kernel``), which
-keeps its own arithmetic.  Soundness: ``proofs/precision-retry.md`` (Theorem P).  Precision
-(process-global in python-flint, set per block by :func:`working_precision`) affects only the
-*width* of balls, never their correctness (Lemma P1).
+A :class:`Verdict` is sealed in the HOL Light sense: its constructor demands the private ``_KERNEL_SEAL`` token,
+which only :func:`decide` passes.  The seal stops accidents, not code in this process (``object.__setattr__`` or a
+monkeypatch forge a verdict): what is trusted is a re-check by ``softrank-verify``.  :func:`decide` owns what the
+verdicts of every engine share (the attempt loop, the status mapping); the engines hand it their attempts: the Arb
+balls and the float64 paths (``checks.py``) and the exact-rational second kernel (``softrank_cert.exact_kernel``),
+which keeps its own arithmetic.  Soundness: ``proofs/precision-retry.md`` (Theorem P).  Precision (process-global in
+python-flint, set per block by :func:`working_precision`) affects only the *width* of balls, never their correctness
+(Lemma P1).
 """
 
 from __future__ import annotations
