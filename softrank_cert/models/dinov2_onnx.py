@@ -29,9 +29,9 @@ hashes still match.  Every operator's provenance adds ``model_package``, ``sourc
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidInputError
+from ..util.files import OutputFiles
 from .hf_capture import require_hf
 from .packaged import cache_dir, package_file, sha256_of
 
@@ -176,17 +177,14 @@ def dinov2_folder() -> tuple[Path, dict[str, str]]:
     source = _source()
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
-        temp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{SHORTCUT}."))
+        scratch = tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{SHORTCUT}.")
     except OSError as exc:
         raise InvalidInputError(f"--hf {SHORTCUT}: cannot write the cache folder {folder.parent} "
                                 f"({exc.strerror or exc}); set SOFTRANK_CACHE to a writable folder") from None
-    try:
-        _convert(source, temp)
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(temp, folder)
-    finally:
-        shutil.rmtree(temp, ignore_errors=True)
+    with scratch as temp, OutputFiles() as outputs:  # every file renamed into place together
+        _convert(source, Path(temp))
+        for converted in sorted(Path(temp).iterdir()):
+            outputs.stage(folder / converted.name, functools.partial(shutil.copyfile, converted))
     origin = _cached(folder)
     if origin is None:
         raise InvalidInputError(f"--hf {SHORTCUT}: the converted folder {folder} does not match its record")

