@@ -173,12 +173,18 @@ def _witness_row_radius(U: np.ndarray, W: np.ndarray) -> np.ndarray:
     return up_nonneg(up_nonneg(weighted * g) + fraction_up(n * r * ETA))
 
 
+def _enclosure_for(op: Operator, *factors: np.ndarray) -> RowBlockEnclosure | None:
+    """``op``'s enclosure for a claim with these float64 factors, or None (undecided) when one
+    has a subnormal entry (a BLAS operand: Lemmas R4, R5) or the enclosure declines."""
+    if any(has_subnormals(factor) for factor in factors):
+        return None
+    return rowblock_enclosure(op)
+
+
 def rowblock_upper(op: Operator, eps: Fraction, U: np.ndarray, W: np.ndarray) -> FastAttempt:
     """Prove ``||A - U W^T|| <= eps`` (Theorem R4), or leave it undecided (never False)."""
     reason = f"max-row-l1 error of U W^T against A ({_UNDECIDED_ROWS})"
-    if has_subnormals(U) or has_subnormals(W):
-        return _undecided(reason)
-    enc = rowblock_enclosure(op)
+    enc = _enclosure_for(op, U, W)
     if enc is None:
         return _undecided(reason)
     m, n = op.shape
@@ -244,9 +250,7 @@ def rowblock_lower(op: Operator, eps: Fraction, X: np.ndarray, Y: np.ndarray) ->
     """Prove ``eps ||X|| ||Y|| ||(X A Y)^{-1}|| < 1`` with a verified float64 inverse bound
     (Lemma R5, Theorems R6-R7), or leave it undecided (never False)."""
     reason = f"eps * ||X|| * ||Y|| * ||(XAY)^-1|| against 1 ({_UNDECIDED_ROWS}, Neumann inverse bound)"
-    if has_subnormals(X) or has_subnormals(Y):
-        return _undecided(reason)
-    enc = rowblock_enclosure(op)
+    enc = _enclosure_for(op, X, Y)
     if enc is None:
         return _undecided(reason)
     m, n = op.shape
