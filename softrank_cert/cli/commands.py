@@ -21,5 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "profile": ("profile_cmd", "plot the certified lower and upper rank curves of one operator"),
     "analyze": ("analyze_cmd",
                 "does interaction geometry predict certified rank? (concordance, held-out, invariance)"),
+    "kv-budgets": ("kv_budgets_cmd", "certified KV-cache budgets per head: the minimum for any common-set "
+                                     "compression, and named eviction policies' verified budgets"),
     "report": ("report_cmd", "render a bracket campaign folder as one static HTML page (certificates re-verified)"),
 }

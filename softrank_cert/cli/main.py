@@ -38,7 +38,7 @@ def build_parser(full: Collection[str] = tuple(COMMANDS)) -> argparse.ArgumentPa
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_line) in COMMANDS.items():
         if name in full:
-            getattr(importlib.import_module(f".{module}", __package__), f"add_{name}")(sub)
+            getattr(importlib.import_module(f".{module}", __package__), f"add_{name.replace('-', '_')}")(sub)
         else:
             sub.add_parser(name, help=help_line)
     return parser
