@@ -160,6 +160,9 @@ def _check_outputs(folder: Path, operators: list[str], policies: list[str], inpu
     from ..studies.kv_budgets.study import OUTPUT_FOLDER, REPORT_NAME, policy_certificate_path
 
     probed: set[Path] = set()
+    if (folder / REPORT_NAME).exists() and not replace:
+        raise InvalidInputError(f"{folder / REPORT_NAME}: exists (an earlier run); give --resume to keep its "
+                                "certificates that re-verify, or --force to compute everything again")
     check_output_file(folder / REPORT_NAME, "the report", force=replace, inputs=inputs, probed=probed)
     for policy in policies:
         for name in operators:
