@@ -25,8 +25,10 @@ def models(report: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(r["model"] for r in report["operators"] if r["status"] == "done"))
 
 
-def _points(report: dict[str, Any], model: str, eps: str, policy: str) -> tuple[list[Any], list[Any]]:
-    filled, hollow = [], []
+def _points(report: dict[str, Any], model: str, eps: str, policy: str
+            ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    filled: list[tuple[int, int]] = []
+    hollow: list[tuple[int, int]] = []
     for record in report["operators"]:
         if record["model"] != model or record["status"] != "done":
             continue
