@@ -15,7 +15,7 @@ from pathlib import Path
 PAGE = Path(__file__).with_name("cli-help.md")
 #: The help of ``softrank``, then of each subcommand, then of ``softrank-verify``.
 COMMANDS = ("", "bracket", "profile", "panel", "list", "audit", "geometry", "supports", "budgets", "analyze", "report",
-            "keygen", "sign")
+            "kv-budgets", "keygen", "sign")
 
 
 def _help(main, argv: list[str]) -> str:
