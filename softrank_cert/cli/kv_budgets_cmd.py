@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EXIT_SOME_FAILED, InvalidInputError
-from ..util.files import OutputFiles, check_folder_unused, check_output_file, loads_unique, read_regular_file
+from ..util.files import check_folder_unused, check_output_file, loads_unique, read_regular_file
 from .common import add_command, add_force_option, add_quiet_option, comma_items, key_inputs
 
 #: The policies and their defaults, written out so that ``--help`` imports no study
@@ -26,7 +26,8 @@ examples:
   softrank-verify certs/kv-budgets                     # re-check every certified budget
 
 FOLDER is the --out folder of 'softrank bracket PANEL --all' (its softrank-campaign.json names
-the heads and tolerances; each head's certificate is re-checked by the trusted kernel).  For
+the heads and tolerances; each head's certificate is re-checked by the trusted kernel), or a
+'softrank survey' folder (its certs/ folder is read and written).  For
 every head and tolerance eps it reports:
   lower   the head's verified lower end k: the certified minimum number of cache slots for any
           common-set compression -- no cache keeping a common set of fewer than k key slots for
@@ -128,13 +129,12 @@ def _tolerances(args: Any, manifest: dict[str, Any]) -> list[str]:
 def run_kv_budgets(args: Any) -> int:
     """Check everything before any work, study every head (certificates written as each is done),
     then write the report and the figures together.  Returns 0, or 6 when some head failed."""
-    import time
-
+    from ..studies.kv_budgets.folder import bracket_folder
     from ..studies.report.folder import plan, read_manifest
 
     names = _policy_names(args)
     keep = read_keep(args.keep) if args.keep else []
-    folder = Path(args.folder)
+    folder = bracket_folder(Path(args.folder))
     manifest = read_manifest(folder)
     tolerances = _tolerances(args, manifest)
     if args.key:
@@ -146,11 +146,9 @@ def run_kv_budgets(args: Any) -> int:
                                **{f"certificate of {p.name}": p.path for p in planned if p.path is not None}}
     if args.keep:
         inputs["--keep file"] = Path(args.keep)
-    replace = bool(args.force or args.resume)
-    _check_outputs(folder, [p.name for p in planned], names, inputs, replace)
-    started = time.perf_counter()
-    report = _study(args, folder, manifest, planned, names, keep, tolerances, started)
-    _print(args, report)
+    _check_outputs(folder, [p.name for p in planned], names, inputs, bool(args.force or args.resume))
+    report = _study(args, folder, names, keep, tolerances)
+    _print(args, folder, report)
     return EXIT_SOME_FAILED if report["failed"] else 0
 
 
@@ -171,37 +169,22 @@ def _check_outputs(folder: Path, operators: list[str], policies: list[str], inpu
     check_folder_unused(folder / OUTPUT_FOLDER / "figures", "the figures folder", force=replace)
 
 
-def _study(args: Any, folder: Path, manifest: dict[str, Any], planned: list[Any], names: list[str],
-           keep: list[int], tolerances: list[str], started: float) -> dict[str, Any]:
-    from ..plumbing.reports import envelope
-    from ..studies.kv_budgets.plot import figure_name, kv_figures, models
+def _study(args: Any, folder: Path, names: list[str], keep: list[int], tolerances: list[str]) -> dict[str, Any]:
+    from ..studies.kv_budgets.folder import study_folder, write_report
     from ..studies.kv_budgets.policies import Policy
-    from ..studies.kv_budgets.study import OUTPUT_FOLDER, REPORT_NAME, report_body, run_study
     from ..util.progress import StageProgress
 
     policies = [Policy(name, sinks=args.sinks, recent_share=args.h2o_recent_share, keep=tuple(keep)) for name in names]
-    signer = manifest.get("signer") if isinstance(manifest.get("signer"), str) else None
-    entries = [(p.name, p.path if p.size is not None else None, p.why_missing) for p in planned]
     with StageProgress("softrank kv-budgets", not args.json, unit="heads") as progress:
         progress.stage("reading the folder")
-        records = run_study(entries, policies, tolerances, folder=folder, resume=args.resume, key=args.key,
-                            signer=signer, advance=lambda done, total, _name: progress.stage("certifying budgets",
-                                                                                             done, total))
-        progress.stage("figures")
-        report = envelope("kv-budgets", report_body(folder, records, policies, tolerances, started,
-                                                    signed=bool(args.key)))
-        figures = folder / OUTPUT_FOLDER / "figures"
-        report["figures"] = {model: str((figures / figure_name(model)).relative_to(folder))
-                             for model in models(report)}
-        progress.stage("writing the report")
-        with OutputFiles() as outputs:  # the report and its figures together, or nothing
-            for model, figure in kv_figures(report).items():
-                outputs.stage_figure(figure, figures / figure_name(model))
-            outputs.stage_json(folder / REPORT_NAME, report)
+        report = study_folder(folder, policies, tolerances, resume=args.resume, key=args.key,
+                              advance=lambda done, total, _name: progress.stage("certifying budgets", done, total))
+        progress.stage("writing the report and figures")
+        write_report(folder, report)
     return report
 
 
-def _print(args: Any, report: dict[str, Any]) -> None:
+def _print(args: Any, folder: Path, report: dict[str, Any]) -> None:
     if args.json:
         from ..plumbing.reports import dumps
 
@@ -216,8 +199,8 @@ def _print(args: Any, report: dict[str, Any]) -> None:
                          f"eps {row['eps']}: {row['heads']} heads, lower {row['median_lower']} -> budget "
                          f"{row['median_budget']} ({ratio}; {row['minimal']} minimal, {row['uncertified']} none)"))
     done = sum(1 for r in report["operators"] if r["status"] == "done")
-    print(f"{done} heads in {report['seconds']:.1f} s; report: {Path(args.folder) / 'kv_budgets.json'}; check the "
-          f"certificates with: softrank-verify {Path(args.folder) / 'kv-budgets'}")
+    print(plain_text(f"{done} heads in {report['seconds']:.1f} s; report: {folder / 'kv_budgets.json'}; check the "
+                     f"certificates with: softrank-verify {folder / 'kv-budgets'}"))
     if report["failed"]:
         print(f"{len(report['failed'])} head(s) not studied: "
               + ", ".join(plain_text(f["operator"]) for f in report["failed"][:5]))

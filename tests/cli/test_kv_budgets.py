@@ -272,3 +272,12 @@ def test_page_section_escapes_names(folder, tmp_path):
     html = kv_budgets_section(report, tmp_path / "page.html", {"<script>\u202e": certs / "x y.png"})
     assert "<script>" not in html and "&lt;script&gt;\\u202e" in html and "a&amp;b" in html
     assert 'src="certs/x%20y.png"' in html and html.startswith("<section")
+
+
+def test_a_survey_folder_is_read_through_its_certs_folder(folder, tmp_path):
+    survey = tmp_path / "survey"
+    shutil.copytree(folder, survey / "certs")
+    code, out, err = run("kv-budgets", survey, "--policies", "h2o", "--json", "--quiet")
+    assert code == 0, err
+    assert Path(json.loads(out)["folder"]) == survey / "certs"
+    assert (survey / "certs" / "kv_budgets.json").is_file() and not (survey / "kv_budgets.json").exists()

@@ -11,5 +11,6 @@ policies the smallest budget whose worst-case error the trusted kernel VERIFIES 
 * :mod:`.heads` -- one head's bracket certificate, re-checked and sealed again by the kernel;
 * :mod:`.study` -- every head of a folder, the certificates written, the report's records;
 * :mod:`.summary` -- the per-layer summary;
+* :mod:`.folder` -- a bracket folder (or a survey's) in, the report and figures out;
 * :mod:`.plot` -- one figure per model; :mod:`.page` -- the report page's section.
 """

@@ -1,0 +1,73 @@
+"""A bracket folder in, the KV-budget report and its figures out (UNTRUSTED orchestration).
+
+The entry points a command or a survey stage calls (``softrank kv-budgets``; the checks of every
+output path before any work are the caller's, ``cli/kv_budgets_cmd.py``):
+
+* :func:`bracket_folder`: the ``softrank bracket --all`` folder of ``FOLDER`` -- itself, or a
+  survey's ``FOLDER/certs`` (the survey folder of ``softrank survey``);
+* :func:`study_folder`: every head of its manifest (:func:`~.study.run_study`, certificates
+  written as each head is done) and the report document (envelope included);
+* :func:`write_report`: ``kv_budgets.json`` and one figure per model, together and atomically.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+from collections.abc import Callable
+
+from ...plumbing.campaign import MANIFEST_NAME
+from ...util.files import OutputFiles
+from .plot import figure_name, kv_figures, models
+from .policies import Policy
+from .study import OUTPUT_FOLDER, REPORT_NAME, report_body, run_study
+
+#: A survey folder's bracket campaign (the survey folder of ``softrank survey``).
+SURVEY_CERTIFICATES = "certs"
+
+
+def bracket_folder(folder: Path) -> Path:
+    """``folder`` when it holds a bracket campaign manifest, else its ``certs/`` when that does (a
+    survey folder), else ``folder`` (whose reading then refuses it with one line)."""
+    folder = Path(folder)
+    if not (folder / MANIFEST_NAME).exists() and (folder / SURVEY_CERTIFICATES / MANIFEST_NAME).exists():
+        return folder / SURVEY_CERTIFICATES
+    return folder
+
+
+def figures_folder(folder: Path) -> Path:
+    """Where the figures of the bracket folder ``folder`` go."""
+    return Path(folder) / OUTPUT_FOLDER / "figures"
+
+
+def study_folder(folder: Path, policies: list[Policy], tolerances: list[str] | None = None, *, resume: bool = False,
+                 key: Any = None, advance: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
+    """The KV-budget report of the bracket folder ``folder`` (``tolerances``: a subset of its
+    campaign's, default all); the policy certificates are written into it as each head is done
+    (signed with ``key``; ``resume``: kept ones re-checked, :mod:`.study`)."""
+    from ...plumbing.reports import envelope
+    from ..report.folder import plan, read_manifest
+
+    started = time.perf_counter()
+    manifest = read_manifest(folder)
+    chosen = list(manifest["tolerances"]) if tolerances is None else list(tolerances)
+    signer = manifest.get("signer") if isinstance(manifest.get("signer"), str) else None
+    entries = [(p.name, p.path if p.size is not None else None, p.why_missing) for p in plan(folder, manifest)]
+    records = run_study(entries, policies, chosen, folder=folder, resume=resume, key=key, signer=signer,
+                        advance=advance)
+    report = envelope("kv-budgets", report_body(folder, records, policies, chosen, started, signed=key is not None))
+    report["figures"] = {model: str((figures_folder(folder) / figure_name(model)).relative_to(folder))
+                         for model in models(report)}
+    return report
+
+
+def write_report(folder: Path, report: dict[str, Any]) -> None:
+    """``folder/kv_budgets.json`` and the report's figures, written together (or nothing)."""
+    with OutputFiles() as outputs:
+        for model, figure in kv_figures(report).items():
+            outputs.stage_figure(figure, Path(folder) / report["figures"][model])
+        outputs.stage_json(Path(folder) / REPORT_NAME, report)
+
+
+__all__ = ["SURVEY_CERTIFICATES", "bracket_folder", "figures_folder", "study_folder", "write_report"]
