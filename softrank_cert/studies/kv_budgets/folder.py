@@ -23,7 +23,7 @@ from .plot import figure_name, kv_figures, models
 from .policies import Policy
 from .study import OUTPUT_FOLDER, REPORT_NAME, report_body, run_study
 
-#: A survey folder's bracket campaign (the survey folder of ``softrank survey``).
+#: The bracket campaign folder inside a survey folder (``softrank survey``).
 SURVEY_CERTIFICATES = "certs"
 
 
