@@ -281,3 +281,16 @@ def test_a_survey_folder_is_read_through_its_certs_folder(folder, tmp_path):
     assert code == 0, err
     assert Path(json.loads(out)["folder"]) == survey / "certs"
     assert (survey / "certs" / "kv_budgets.json").is_file() and not (survey / "kv_budgets.json").exists()
+
+
+def test_a_head_without_a_bracket_at_an_asked_tolerance_is_failed_not_guessed(folder, tmp_path):
+    certs = fresh(folder, tmp_path)
+    target = certs / "tiny" / "doc" / "w8" / "L1H1.json"
+    target.unlink()
+    code, _out, err = run("bracket", folder.parent / "tiny.npz", "--operator", NAMES[1], "--eps", "0.25",
+                          "--out", target, "--budget-seconds", "1", "--quiet")
+    assert code == 0, err
+    code, out, err = run("kv-budgets", certs, "--json", "--quiet")
+    assert code == 6, err
+    assert json.loads(out)["failed"] == [{"operator": NAMES[1], "reason": f"{target}: holds no bracket at eps 0.5"}]
+    assert run("kv-budgets", certs, "--eps", "0.25", "--force", "--quiet")[0] == 0

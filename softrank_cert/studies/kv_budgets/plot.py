@@ -72,7 +72,7 @@ def kv_figure(report: dict[str, Any], model: str) -> Any:
         else:
             ax.text(0.5, 0.5, "no certified budget", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(f"$\\varepsilon = {eps}$", fontsize=10)
-        ax.set_xlabel("certified minimum cache slots (any common-set compression)")
+        ax.set_xlabel("certified lower bound: slots any common-set\ncompression needs")
         ax.grid(True, which="major", alpha=0.3)
     axes[0][0].set_ylabel("slots the policy needs (kernel-verified)")
     handles, labels = axes[0][0].get_legend_handles_labels()

@@ -227,8 +227,12 @@ def run_study(entries: list[tuple[str, Path | None, str]], policies: list[Policy
             except HeadRefused as exc:
                 records.append(failed_record(name, str(exc)))
             else:
-                result = study_head(head, policies, tolerances, folder=folder, resume=resume, key=key)
-                records.append(head_record(result, write_head(result, folder)))
+                missing = [eps for eps in tolerances if eps not in head.brackets]
+                if missing:
+                    records.append(failed_record(name, f"{path}: holds no bracket at eps {','.join(missing)}"))
+                else:
+                    result = study_head(head, policies, tolerances, folder=folder, resume=resume, key=key)
+                    records.append(head_record(result, write_head(result, folder)))
         if advance is not None:
             advance(index + 1, len(entries), name)
     return records
