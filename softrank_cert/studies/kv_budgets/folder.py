@@ -7,7 +7,8 @@ output path before any work are the caller's, ``cli/kv_budgets_cmd.py``):
   survey's ``FOLDER/certs`` (the survey folder of ``softrank survey``);
 * :func:`study_folder`: every head of its manifest (:func:`~.study.run_study`, certificates
   written as each head is done) and the report document (envelope included);
-* :func:`write_report`: ``kv_budgets.json`` and one figure per model, together and atomically.
+* :func:`write_report`: ``kv_budgets.json`` and one figure per model, together and atomically;
+  :func:`figure_paths`: where those figures are, for :func:`~.page.kv_budgets_section`.
 """
 
 from __future__ import annotations
@@ -62,12 +63,18 @@ def study_folder(folder: Path, policies: list[Policy], tolerances: list[str] | N
     return report
 
 
+def figure_paths(folder: Path, report: dict[str, Any]) -> dict[str, Path]:
+    """Each model's figure file of ``report`` (as :func:`write_report` writes them), by model: what
+    :func:`~.page.kv_budgets_section` links."""
+    return {model: Path(folder) / relative for model, relative in report["figures"].items()}
+
+
 def write_report(folder: Path, report: dict[str, Any]) -> None:
     """``folder/kv_budgets.json`` and the report's figures, written together (or nothing)."""
     with OutputFiles() as outputs:
         for model, figure in kv_figures(report).items():
-            outputs.stage_figure(figure, Path(folder) / report["figures"][model])
+            outputs.stage_figure(figure, figure_paths(folder, report)[model])
         outputs.stage_json(Path(folder) / REPORT_NAME, report)
 
 
-__all__ = ["SURVEY_CERTIFICATES", "bracket_folder", "figures_folder", "study_folder", "write_report"]
+__all__ = ["SURVEY_CERTIFICATES", "bracket_folder", "figure_paths", "figures_folder", "study_folder", "write_report"]
