@@ -47,7 +47,7 @@ def kv_figure(report: dict[str, Any], model: str) -> Any:
     import matplotlib.pyplot as plt
 
     tolerances = report["tolerances"]
-    fig, axes = plt.subplots(1, len(tolerances), figsize=(4.4 * len(tolerances) + 0.6, 4.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(tolerances), figsize=(4.4 * len(tolerances) + 0.6, 5.2), squeeze=False)
     documents = sorted({f"{r['document']} w{r['width']}" for r in report["operators"]
                         if r["model"] == model and r["status"] == "done"})
     for ax, eps in zip(axes[0], tolerances):
@@ -67,6 +67,9 @@ def kv_figure(report: dict[str, Any], model: str) -> Any:
                     label="budget = certified lower bound")
             ax.set_xscale("log")
             ax.set_yscale("log")
+            ax.set_xlim(low / 1.25, high * 1.25)  # the same range on both axes: the diagonal is y = x
+            ax.set_ylim(low / 1.25, high * 1.25)
+            ax.set_aspect("equal")
             label_log_axis(ax.xaxis, values, integers=True)
             label_log_axis(ax.yaxis, values, integers=True)
         else:
