@@ -294,3 +294,17 @@ def test_a_head_without_a_bracket_at_an_asked_tolerance_is_failed_not_guessed(fo
     assert code == 6, err
     assert json.loads(out)["failed"] == [{"operator": NAMES[1], "reason": f"{target}: holds no bracket at eps 0.5"}]
     assert run("kv-budgets", certs, "--eps", "0.25", "--force", "--quiet")[0] == 0
+
+
+def test_keep_policy_and_a_position_beyond_the_keys(folder, tmp_path):
+    certs = fresh(folder, tmp_path)
+    keep = tmp_path / "keep.json"
+    keep.write_text("[7, 0, 3, 5, 1, 2, 4, 6]")
+    code, out, err = run("kv-budgets", certs, "--policies", "keep", "--keep", keep, "--json", "--quiet")
+    assert code == 0, err
+    budgets = [b for r in json.loads(out)["operators"] for b in r["budgets"]]
+    assert budgets and all(b["policy"] == "keep" and b["budget"] is not None for b in budgets)
+    keep.write_text("[7, 0, 30]")
+    code, out, err = run("kv-budgets", certs, "--policies", "keep", "--keep", keep, "--json", "--quiet", "--force")
+    assert code == 6, err
+    assert all("kept position 30 is not an integer in [0, 8)" in f["reason"] for f in json.loads(out)["failed"])

@@ -130,7 +130,7 @@ def priority_order(policy: Policy, A: np.ndarray) -> np.ndarray:
         return streaming_order(n, policy.sinks)
     if policy.name == H2O:
         return h2o_order(A, policy.recent_share)
-    return np.array(check_keep(policy.keep, n, "--keep"), dtype=np.int64)
+    return np.array(check_keep(policy.keep, n, f"--keep (for {n} keys)"), dtype=np.int64)
 
 
 def off_mass(A: np.ndarray, order: np.ndarray) -> np.ndarray:

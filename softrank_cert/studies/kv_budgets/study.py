@@ -231,11 +231,23 @@ def run_study(entries: list[tuple[str, Path | None, str]], policies: list[Policy
                 if missing:
                     records.append(failed_record(name, f"{path}: holds no bracket at eps {','.join(missing)}"))
                 else:
-                    result = study_head(head, policies, tolerances, folder=folder, resume=resume, key=key)
-                    records.append(head_record(result, write_head(result, folder)))
+                    records.append(_studied(head, policies, tolerances, folder, resume, key))
         if advance is not None:
             advance(index + 1, len(entries), name)
     return records
+
+
+def _studied(head: Head, policies: list[Policy], tolerances: list[str], folder: Path, resume: bool,
+             key: Any) -> dict[str, Any]:
+    """:func:`study_head` and its certificates written, or the failed record of a head the
+    policies do not fit (a ``--keep`` position beyond its keys): nothing of it is written then."""
+    from ...errors import InvalidInputError
+
+    try:
+        result = study_head(head, policies, tolerances, folder=folder, resume=resume, key=key)
+    except InvalidInputError as exc:
+        return failed_record(head.name, str(exc))
+    return head_record(result, write_head(result, folder))
 
 
 def report_body(folder: Path, records: list[dict[str, Any]], policies: list[Policy], tolerances: list[str],
