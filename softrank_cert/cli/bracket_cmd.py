@@ -14,13 +14,14 @@ from ..plumbing.campaign import MANIFEST_NAME, budget_json, check_campaign_start
 from ..plumbing.certificate_files import certificate_paths
 from ..util.files import check_output_file, check_output_folder, write_json_atomic
 from ..util.operator_files import NamedOperator, choose_operator_message, load_operators, operator_names
+from ..plumbing.bracket_campaign import brackets_summary
 from ..plumbing.bracketing import run_brackets
 from ..plumbing.parallel import check_scheduler, resolve_jobs
 from ..util.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
 from ..util.tolerances import check_budget, parse_eps_list
 from .common import (add_device_option, add_quiet_option, add_campaign_options, add_command, add_force_option,
-                     add_parallel_options, brackets_summary, add_budget_options, campaign_memory, key_inputs,
+                     add_parallel_options, add_budget_options, campaign_memory, key_inputs,
                      name_table, stdout_console)
 
 EPILOG = """\
@@ -164,7 +165,7 @@ def run_bracket(args: Any) -> int:
                         scheduler=args.scheduler, max_memory=max_memory, device=args.device, resume=bool(args.resume),
                         force=bool(args.force), resume_command=resume_hint(args))
     with OperatorProgress("softrank bracket", len(operators), bar=not args.json) as bar:
-        done = run_campaign(plan, inputs, bar, brackets_summary)
+        done = run_campaign(plan, inputs, bar)
     manifest, summary, failed = done.campaign.manifest, done.entries, done.failed
     if args.json:
         print(dumps(envelope("bracket", {

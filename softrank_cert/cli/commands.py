@@ -21,5 +21,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "profile": ("profile_cmd", "plot the certified lower and upper rank curves of one operator"),
     "analyze": ("analyze_cmd",
                 "does interaction geometry predict certified rank? (concordance, held-out, invariance)"),
+    "survey": ("survey_cmd", "capture a model's heads, bracket every one and write the layer x head page"),
     "report": ("report_cmd", "render a bracket campaign folder as one static HTML page (certificates re-verified)"),
 }

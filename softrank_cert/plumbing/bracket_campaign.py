@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +70,13 @@ class CampaignRun:
     failed: list[dict[str, Any]]
     kept: int
     campaign: Campaign
+
+
+def brackets_summary(rows: list[dict[str, Any]], seconds: float | None = None) -> str:
+    """``eps 0.1 [5, 7], 0.25 3 (resolved) in 4.0 s`` for bracket rows with ``eps``, ``lower``, ``upper``."""
+    ends = ", ".join(f"{b['eps']} {b['lower']} (resolved)" if b["lower"] == b["upper"] else f"{b['eps']} [{b['lower']}, {b['upper']}]"
+                     for b in rows)
+    return f"eps {ends}" + (f" in {seconds:.1f} s" if seconds is not None else "")
 
 
 def recorded_work(work: float | None) -> float | None:
@@ -138,11 +145,10 @@ def start(plan: CampaignPlan, inputs: dict[str, Path]) -> tuple[Campaign, dict[i
     return campaign, kept
 
 
-def run_campaign(plan: CampaignPlan, inputs: dict[str, Path], bar: Any,
-                 describe: Callable[[list[dict[str, Any]], float | None], str]) -> CampaignRun:
+def run_campaign(plan: CampaignPlan, inputs: dict[str, Path], bar: Any) -> CampaignRun:
     """Run the campaign of ``plan`` (its outputs checked by the caller; ``inputs``: the files no
     output may replace), reporting on ``bar`` (an :class:`~softrank_cert.util.progress.OperatorProgress`
-    over the plan's operators; ``describe(rows, seconds)``: a finished operator's line).  Every
+    over the plan's operators; a finished operator's line is :func:`brackets_summary`).  Every
     certificate written was VERIFIED in this process first; a failed or refused operator is
     recorded in the manifest with the reason and the campaign goes on."""
     campaign, kept = start(plan, inputs)
@@ -164,14 +170,13 @@ def run_campaign(plan: CampaignPlan, inputs: dict[str, Path], bar: Any,
                                    done=lambda j, group=group: bar.advance(operators[group[j]].name))
             with closing(results):
                 for outcome in results:
-                    _record(plan, campaign, group[outcome.index], outcome, bar, describe, entries, failed)
+                    _record(plan, campaign, group[outcome.index], outcome, bar, entries, failed)
     campaign.finish(failed=bool(failed))
     return CampaignRun([entries[i] for i in sorted(entries)], failed, len(kept), campaign)
 
 
 def _record(plan: CampaignPlan, campaign: Campaign, i: int, outcome: Any, bar: Any,
-            describe: Callable[[list[dict[str, Any]], float | None], str], entries: dict[int, dict[str, Any]],
-            failed: list[dict[str, Any]]) -> None:
+            entries: dict[int, dict[str, Any]], failed: list[dict[str, Any]]) -> None:
     """Write operator ``i``'s certificate (or record its failure) and report it."""
     item, target = plan.operators[i], plan.targets[i]
     if not outcome.ok:
@@ -184,5 +189,5 @@ def _record(plan: CampaignPlan, campaign: Campaign, i: int, outcome: Any, bar: A
     issued = outcome.value
     write_json_atomic(target, issued.signed(plan.key))
     campaign.done(item.name, outcome, issued.seconds)
-    bar.finished(item.name, describe(issued.rows, issued.seconds))
+    bar.finished(item.name, brackets_summary(issued.rows, issued.seconds))
     entries[i] = entry(item, target, issued.rows, issued.seconds, plan.key is not None)
