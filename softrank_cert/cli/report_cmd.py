@@ -26,7 +26,9 @@ examples:
   softrank report benchmarks/results/seed_scale/sample --out /tmp/sample/index.html
   softrank report signed/ --trusted-keys issuer.pub     # a plain folder: only these signers count
 
-DIR is one of two kinds (the page and --json say which):
+A 'softrank survey' folder (DIR/survey.json) gets the survey page: the campaign page of DIR/certs
+with the survey's parameters and stages, layer x head heatmaps per width and tolerance and a
+per-layer table (docs/survey.md). Otherwise DIR is one of two kinds (the page and --json say which):
   campaign      DIR holds softrank-campaign.json, the manifest of 'softrank bracket PANEL --all':
                 one certificate per operator of the manifest, DIR/NAME.json;
   certificates  any other folder: the certificates are the *.json files directly in DIR,
@@ -118,6 +120,8 @@ def run_report(args: Any) -> int:
         raise InvalidInputError(f"--max-certificates must be at least 1, got {args.max_certificates}")
     max_bytes = parse_size(args.max_bytes, "--max-bytes")
     folder = Path(args.folder)
+    if (folder / "survey.json").is_file():
+        return _run_survey_report(args, folder, max_bytes)
     kind = folder_kind(folder)
     if kind == "campaign" and (args.trusted_keys or args.require_signature):
         raise InvalidInputError(f"{folder}: a campaign folder: --trusted-keys and --require-signature are for a folder "
@@ -165,3 +169,29 @@ def run_report(args: Any) -> int:
     return EXIT_SOME_FAILED if summary["failed"] or summary["missing"] or summary["duplicates"] else 0
 
 
+
+
+def _run_survey_report(args: Any, folder: Path, max_bytes: int) -> int:
+    """The page of a survey folder (``studies/survey/page.py``): every certificate re-verified."""
+    from ..studies.survey.page import write_survey_page
+    from ..util.progress import StageProgress
+
+    if args.trusted_keys or args.require_signature:
+        raise InvalidInputError(f"{folder}: a survey folder: --trusted-keys and --require-signature are for a folder "
+                                "of certificates (a survey's certificates are held to the signer its manifest names)")
+    page = check_output_file(args.out if args.out else folder / "report.html", "--out", suffixes=PAGE_SUFFIXES,
+                             force=args.force)
+    figures = check_output_folder(page.with_name(page.stem + "-figures"), "--out (its figures folder)")
+    check_folder_unused(figures, "--out (its figures folder)", force=args.force)
+    with StageProgress("softrank report", not args.json, unit="certificates") as progress:
+        doc = write_survey_page(folder, page, progress=progress, max_certificates=args.max_certificates,
+                                max_bytes=max_bytes)
+    summary = doc["summary"]
+    if args.json:
+        from ..plumbing.reports import dumps
+
+        print(dumps(doc))
+    else:
+        print(f"{summary['verified']} verified, {summary['failed']} failed, {summary['missing']} missing of "
+              f"{summary['operators']} heads of the survey (re-verified in {summary['seconds']:.1f} s); page: {page}")
+    return EXIT_SOME_FAILED if summary["failed"] or summary["missing"] else 0

@@ -69,7 +69,7 @@ def layer_rows(grid: dict[str, Any], tolerances: list[str]) -> list[dict[str, An
 def heatmap_figure(grid: dict[str, Any], tolerances: list[str], work: str) -> Any:
     """The PNG heatmaps of one grid: a row per tolerance (at most :data:`MAX_TOLERANCES`), the
     verified lower end left and the verified upper end right (one colour scale per row), layers
-    down and heads across; a resolved cell carries a white ring.  Bounded by
+    down and heads across; a resolved cell is boxed in red.  Bounded by
     :data:`MAX_FIGURE_INCHES`."""
     import matplotlib
 
@@ -79,9 +79,11 @@ def heatmap_figure(grid: dict[str, Any], tolerances: list[str], work: str) -> An
 
     shown = spread(list(enumerate(tolerances)), MAX_TOLERANCES)
     layers, heads = grid["layers"], grid["heads"]
-    inches = (min(MAX_FIGURE_INCHES[0], 2.5 + 0.9 * max(4, len(heads)) * 0.45),
-              min(MAX_FIGURE_INCHES[1], 1.2 + len(shown) * (0.8 + 0.18 * len(layers))))
-    fig, axes = plt.subplots(len(shown), 2, figsize=inches, squeeze=False)
+    inches = (min(MAX_FIGURE_INCHES[0], 1.5 + 2 * (1.6 + 0.4 * max(4, len(heads)))),
+              min(MAX_FIGURE_INCHES[1], 1.0 + len(shown) * (1.5 + 0.22 * len(layers))))
+    fig, axes = plt.subplots(len(shown), 2, figsize=inches, squeeze=False, layout="constrained")
+    from matplotlib.patches import Rectangle
+
     annotate = len(heads) <= MAX_ANNOTATED[0] and len(layers) <= MAX_ANNOTATED[1]
     for row, (index, eps) in zip(axes, shown):
         values = {side: np.full((len(layers), len(heads)), np.nan) for side in ("lower", "upper")}
@@ -95,22 +97,22 @@ def heatmap_figure(grid: dict[str, Any], tolerances: list[str], work: str) -> An
         top = max(1.0, float(np.nanmax(values["upper"])))
         for ax, side in zip(row, ("lower", "upper")):
             image = ax.imshow(values[side], vmin=0, vmax=top, cmap="viridis", aspect="auto", interpolation="nearest")
-            if resolved:
-                ax.scatter([j for _, j in resolved], [i for i, _ in resolved], s=28, facecolors="none",
-                           edgecolors="white", linewidths=1.0)
+            for i, j in resolved:
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.2))
             if annotate:
                 for i in range(len(layers)):
                     for j in range(len(heads)):
                         if not np.isnan(values[side][i, j]):
                             ax.text(j, i, f"{values[side][i, j]:.0f}", ha="center", va="center", fontsize=6,
                                     color="white" if values[side][i, j] < 0.6 * top else "black")
-            ax.set_title(f"verified {side} end, $\\varepsilon$ = {eps}", fontsize=9)
+            ax.set_title(f"{side} end, $\\varepsilon$ = {eps}", fontsize=9)
             ax.set_xticks(range(len(heads)), [str(h) for h in heads], fontsize=7)
             ax.set_yticks(range(len(layers)), [str(lay) for lay in layers], fontsize=7)
             ax.set_xlabel("head", fontsize=8)
             ax.set_ylabel("layer", fontsize=8)
         fig.colorbar(image, ax=list(row), shrink=0.9, label="certified rank")
-    fig.suptitle(f"{grid['source']} at width {grid['width']} (--work {work}); ring: resolved", fontsize=10)
+    fig.suptitle(f"{grid['source']}, width {grid['width']}, --work {work}\nverified ends per layer x head; red box: "
+                 "resolved", fontsize=10)
     return fig
 
 
@@ -221,7 +223,7 @@ def survey_document(out: Path, page: Path, figures: Path, *, max_certificates: i
         entries.append({"path": str(path), "title": f"layer x head heatmaps, {grid['source']} w{grid['width']}",
                         "width": _css_width(figure),
                         "caption": f"{grid['source']} at width {grid['width']}: verified lower (left) and upper "
-                                   f"(right) end of every head per tolerance, drawn at --work {work}; a ring marks a "
+                                   f"(right) end of every head per tolerance, drawn at --work {work}; a red box marks a "
                                    "resolved head." + _drawn_tolerances(tolerances)})
     estimate = manifest.get("estimate") if isinstance(manifest.get("estimate"), dict) else {}
     doc["survey"] = {"folder": str(out), "parameters": manifest["parameters"], "work": work,
