@@ -120,17 +120,18 @@ def run_survey_command(args: Any) -> int:
     key = load_private_key(args.key) if args.key else None
     source = ModelSource(args.model, args.hf, args.gguf)
     out = _check_out(args)
-    out.mkdir(parents=True, exist_ok=True)
     inputs = {"document": document, **key_inputs(args.key)}
     if source.path is not None:
         inputs["model"] = Path(source.path)
-    from ..studies.survey.stages import Survey, run_survey
+    from ..studies.survey.stages import Survey, check_resume, run_survey
 
     survey = Survey(out, source, document, args.image is not None, args.widths, args.layers, args.heads, eps_list,
                     work, key=key, jobs=resolve_jobs(args.jobs), max_memory=campaign_memory(args),
                     max_cpu_seconds=60.0 * args.max_cpu_minutes, resume=bool(args.resume), force=bool(args.force),
                     resume_command=resume_hint(args), bar=not args.json, inputs=inputs)
+    check_resume(survey)
     _say_levels(survey)
+    out.mkdir(parents=True, exist_ok=True)
     summaries = run_survey(survey)
     if args.json:
         from ..plumbing.reports import dumps, envelope

@@ -171,19 +171,26 @@ def _signer(key: Any) -> str:
     return did_key(key.public_key())
 
 
-def run_survey(survey: Survey, stages: list[Stage] | None = None) -> dict[str, Any]:
-    """Run ``stages`` (default :data:`STAGES`) in order, recording each in ``OUT/survey.json``;
-    returns every stage's summary by name.  A resume whose parameters differ from the recorded
-    ones is refused (exit 2) before any work."""
-    stages = STAGES if stages is None else stages
-    path = survey.out / MANIFEST_NAME
-    previous = SurveyManifest.read(path) if survey.resume or survey.force else None
+def check_resume(survey: Survey) -> dict[str, Any] | None:
+    """The previous ``survey.json`` (with ``--resume`` or ``--force``), after refusing (exit 2,
+    before any work) a resume whose parameters differ from the recorded ones."""
+    previous = SurveyManifest.read(survey.out / MANIFEST_NAME) if survey.resume or survey.force else None
     wanted = parameters(survey)
     if survey.resume and previous is not None and previous.get("parameters") != wanted:
         changed = [k for k in wanted if (previous.get("parameters") or {}).get(k) != wanted[k]]
         raise InvalidInputError(f"--resume: the survey in {survey.out} was run with other {', '.join(changed)}; resume "
                                 "it with the same options, or start a new survey (another --out, or --force)")
-    survey.manifest = SurveyManifest(path, wanted, [stage.name for stage in stages], previous)
+    return previous
+
+
+def run_survey(survey: Survey, stages: list[Stage] | None = None) -> dict[str, Any]:
+    """Run ``stages`` (default :data:`STAGES`) in order, recording each in ``OUT/survey.json``;
+    returns every stage's summary by name.  A resume whose parameters differ from the recorded
+    ones is refused (exit 2) before any work."""
+    stages = STAGES if stages is None else stages
+    previous = check_resume(survey)
+    survey.manifest = SurveyManifest(survey.out / MANIFEST_NAME, parameters(survey), [stage.name for stage in stages],
+                                     previous)
     survey.manifest.save()
     summaries: dict[str, Any] = {}
     for stage in stages:
