@@ -198,6 +198,9 @@ def search_operator(op: Operator, eps_list: list[str], *, work: float | None = N
     """Run the driver's search; return its float64 candidate pool (None when every tolerance
     was settled by trivial ends) and, per tolerance, the best kernel-verified :class:`Ends`.
     See :func:`bracket_operator` for the budget, ``progress`` and ``device``."""
+    from ..blas_kernels import warn_if_unpinned
+
+    warn_if_unpinned()
     where = resolve_device(device, op.shape)
     check_device_memory(where, *op.shape)
     budget = search_budget(*op.shape, work=work, budget_seconds=budget_seconds)
