@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,12 +167,17 @@ def run_campaign(plan: CampaignPlan, inputs: dict[str, Path], bar: Any) -> Campa
                                    scheduler=plan.scheduler, progress=bar.stage_callback,
                                    memory=[operator_task_bytes(operators[i].operator, plan.device) for i in group],
                                    max_memory=plan.max_memory, device=plan.device,
-                                   done=lambda j, group=group: bar.advance(operators[group[j]].name))
+                                   done=_advance(bar, [operators[i].name for i in group]))
             with closing(results):
                 for outcome in results:
                     _record(plan, campaign, group[outcome.index], outcome, bar, entries, failed)
     campaign.finish(failed=bool(failed))
     return CampaignRun([entries[i] for i in sorted(entries)], failed, len(kept), campaign)
+
+
+def _advance(bar: Any, names: list[str]) -> Callable[[int], None]:
+    """The ``done(j)`` callback of a pool over operators ``names``: count ``names[j]`` on ``bar``."""
+    return lambda j: bar.advance(names[j])
 
 
 def _record(plan: CampaignPlan, campaign: Campaign, i: int, outcome: Any, bar: Any,
