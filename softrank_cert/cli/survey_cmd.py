@@ -103,7 +103,7 @@ def _check_out(args: Any) -> Path:
 def run_survey_command(args: Any) -> int:
     from ..certio.signing import load_private_key
     from ..errors import EXIT_SOME_FAILED, InvalidInputError
-    from ..models.capture import ModelSource
+    from ..models.capture import ModelSource, check_packages
     from ..plumbing.parallel import resolve_jobs
     from ..studies.survey.plan import Work
     from ..util.tolerances import parse_eps_list
@@ -119,6 +119,7 @@ def run_survey_command(args: Any) -> int:
         raise InvalidInputError(f"{'--text' if args.text else '--image'} {document}: no such file")
     key = load_private_key(args.key) if args.key else None
     source = ModelSource(args.model, args.hf, args.gguf)
+    check_packages(source)
     out = _check_out(args)
     inputs = {"document": document, **key_inputs(args.key)}
     if source.path is not None:

@@ -39,6 +39,18 @@ class ModelSource:
         return given if given is not None and Path(given).exists() else None
 
 
+def check_packages(source: ModelSource) -> None:
+    """Refuse (one line, exit 2, naming the install command; before any work) a ``--hf`` or
+    ``--gguf`` source whose packages (torch, transformers; gguf, accelerate) do not import."""
+    if source.hf is not None or source.gguf is not None:
+        from .hf_capture import require_hf
+        from .hf_panel import require_gguf_loader
+
+        require_hf()
+        if source.gguf is not None:
+            require_gguf_loader()
+
+
 def capture_panel(source: ModelSource, document: str | Path, widths: Iterable[int] | None, *,
                   layers: Iterable[int] | None = None, heads: Iterable[int] | None = None, image: bool = False,
                   round_beta: bool = False, stage: Stage | None = None) -> dict[str, np.ndarray]:

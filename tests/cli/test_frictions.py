@@ -85,3 +85,19 @@ def test_numpy_before_softrank_cert_warns_once_when_searching():
     assert numpy_first.returncode == 0 and ours_first.returncode == 0, numpy_first.stderr + ours_first.stderr
     assert numpy_first.stderr.count("numpy was imported before softrank_cert") == 1, numpy_first.stderr
     assert "numpy was imported" not in ours_first.stderr
+
+
+@pytest.mark.parametrize("command", ["panel", "survey"])
+def test_gguf_without_its_package_names_the_install_line(tmp_path, command):
+    """``--gguf`` where the gguf package does not import: one line, exit 2, naming the one
+    install line that makes it work; nothing written."""
+    out = tmp_path / ("p.npz" if command == "panel" else "survey")
+    argv = [command, "--gguf", "smollm2", "--text", str(ROOT / "examples" / "data" / "apache2.txt"), "--widths", "16",
+            "--out", str(out)]
+    code = ("import sys\nsys.modules['gguf'] = None\nfrom softrank_cert.cli.main import main\n"
+            f"main({argv!r})\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    lines = [line for line in res.stderr.splitlines() if line.strip() and "estimate" not in line]
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert "needs the gguf package" in lines[0] and "pip install -e '.[gguf]'" in lines[0], lines[0]
+    assert not out.exists() or not any(out.iterdir())

@@ -195,6 +195,7 @@ def run_survey(survey: Survey, stages: list[Stage] | None = None) -> dict[str, A
     summaries: dict[str, Any] = {}
     for stage in stages:
         survey.say(f"{PROG}: stage {stage.name}")
+        survey.manifest.stage(stage.name, status="running")
         cpu, wall = _cpu(), time.perf_counter()
         try:
             summaries[stage.name] = stage.run(survey)
