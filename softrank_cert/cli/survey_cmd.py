@@ -148,10 +148,16 @@ def run_survey_command(args: Any) -> int:
 
 
 def _say_levels(survey: Any) -> None:
-    """Before any work: the CPU seconds per head at each width, at the chosen work and each level
-    (the total follows once the capture knows the heads)."""
+    """Before any work: the CPU seconds per head at each width, at the chosen work and each level,
+    and the total when --layers and --heads give the heads (else it follows once the capture knows
+    them, before any search)."""
     from ..studies.survey.plan import estimate, estimate_lines
 
-    if survey.widths:
-        for line in estimate_lines("softrank survey", estimate(survey.work, [(w, w) for w in survey.widths]))[:-1]:
-            survey.say(line)
+    if not survey.widths:
+        return
+    lines = estimate_lines("softrank survey", estimate(survey.work, [(w, w) for w in survey.widths]))[:-1]
+    if survey.layers and survey.heads:  # the heads are known before the capture: the total too
+        count = len(set(survey.layers)) * len(set(survey.heads))
+        lines = estimate_lines("softrank survey", estimate(survey.work, [(w, w) for w in survey.widths] * count))
+    for line in lines:
+        survey.say(line)

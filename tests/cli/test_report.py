@@ -948,7 +948,7 @@ def test_a_headless_browser_sorts_the_survey_page(tmp_path):
         heatmap = browser.execute_script(
             "var t = document.querySelector('table.heatmap');"
             "return t ? Array.from(t.rows).map(r => Array.from(r.cells).map(c => c.textContent)) : null")
-        column = 1  # the operators table: operator, eps 0.25, eps 0.5, search s
+        column = 1  # the operators table: operator, eps 0.25, eps 0.5, search wall s
 
         def order() -> list[float]:
             return browser.execute_script(

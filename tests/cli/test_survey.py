@@ -72,7 +72,8 @@ def test_the_estimate_and_stage_names_come_before_the_work_in_a_log(surveyed):
     stages = [line for line in lines if line.startswith("softrank survey: stage ")]
     assert stages[0] == "softrank survey: stage panel"
     assert any(line.startswith("softrank survey: stage brackets done (") and "s CPU" in line for line in stages)
-    assert any("estimate: 4 heads" in line for line in lines)
+    total = next(i for i, line in enumerate(lines) if "estimate: 4 heads" in line)
+    assert total < lines.index("softrank survey: stage panel")  # --layers and --heads give the heads: before any work
 
 
 def test_an_estimate_over_the_limit_is_refused_before_any_search(tmp_path):

@@ -232,7 +232,8 @@ def _label(record: dict[str, Any], campaign: bool) -> str:
 def _operator_table(doc: dict[str, Any], page: Path) -> list[str]:
     tolerances = doc["campaign"]["tolerances"]
     campaign = doc["kind"] == "campaign"
-    seconds = ("<th title=\"the solver's seconds, as the manifest records them (bookkeeping)\">search s</th>"
+    seconds = ("<th title=\"the search's wall seconds, as the manifest records them (bookkeeping; a busy machine "
+               "makes them longer, not the certificate different)\">search wall s</th>"
                if campaign else "")
     out = ["<h2 id=\"operators\">Operators</h2>",
            "<p class=\"note\">Ends per tolerance as the kernel verified them: one number when resolved, else "
