@@ -261,7 +261,7 @@ def render_page(doc: dict[str, Any], page: Path,
     """The HTML text of the report document ``doc`` to be written at ``page``; ``sections`` (each
     ``(doc, page) -> HTML lines``) come after the header, before the groups."""
     what = "survey" if "survey" in doc else "campaign" if doc["kind"] == "campaign" else "certificate folder"
-    title = f"softrank {what} report: {doc['folder']}"
+    title = f"softrank {what} report: {doc['survey']['folder'] if 'survey' in doc else doc['folder']}"
     parts = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
              "<link rel=\"icon\" href=\"data:,\">", f"<title>{_e(title)}</title>", f"<style>{_CSS}</style>",
              "</head><body>", f"<h1>{_e(title)}</h1>"]
