@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -61,7 +62,7 @@ def capture_panel(source: ModelSource, document: str | Path, widths: Iterable[in
     if source.hf is not None or source.gguf is not None:
         from .hf_panel import hf_panel, open_gguf
 
-        model = open_gguf(source.gguf) if source.gguf is not None else source.hf
+        model: Any = open_gguf(source.gguf) if source.gguf is not None else source.hf
         return hf_panel(model, document, widths, layers=layers, heads=heads, image=image, stage=report)
     from .panel import build_panel
 

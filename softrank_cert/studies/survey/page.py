@@ -215,7 +215,7 @@ def survey_document(out: Path, page: Path, figures: Path, *, max_certificates: i
     doc, drawn = document("campaign", certs, page, read, figures)
     work = str(manifest["parameters"].get("work"))
     tolerances = read["campaign"]["tolerances"]
-    entries = []
+    entries: list[dict[str, Any]] = []
     for grid in grids(read["operators"]):
         figure = heatmap_figure(grid, tolerances, work)
         path = figures / f"heatmap-{len(entries) + 1}-w{grid['width']}.png"
@@ -225,7 +225,8 @@ def survey_document(out: Path, page: Path, figures: Path, *, max_certificates: i
                         "caption": f"{grid['source']} at width {grid['width']}: verified lower (left) and upper "
                                    f"(right) end of every head per tolerance, drawn at --work {work}; a red box marks a "
                                    "resolved head." + _drawn_tolerances(tolerances)})
-    estimate = manifest.get("estimate") if isinstance(manifest.get("estimate"), dict) else {}
+    recorded = manifest.get("estimate")
+    estimate: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
     doc["survey"] = {"folder": str(out), "parameters": manifest["parameters"], "work": work,
                      "estimate_cpu_seconds": estimate.get("cpu_seconds"), "stages": manifest.get("stages", []),
                      "figures": entries}

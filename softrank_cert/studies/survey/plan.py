@@ -90,7 +90,7 @@ def estimate(work: Work, shapes: list[tuple[int, int]]) -> dict[str, Any]:
     """The estimate of a survey over heads of ``shapes`` (one per head): per shape its heads,
     work units and CPU seconds per head at ``work`` and at each named level, and the total CPU
     seconds at ``work``."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for m, n in sorted(set(shapes)):
         units = work.units_for(m, n)
         rows.append({"shape": [m, n], "heads": shapes.count((m, n)), "units_per_head": units,
