@@ -151,3 +151,20 @@ def test_work_levels_and_the_estimate():
     found = estimate(Work.parse("quick"), [(128, 128)] * 3 + [(64, 64)])
     assert found["heads"] == 4 and [row["heads"] for row in found["shapes"]] == [1, 3]
     assert found["shapes"][1]["levels"]["default"] == 16.0 and found["shapes"][1]["levels"]["quick"] == 2.0
+
+
+def test_jobs_and_key_give_the_same_brackets_signed(surveyed, tmp_path, issuer_key):
+    """``--jobs 2`` runs the heads in worker processes (each certificate re-verified here before it
+    is signed): the same brackets as one job, every certificate signed by ``--key``."""
+    res = run_softrank(*BASE, "--out", tmp_path / "signed", "--jobs", "2", "--key", issuer_key, "--json", "--quiet")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    assert summary["signed"] is True
+
+    def ends(document: dict) -> dict:
+        return {e["operator"]: e["brackets"] for e in document["stages"]["brackets"]["operators"]}
+
+    assert ends(summary) == ends(surveyed[1])
+    check = run_verify(tmp_path / "signed" / "certs", "--trusted-keys", f"{issuer_key}.pub", "--require-signature")
+    assert check.returncode == 0, check.stdout
+    assert json.loads((tmp_path / "signed" / "survey.json").read_text())["parameters"]["signer"].startswith("did:key:")
