@@ -100,3 +100,25 @@ def kernels_pinned(environ: Mapping[str, str] = os.environ) -> bool:
     :func:`pin_kernels` chooses (or those the user chose): both variables are set, or there is
     nothing to pin on this machine."""
     return not kernel_variables(environ)
+
+
+#: Whether :func:`warn_if_unpinned` has warned in this process.
+_WARNED = False
+
+
+def warn_if_unpinned(environ: Mapping[str, str] = os.environ) -> bool:
+    """Warn once per process (a :class:`RuntimeWarning`) when numpy was imported before
+    ``softrank_cert`` (:data:`UNPINNED` is ``numpy-first``, :func:`pin_kernels`): a search then
+    runs the kernels this CPU chose, and its upper ends may differ in the last digits from the
+    committed figures and another machine's (every end is still VERIFIED).  Returns whether it warned."""
+    global _WARNED
+    if _WARNED or environ.get(UNPINNED) != "numpy-first":
+        return False
+    import warnings
+
+    _WARNED = True
+    warnings.warn("numpy was imported before softrank_cert, so its AVX2 kernels are not pinned: the searches' "
+                  "upper ends may differ in the last digits from another machine's (every end is still VERIFIED); "
+                  "import softrank_cert first (or set OPENBLAS_CORETYPE=Haswell and NPY_DISABLE_CPU_FEATURES before "
+                  "Python starts) for the same certificates everywhere (docs/solvers.md)", RuntimeWarning, stacklevel=3)
+    return True

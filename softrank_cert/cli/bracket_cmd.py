@@ -14,14 +14,14 @@ from ..plumbing.campaign import MANIFEST_NAME, budget_json, check_campaign_start
 from ..plumbing.certificate_files import certificate_paths
 from ..util.files import check_output_file, check_output_folder, write_json_atomic
 from ..util.operator_files import NamedOperator, choose_operator_message, load_operators, operator_names
-from ..plumbing.bracketing import bracket_rows, run_brackets
+from ..plumbing.bracket_campaign import brackets_summary
+from ..plumbing.bracketing import run_brackets
 from ..plumbing.parallel import check_scheduler, resolve_jobs
 from ..util.progress import OperatorProgress
 from ..plumbing.reports import dumps, envelope
 from ..util.tolerances import check_budget, parse_eps_list
-from ..util.escaping import plain_text
 from .common import (add_device_option, add_quiet_option, add_campaign_options, add_command, add_force_option,
-                     add_parallel_options, brackets_summary, add_budget_options, campaign_memory, key_inputs,
+                     add_parallel_options, add_budget_options, campaign_memory, key_inputs,
                      name_table, stdout_console)
 
 EPILOG = """\
@@ -134,16 +134,6 @@ def _select(args: Any) -> list[NamedOperator]:
     return load_operators(path)
 
 
-def _entry(item: NamedOperator, target: Path, rows: list[dict[str, Any]], seconds: float | None, signed: bool,
-           resumed: bool = False) -> dict[str, Any]:
-    entry = {"operator": item.name, "certificate": str(target),
-             "seconds": None if seconds is None else round(seconds, 3), "p": item.operator.p, "signed": signed,
-             "brackets": rows}
-    if resumed:
-        entry["resumed"] = True
-    return entry
-
-
 def run_bracket(args: Any) -> int:
     from ..errors import EXIT_SOME_FAILED
 
@@ -167,51 +157,26 @@ def run_bracket(args: Any) -> int:
         return _run_single(args, operators[0], targets[0], eps_list, key, jobs, max_memory)
     check_manifest_clear(item.name for item in operators)
     check_scheduler(args.scheduler)  # before the manifest is written
-    manifest, kept = _start_campaign(args, out, operators, targets, eps_list, key, jobs, max_memory, inputs)
-    todo = [i for i in range(len(operators)) if i not in kept]
-    entries: dict[int, dict[str, Any]] = {i: entry for i, entry in kept.items()}
-    failed: list[dict[str, Any]] = []
-    from ..util.memory import operator_task_bytes
+    from ..plumbing.bracket_campaign import CampaignPlan, run_campaign
 
-    with manifest.running(), OperatorProgress("softrank bracket", len(operators), bar=not args.json) as bar:
-        for i in kept:
-            bar.advance(operators[i].name)
-            bar.finished(operators[i].name, "kept (resumed: verified certificate)")
-        results = run_brackets([(operators[i].operator, operators[i].name, operators[i].provenance) for i in todo],
-                               eps_list, work=args.work, budget_seconds=args.budget_seconds, jobs=jobs,
-                               scheduler=args.scheduler, progress=bar.stage_callback,
-                               memory=[operator_task_bytes(operators[i].operator, args.device) for i in todo],
-                               max_memory=max_memory, done=lambda j: bar.advance(operators[todo[j]].name),
-                               device=args.device)
-        with closing(results):
-            for outcome in results:
-                i = todo[outcome.index]
-                item, target = operators[i], targets[i]
-                if not outcome.ok:
-                    record = manifest.failed(item.name, outcome)
-                    failed.append(record)
-                    bar.finished(item.name, f"{record['status'].upper()}: {outcome.failure}")
-                    if bar.tty:  # the bar shows no lines
-                        print(f"softrank bracket: {plain_text(item.name)}: {record['status']}: {outcome.failure}",
-                              file=sys.stderr)
-                    continue
-                issued = outcome.value
-                write_json_atomic(target, issued.signed(key))
-                manifest.done(item.name, outcome, issued.seconds)
-                bar.finished(item.name, brackets_summary(issued.rows, issued.seconds))
-                entries[i] = _entry(item, target, issued.rows, issued.seconds, bool(key))
-    manifest.finish(failed=bool(failed))
-    summary = [entries[i] for i in sorted(entries)]
+    plan = CampaignPlan(out, Path(args.operator_file), operators, targets, eps_list,
+                        [args.work if args.work is not None else operator_work(args, item) for item in operators],
+                        args.budget_seconds, key=key, jobs=jobs,
+                        scheduler=args.scheduler, max_memory=max_memory, device=args.device, resume=bool(args.resume),
+                        force=bool(args.force), resume_command=resume_hint(args))
+    with OperatorProgress("softrank bracket", len(operators), bar=not args.json) as bar:
+        done = run_campaign(plan, inputs, bar)
+    manifest, summary, failed = done.campaign.manifest, done.entries, done.failed
     if args.json:
         print(dumps(envelope("bracket", {
             "operator_file": str(args.operator_file), "eps": eps_list,
-            "budget_seconds": budget_json(args.budget_seconds), "budget_work": budget_work(args, operators),
+            "budget_seconds": budget_json(args.budget_seconds), "budget_work": plan.budget_work,
             "signed": bool(key), "operators": summary, "failed": failed,
-            "campaign": {"manifest": str(manifest.path), "computed": manifest.run["computed"], "kept": len(kept),
+            "campaign": {"manifest": str(manifest.path), "computed": manifest.run["computed"], "kept": done.kept,
                          "failed": len(failed)}})))
     else:
         _render(summary)
-        kept_text = f" (kept {len(kept)} from an earlier run)" if kept else ""
+        kept_text = f" (kept {done.kept} from an earlier run)" if done.kept else ""
         print(f"wrote {manifest.run['computed']} certificate(s){kept_text}; check them with: {verify_hint(out, targets)}")
         if failed:
             print(f"{len(failed)} operator(s) failed or were refused (see {manifest.path}): "
@@ -234,7 +199,9 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
         issued = outcome.unwrap()
         write_json_atomic(target, issued.signed(key))
         bar.finished(item.name, brackets_summary(issued.rows, issued.seconds))
-    summary = [_entry(item, target, issued.rows, issued.seconds, bool(key))]
+    from ..plumbing.bracket_campaign import entry
+
+    summary = [entry(item, target, issued.rows, issued.seconds, bool(key))]
     if args.json:
         print(dumps(envelope("bracket", {"operator_file": str(args.operator_file), "eps": eps_list,
                                          "budget_seconds": budget_json(args.budget_seconds),
@@ -244,61 +211,6 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
         _render(summary)
         print(f"wrote 1 certificate; check it with: {verify_hint(target, [target])}")
     return 0
-
-
-def _expected_provenance(args: Any, item: NamedOperator) -> dict[str, Any]:
-    """The provenance a certificate of ``item`` carries: the panel's, and off the numpy path the
-    record of the search's device (so that --resume --device keeps what that device wrote)."""
-    if args.device is None:
-        return dict(item.provenance)
-    from ..plumbing.bracketing import search_provenance
-    from ..solvers.device import resolve_device
-
-    return search_provenance(item.provenance, resolve_device(args.device, item.operator.shape))
-
-
-def _start_campaign(args: Any, out: Path, operators: list[NamedOperator], targets: list[Path], eps_list: list[str],
-                    key: Any, jobs: int, max_memory: int | None,
-                    inputs: dict[str, Path]) -> tuple[Any, dict[int, dict[str, Any]]]:
-    """The campaign (its manifest written before any work) and, with --resume, the certificates
-    kept (index -> summary entry, re-derived from the kernel's verdicts on each)."""
-    from ..certio.signing import did_key
-    from ..plumbing.campaign import Campaign, file_sha256, operator_sha256, recheck_certificate
-    from ..plumbing.campaign_inputs import read_kept_bytes
-    from ..util.memory import operator_task_bytes
-
-    manifest_path = out / MANIFEST_NAME
-    check_output_file(manifest_path, "--out", force=True, inputs=inputs)  # a campaign there: check_campaign_start
-    signer = did_key(key.public_key()) if key is not None else None
-    parameters = {"panel": {"path": str(args.operator_file), "sha256": file_sha256(args.operator_file),
-                            "operators": len(operators)},
-                  "tolerances": eps_list, "budget_seconds": budget_json(args.budget_seconds),
-                  "budget_work": budget_work(args, operators), "max_memory": max_memory,
-                  "jobs": jobs, "scheduler": args.scheduler, "signer": signer}
-    entries = [(item.name, {"operator_sha256": operator_sha256(item.operator),
-                            "output": target.relative_to(out).as_posix(),
-                            "work": operator_work(args, item),
-                            "estimated_bytes": operator_task_bytes(item.operator, args.device)})
-               for item, target in zip(operators, targets)]
-    campaign = Campaign(manifest_path, "bracket", parameters, entries, resume=bool(args.resume), force=bool(args.force),
-                        must_match={"tolerances": "--eps"}, resume_command=resume_hint(args))
-    kept: dict[int, dict[str, Any]] = {}
-    if args.resume:
-        for i, (item, target) in enumerate(zip(operators, targets)):
-            if not target.is_file():
-                continue
-            report, why = recheck_certificate(read_kept_bytes(target), str(target), item.name, item.operator, eps_list,
-                                              signer=signer, provenance=_expected_provenance(args, item))
-            if report is None:
-                campaign.note(item.name, f"recomputed: {why}")
-                continue
-            before = campaign.recorded(item.name) or {}
-            campaign.keep(item.name, before)
-            seconds = campaign.manifest.operators[item.name]["seconds"]
-            # every claim of these brackets was just VERIFIED by the kernel: they are what is reported
-            kept[i] = _entry(item, target, bracket_rows(report.certificate.brackets), seconds, bool(key), resumed=True)
-    campaign.save()
-    return campaign, kept
 
 
 def operator_work(args: Any, item: NamedOperator) -> float | None:

@@ -23,5 +23,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
                 "does interaction geometry predict certified rank? (concordance, held-out, invariance)"),
     "kv-budgets": ("kv_budgets_cmd", "certified KV-cache budgets per head: the minimum for any common-set "
                                      "compression, and named eviction policies' verified budgets"),
+    "survey": ("survey_cmd", "capture a model's heads, bracket every one and write the layer x head page"),
     "report": ("report_cmd", "render a bracket campaign folder as one static HTML page (certificates re-verified)"),
 }

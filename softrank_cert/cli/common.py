@@ -292,13 +292,6 @@ def add_device_option(p: Any) -> None:
     p.add_argument("--device", metavar="DEVICE", help=DEVICE_HELP)
 
 
-def brackets_summary(rows: list[dict[str, Any]], seconds: float | None = None) -> str:
-    """``eps 0.1 [5, 7], 0.25 3 (resolved) in 4.0 s`` for bracket rows with ``eps``, ``lower``, ``upper``."""
-    ends = ", ".join(f"{b['eps']} {b['lower']} (resolved)" if b["lower"] == b["upper"] else f"{b['eps']} [{b['lower']}, {b['upper']}]"
-                     for b in rows)
-    return f"eps {ends}" + (f" in {seconds:.1f} s" if seconds is not None else "")
-
-
 def stdout_console():
     """Console for tables: the terminal's width; when piped, ``$COLUMNS`` if it is set, else a wide
     fixed width (no folded names)."""

@@ -68,7 +68,7 @@ def run_panel(args: Any) -> int:
     from pathlib import Path
 
     from ..errors import InvalidInputError
-    from ..models import build_panel, provenance_names, write_panel
+    from ..models import provenance_names, write_panel
 
     inputs = {"document": args.text, "image": args.image, "GGUF file": args.gguf, "checkpoint": args.hf or args.model}
     out = check_output_file(args.out, "--out", suffixes=(".npz",), force=args.force,
@@ -78,18 +78,12 @@ def run_panel(args: Any) -> int:
     source = args.text or args.image
     if args.model is None and args.round_beta:
         raise InvalidInputError("--round-beta applies to --model: --hf and --gguf store the float the model uses, exactly")
-    with StageProgress("softrank panel", not args.json) as bar:
-        if args.hf is not None or args.gguf is not None:
-            from ..models.hf_panel import hf_panel, open_gguf
+    from ..models.capture import ModelSource, capture_panel
 
-            model = open_gguf(args.gguf) if args.gguf is not None else args.hf
-            arrays = hf_panel(model, source, args.widths, layers=args.layers, heads=args.heads,
-                              image=args.image is not None, stage=bar.stage)
-        else:
-            bar.stage("forward passes")
-            arrays = build_panel(args.model, source, args.widths, layers=args.layers, heads=args.heads,
-                                 progress=lambda done, total: bar.stage("forward passes", done, total),
-                                 round_beta=args.round_beta)
+    with StageProgress("softrank panel", not args.json) as bar:
+        arrays = capture_panel(ModelSource(args.model, args.hf, args.gguf), source, args.widths, layers=args.layers,
+                               heads=args.heads, image=args.image is not None, round_beta=args.round_beta,
+                               stage=bar.stage)
     path = write_panel(args.out, arrays)
     names = provenance_names(arrays)
     if args.json:

@@ -26,7 +26,9 @@ examples:
   softrank report benchmarks/results/seed_scale/sample --out /tmp/sample/index.html
   softrank report signed/ --trusted-keys issuer.pub     # a plain folder: only these signers count
 
-DIR is one of two kinds (the page and --json say which):
+A 'softrank survey' folder (DIR/survey.json) gets the survey page: the campaign page of DIR/certs
+with the survey's parameters and stages, layer x head heatmaps per width and tolerance and a
+per-layer table (docs/survey.md). Otherwise DIR is one of two kinds (the page and --json say which):
   campaign      DIR holds softrank-campaign.json, the manifest of 'softrank bracket PANEL --all':
                 one certificate per operator of the manifest, DIR/NAME.json;
   certificates  any other folder: the certificates are the *.json files directly in DIR,
@@ -109,6 +111,7 @@ def run_report(args: Any) -> int:
     """Check the limits, the folder, ``--out`` and the signature options; size, then re-verify
     every certificate; write the page and its figures together.  Returns 0, or 6 when some
     operator or file is not verified, missing or not counted."""
+    from ..studies.report.build import document, read_campaign, read_certificates
     from ..studies.report.folder import folder_kind, read_manifest
     from ..util.memory import parse_size
     from ..util.progress import StageProgress
@@ -117,6 +120,8 @@ def run_report(args: Any) -> int:
         raise InvalidInputError(f"--max-certificates must be at least 1, got {args.max_certificates}")
     max_bytes = parse_size(args.max_bytes, "--max-bytes")
     folder = Path(args.folder)
+    if (folder / "survey.json").is_file():
+        return _run_survey_report(args, folder, max_bytes)
     kind = folder_kind(folder)
     if kind == "campaign" and (args.trusted_keys or args.require_signature):
         raise InvalidInputError(f"{folder}: a campaign folder: --trusted-keys and --require-signature are for a folder "
@@ -134,13 +139,13 @@ def run_report(args: Any) -> int:
     with StageProgress("softrank report", not args.json, unit="certificates") as progress:
         progress.stage("sizing the certificates")
         if manifest is not None:
-            read = _read_campaign(folder, manifest, args.max_certificates, max_bytes, progress)
+            read = read_campaign(folder, manifest, args.max_certificates, max_bytes, progress)
         else:
             signatures = {"trusted_keys": args.trusted_keys,
                           "require_signature": bool(args.require_signature or args.trusted_keys)}
-            read = _read_certificates(folder, trusted, signatures, args.max_certificates, max_bytes, progress)
+            read = read_certificates(folder, trusted, signatures, args.max_certificates, max_bytes, progress)
         progress.stage("figures")
-        doc, drawn = _document(kind, folder, page, read, figures)
+        doc, drawn = document(kind, folder, page, read, figures)
         progress.stage("writing the page")
         from ..studies.report.page import render_page, shown
 
@@ -164,81 +169,29 @@ def run_report(args: Any) -> int:
     return EXIT_SOME_FAILED if summary["failed"] or summary["missing"] or summary["duplicates"] else 0
 
 
-def _read_campaign(folder: Path, manifest: dict[str, Any], max_certificates: int, max_bytes: int,
-                   progress: Any) -> dict[str, Any]:
-    """The campaign folder re-verified: the document's ``campaign`` header (from the manifest:
-    bookkeeping), ``signatures``, ``summary``, ``operators`` (records) and ``notes``."""
-    from ..studies.report.folder import plan, unlisted_files, verify_operators
-
-    planned = plan(folder, manifest, max_certificates=max_certificates, max_bytes=max_bytes)
-    records, summary = verify_operators(planned, manifest, lambda done, total: progress.stage("verifying", done, total))
-
-    def text(key: str) -> str | None:
-        return manifest.get(key) if isinstance(manifest.get(key), str) else None
-
-    generator = manifest.get("generator")
-    campaign = {"state": text("state"), "created": text("created"), "updated": text("updated"),
-                "generator_version": generator.get("version") if isinstance(generator, dict) else None,
-                "tolerances": list(manifest["tolerances"]), "operators": len(records), "signer": summary["signer"]}
-    return {"campaign": campaign, "signatures": {"trusted_keys": None, "require_signature": bool(summary["signer"])},
-            "summary": summary, "operators": records, "notes": [n for n in [unlisted_files(folder, planned)] if n]}
 
 
-def _read_certificates(folder: Path, trusted: frozenset[str] | None, signatures: dict[str, Any],
-                       max_certificates: int, max_bytes: int, progress: Any) -> dict[str, Any]:
-    """The plain folder re-verified, in the shape of :func:`_read_campaign` (no manifest: state and
-    times None, the page's tolerances and the software versions from the verified certificates;
-    ``signatures``: the --trusted-keys file and whether a signature is required)."""
-    from ..studies.report.certificates import plan_files, unread_below, verify_files
+def _run_survey_report(args: Any, folder: Path, max_bytes: int) -> int:
+    """The page of a survey folder (``studies/survey/page.py``): every certificate re-verified."""
+    from ..studies.survey.page import write_survey_page
+    from ..util.progress import StageProgress
 
-    planned = plan_files(folder, max_certificates=max_certificates, max_bytes=max_bytes)
-    reading = verify_files(planned, trusted_keys=trusted, require_signature=signatures["require_signature"],
-                           advance=lambda done, total: progress.stage("verifying", done, total))
-    campaign = {"state": None, "created": None, "updated": None, "generator_version": reading.generator_version,
-                "tolerances": reading.tolerances, "operators": reading.summary["operators"], "signer": None}
-    return {"campaign": campaign, "signatures": signatures, "summary": reading.summary, "operators": reading.records,
-            "notes": [reading.note] + [n for n in [unread_below(folder)] if n]}
+    if args.trusted_keys or args.require_signature:
+        raise InvalidInputError(f"{folder}: a survey folder: --trusted-keys and --require-signature are for a folder "
+                                "of certificates (a survey's certificates are held to the signer its manifest names)")
+    page = check_output_file(args.out if args.out else folder / "report.html", "--out", suffixes=PAGE_SUFFIXES,
+                             force=args.force)
+    figures = check_output_folder(page.with_name(page.stem + "-figures"), "--out (its figures folder)")
+    check_folder_unused(figures, "--out (its figures folder)", force=args.force)
+    with StageProgress("softrank report", not args.json, unit="certificates") as progress:
+        doc = write_survey_page(folder, page, progress=progress, max_certificates=args.max_certificates,
+                                max_bytes=max_bytes)
+    summary = doc["summary"]
+    if args.json:
+        from ..plumbing.reports import dumps
 
-
-def _css_width(figure: Any) -> int:
-    """The width a figure is shown at on the page, in CSS pixels (100 per inch of the figure)."""
-    return round(float(figure.get_size_inches()[0]) * 100)
-
-
-def _drawn(what: str, chosen: list[str], every: list[str]) -> str:
-    """What a figure left out, for its caption ("" when it drew all of ``every``)."""
-    if len(chosen) == len(every):
-        return ""
-    return (f" Drawn for {len(chosen)} of the {len(every)} {what} ({', '.join(chosen)}: the first, the last and evenly "
-            "spaced ones between); the tables hold all.")
-
-
-def _document(kind: str, folder: Path, page: Path, read: dict[str, Any],
-              figures: Path) -> tuple[dict[str, Any], list[tuple[Any, Path]]]:
-    """The report document (the page's content; ``--json``) and the figures to write."""
-    from ..plumbing.reports import envelope
-    from ..studies.report.figures import MAX_LAYERS, MAX_TOLERANCES, ratio_figure, spread, width_figure
-    from ..studies.report.summary import group_rows, width_series
-
-    records, tolerances = read["operators"], read["campaign"]["tolerances"]
-    left_out = _drawn("tolerances", spread(tolerances, MAX_TOLERANCES), tolerances)
-    drawn = [(ratio_figure(records, tolerances), figures / "ratios.png")]
-    entries = [{"path": str(drawn[0][1]), "title": "upper/lower ratios", "width": _css_width(drawn[0][0]),
-                "caption": "Empirical distribution of verified upper end / verified lower end per tolerance "
-                           "(1 = resolved)." + left_out}]
-    notes = list(read["notes"])
-    series = width_series(records, tolerances)
-    if series is not None:
-        layers = ["no layer" if layer is None else str(layer) for layer in series["layers"]]
-        drawn.append((width_figure(series, tolerances), figures / "width.png"))
-        entries.append({"path": str(drawn[1][1]), "title": "certified rank against width", "width": _css_width(drawn[1][0]),
-                        "caption": "Median verified upper (solid) and lower (dashed) ends against block width, "
-                                   "per layer and tolerance." + left_out
-                                   + _drawn("layers", spread(layers, MAX_LAYERS), layers)})
+        print(dumps(doc))
     else:
-        notes.append("No rank-against-width figure: the verified operators' names carry fewer than two block "
-                     "widths (w<N> components).")
-    body = {"kind": kind, "folder": str(folder), "page": str(page), "campaign": read["campaign"],
-            "signatures": read["signatures"], "summary": read["summary"], "groups": group_rows(records, tolerances),
-            "figures": entries, "notes": notes, "operators": records}
-    return envelope("report", body), drawn
+        print(f"{summary['verified']} verified, {summary['failed']} failed, {summary['missing']} missing of "
+              f"{summary['operators']} heads of the survey (re-verified in {summary['seconds']:.1f} s); page: {page}")
+    return EXIT_SOME_FAILED if summary["failed"] or summary["missing"] else 0

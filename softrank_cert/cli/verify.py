@@ -370,6 +370,10 @@ def summary_line(s: dict[str, Any]) -> str:
 _COLOUR = {"VERIFIED": "\x1b[32m", "REJECTED": "\x1b[1;31m", "INCONCLUSIVE": "\x1b[33m"}
 
 
+#: The width a claim table is rendered at when each claim is one line (nothing is folded).
+UNFOLDED = 1 << 20
+
+
 def _style(header: str, cell: str) -> str:
     word = cell.strip()
     return f"{_COLOUR[word]}{cell}\x1b[0m" if header == "verdict" and word in _COLOUR else cell
@@ -378,7 +382,9 @@ def _style(header: str, cell: str) -> str:
 def render_report(entries: list[dict[str, Any]], margins: dict[int, list[str]]) -> str:
     """The text report: the files (operator, signer or status), then the claims (a file column
     when there are several files), then the margin's definition.  Untrusted text (ids,
-    methods, file names) is shown with control characters escaped."""
+    methods, file names) is shown with control characters escaped.  When stdout is not a
+    terminal and ``$COLUMNS`` is not set (a pipe, a log), each claim is one line that starts with
+    its file's whole path, nothing folded, so that ``grep VERIFIED`` keeps the file."""
     import os
 
     from ..util.escaping import plain_text
@@ -405,7 +411,8 @@ def render_report(entries: list[dict[str, Any]], margins: dict[int, list[str]]) 
     if file_rows:
         out.append(render_table(["file", "operator", "signer"], file_rows, fixed=("signer",),
                                 fold_first=("operator", "file")))
-    several = len(entries) > 1
+    lines = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+    several = len(entries) > 1 or lines
     claim_rows = []
     for index, entry in enumerate(entries):
         for claim, margin in zip(entry.get("claims", []), margins.get(index, [])):
@@ -413,12 +420,13 @@ def render_report(entries: list[dict[str, Any]], margins: dict[int, list[str]]) 
                 f"{claim['checked_by']} {claim['precision_bits']}" if claim["precision_bits"] else claim["checked_by"]
             row = [claim["eps"], f"{'<=' if claim['side'] == 'upper' else '>='} {claim['rank']}",
                    plain_text(claim["method"]), claim["verdict"], margin, engine]
-            claim_rows.append(([name[entry["path"]]] if several else []) + row)
+            file = plain_text(entry["path"]) if lines else name[entry["path"]]
+            claim_rows.append(([file] if several else []) + row)
     if claim_rows:
         headers = (["file"] if several else []) + ["eps", "r_eps", "method", "verdict", "margin", "by"]
         out.append("")
         out.append(render_table(headers, claim_rows, right=("eps",), fixed=("verdict", "margin", "eps", "r_eps"),
-                                fold_first=("method", "file"), style=colour))
+                                fold_first=("method", "file"), style=colour, width=UNFOLDED if lines else None))
         out.append("margin: relative slack, a certified bound: lower ends 1 - eps/t, upper ends\n"
                    "1 - error/eps; by: what decided each claim (see docs/verify.md)")
     if notes:

@@ -321,6 +321,12 @@ def open_gguf(source: str | Path) -> GGUFFile:
     (:func:`~.gguf_file.read_gguf`); refused with one line when torch, transformers, gguf or
     accelerate is missing (naming the install command) or transformers' GGUF loader does not read
     its architecture (naming it)."""
+    return read_gguf(source, supported=require_gguf_loader())
+
+
+def require_gguf_loader() -> list[str]:
+    """The architectures transformers' GGUF loader reads, or one line (exit 2) naming the install
+    command when torch, transformers, gguf or accelerate is missing (no file is read)."""
     require_hf()
     require_gguf()
     try:
@@ -328,7 +334,7 @@ def open_gguf(source: str | Path) -> GGUFFile:
         from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
     except ImportError as exc:
         raise InvalidInputError(f"reading GGUF files needs accelerate ({exc}): {GGUF_INSTALL_HINT}") from None
-    return read_gguf(source, supported=list(GGUF_SUPPORTED_ARCHITECTURES))
+    return list(GGUF_SUPPORTED_ARCHITECTURES)
 
 
 def _torch() -> Any:

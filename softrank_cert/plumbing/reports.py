@@ -37,7 +37,7 @@ REPORT_VERSION = 1
 ERROR_FORMAT = "softrank-error"
 #: Commands with a report schema (``softrank-<command>-report-v1.schema.json``).
 COMMANDS = ("verify", "bracket", "audit", "geometry", "supports", "budgets", "profile", "analyze", "panel",
-            "keygen", "sign", "list", "report", "kv-budgets")
+            "keygen", "sign", "list", "report", "kv-budgets", "survey")
 
 
 def report_format(command: str) -> str:

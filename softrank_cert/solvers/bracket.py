@@ -119,7 +119,8 @@ def search_budget(m: int, n: int, work: float | None = None, budget_seconds: flo
 
 class _Clock:
     """Start, budget and stage reporting of one operator's search (``progress(stage,
-    elapsed_seconds, nominal_seconds)``)."""
+    elapsed_seconds, nominal_seconds)``: the true wall seconds since the search began, which may
+    exceed the nominal budget of a work-bounded search on a busy machine)."""
 
     def __init__(self, budget: Budget, nominal: float, progress: Callable[[str, float, float], None] | None) -> None:
         self.start = time.perf_counter()
@@ -127,7 +128,7 @@ class _Clock:
 
     def report(self, stage: str) -> None:
         if self.progress is not None:
-            self.progress(stage, min(time.perf_counter() - self.start, self.nominal), self.nominal)
+            self.progress(stage, time.perf_counter() - self.start, self.nominal)
 
 
 def _search(pool: CandidatePool, ends: list[Ends], clock: _Clock, ops: NumpyBackend = NUMPY) -> None:
@@ -197,6 +198,9 @@ def search_operator(op: Operator, eps_list: list[str], *, work: float | None = N
     """Run the driver's search; return its float64 candidate pool (None when every tolerance
     was settled by trivial ends) and, per tolerance, the best kernel-verified :class:`Ends`.
     See :func:`bracket_operator` for the budget, ``progress`` and ``device``."""
+    from ..blas_kernels import warn_if_unpinned
+
+    warn_if_unpinned()
     where = resolve_device(device, op.shape)
     check_device_memory(where, *op.shape)
     budget = search_budget(*op.shape, work=work, budget_seconds=budget_seconds)

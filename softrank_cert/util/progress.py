@@ -17,6 +17,7 @@ bar (transient); when stderr is not a terminal (a log file, CI, a pipe) plain st
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 from collections.abc import Callable
 
@@ -41,6 +42,14 @@ def is_quiet() -> bool:
 def lines_wanted() -> bool:
     """Whether plain stage lines are printed: stderr is not a terminal and not ``--quiet``."""
     return not _QUIET and not sys.stderr.isatty()
+
+
+def seconds_text(seconds: float) -> str:
+    """Seconds with sensible digits, never in exponent form: ``0.25``, ``3.1``, ``16.0``, ``179``,
+    ``12345``."""
+    if seconds < 1:
+        return f"{seconds:.2f}"
+    return f"{seconds:.1f}" if seconds < 100 else f"{seconds:.0f}"
 
 
 def stage_line(prog: str, text: str) -> None:
@@ -107,6 +116,7 @@ class OperatorProgress:
         self.lines = lines and lines_wanted()
         bar = bar and not _QUIET
         self._count = 0
+        self._cpu = time.process_time()
         self._bar = None
         if bar and self.tty:
             from rich.console import Console
@@ -130,10 +140,9 @@ class OperatorProgress:
     def stage(self, name: str, stage: str, elapsed: float, budget: float) -> None:
         """Show that operator ``name`` is in search ``stage`` (bar only)."""
         if self._bar is not None:
-            digits = 1 if budget < 10 else 0
-            budget_text = "" if budget == float("inf") else f"/{budget:.{digits}f}"
+            budget_text = "" if budget == float("inf") else f", nominal {seconds_text(budget)}"
             self._bar.update(self._task, description=safe_text(name),
-                             stage=safe_text(f"{stage} ({elapsed:.{digits}f}{budget_text} s)"))
+                             stage=safe_text(f"{stage} ({seconds_text(elapsed)}{budget_text} s)"))
 
     def stage_callback(self, name: str) -> Callable[[str, float, float], None] | None:
         """A ``progress(stage, elapsed, budget)`` callback for the bracket driver: the bar's
@@ -145,8 +154,11 @@ class OperatorProgress:
         return None
 
     def stage_line(self, name: str, stage: str, elapsed: float) -> None:
-        """One line: operator ``name`` finished search stage ``stage`` after ``elapsed`` seconds."""
-        stage_line(self.prog, f"{name}: stage {stage} done ({elapsed:.1f} s)")
+        """One line: operator ``name`` finished search stage ``stage`` after ``elapsed`` wall
+        seconds of its search, and the CPU seconds this process has spent since the progress began
+        (the search runs here: a run over one operator)."""
+        cpu = time.process_time() - self._cpu
+        stage_line(self.prog, f"{name}: stage {stage} done ({seconds_text(elapsed)} s wall, {seconds_text(cpu)} s CPU)")
 
     def advance(self, name: str | None = None) -> None:
         """Count one more finished operator on the bar (completion order)."""

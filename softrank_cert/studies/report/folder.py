@@ -157,11 +157,19 @@ def check_limits(folder: Path, planned: list[Planned], max_certificates: int, ma
                                 f"{format_bytes(max_bytes)} (raise it with --max-bytes SIZE)")
 
 
+#: What ``softrank kv-budgets`` adds to a bracket folder (``studies/kv_budgets/study.py``: ``REPORT_NAME``,
+#: ``OUTPUT_FOLDER``): its report and its policy certificates, not certificates of the manifest's operators.
+KV_BUDGETS_REPORT, KV_BUDGETS_FOLDER = "kv_budgets.json", "kv-budgets"
+
+
 def unlisted_files(folder: Path, planned: list[Planned], shown: int = 3) -> str | None:
     """A note on the ``*.json`` files below ``folder`` that are neither the manifest nor the
     certificate of one of its operators (they are not read), or None when there are none."""
     expected = {p.path.resolve() for p in planned if p.path is not None} | {(folder / MANIFEST_NAME).resolve()}
-    extra = sorted(str(p.relative_to(folder)) for p in folder.rglob("*.json") if p.resolve() not in expected)
+    expected |= {(folder / KV_BUDGETS_REPORT).resolve()}
+    kv_folder = (folder / KV_BUDGETS_FOLDER).resolve()
+    extra = sorted(str(p.relative_to(folder)) for p in folder.rglob("*.json")
+                   if p.resolve() not in expected and not p.resolve().is_relative_to(kv_folder))
     if not extra:
         return None
     return (f"{len(extra)} JSON file(s) in the folder are not certificates of the manifest's operators and were "

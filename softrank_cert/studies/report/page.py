@@ -1,4 +1,9 @@
-"""The report's HTML (UNTRUSTED rendering): one static page, no script, no network.
+"""The report's HTML (UNTRUSTED rendering): one static page, no network, one small inline script.
+
+The script (:data:`SORT_SCRIPT`, inline: the page works offline as one file) sorts a table whose
+class is ``sortable`` by the column whose header is clicked (numbers by a cell's ``data-sort``
+value or its text, text in natural order; a second click reverses); without it the page reads the
+same, unsorted.
 
 :func:`render_page` turns the report document (``softrank_cert.cli.report_cmd``: header,
 verify summary, group rows, operator records, figure files) into HTML, worded for the kind of
@@ -22,6 +27,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+from collections.abc import Callable, Sequence
 from urllib.parse import quote
 
 from ...util.escaping import plain_text
@@ -36,6 +42,40 @@ td.failed { color: #a00; text-align: left; } td.missing, td.duplicate { color: #
 .resolved { font-weight: bold; } img { max-width: 100%; height: auto; border: 1px solid #ddd; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; } dt { font-weight: bold; }
 p.note { color: #555; font-size: 0.9em; }
+th.sorter { cursor: pointer; } th[data-order=ascending]::after { content: " \\25B2"; }
+th[data-order=descending]::after { content: " \\25BC"; }
+table.heatmap td { text-align: center; min-width: 2.2em; } table.heatmap td.resolved { font-weight: bold; }
+"""
+
+
+#: Click a header of a ``table.sortable`` to sort its rows by that column (again: reversed).
+SORT_SCRIPT = """
+document.querySelectorAll("table.sortable").forEach(function (table) {
+  var header = table.rows[0];
+  Array.prototype.forEach.call(header.cells, function (th, column) {
+    th.classList.add("sorter");
+    th.addEventListener("click", function () {
+      var rows = Array.prototype.slice.call(table.rows, 1);
+      var ascending = th.getAttribute("data-order") !== "ascending";
+      Array.prototype.forEach.call(header.cells, function (h) { h.removeAttribute("data-order"); });
+      th.setAttribute("data-order", ascending ? "ascending" : "descending");
+      function key(row) {
+        var cell = row.cells[column];
+        if (!cell) { return ""; }
+        var text = cell.hasAttribute("data-sort") ? cell.getAttribute("data-sort") : cell.textContent;
+        var number = Number(text);
+        return text !== "" && !isNaN(number) ? number : text;
+      }
+      rows.sort(function (a, b) {
+        var x = key(a), y = key(b);
+        var order = (typeof x === "number" && typeof y === "number") ? x - y
+          : String(x).localeCompare(String(y), undefined, {numeric: true});
+        return ascending ? order : -order;
+      });
+      rows.forEach(function (row) { row.parentNode.appendChild(row); });
+    });
+  });
+});
 """
 
 
@@ -75,6 +115,13 @@ def _number(value: float | None, digits: int = 3) -> str:
     return "&ndash;" if value is None else _e(f"{value:.{digits}g}")
 
 
+def _seconds(value: float | None) -> str:
+    """Seconds with sensible digits (``3.1``, ``179``: never ``1.8e+02``)."""
+    from ...util.progress import seconds_text
+
+    return "&ndash;" if value is None else _e(seconds_text(value))
+
+
 def _share(value: float | None) -> str:
     return "&ndash;" if value is None else f"{100 * value:.0f}%"
 
@@ -84,8 +131,8 @@ def _ends(bracket: dict[str, Any]) -> str:
     title = _e(f"lower: {bracket['lower_method']}, upper: {bracket['upper_construction']}; checked by "
                + " / ".join(bracket["checked_by"]))
     if lower == upper:
-        return f'<td class="resolved" title="{title}">{lower}</td>'
-    return f'<td title="{title}">[{lower}, {upper}]</td>'
+        return f'<td class="resolved" data-sort="{lower}" title="{title}">{lower}</td>'
+    return f'<td data-sort="{lower}" title="{title}">[{lower}, {upper}]</td>'
 
 
 def _header_items(doc: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -185,13 +232,15 @@ def _label(record: dict[str, Any], campaign: bool) -> str:
 def _operator_table(doc: dict[str, Any], page: Path) -> list[str]:
     tolerances = doc["campaign"]["tolerances"]
     campaign = doc["kind"] == "campaign"
-    seconds = ("<th title=\"the solver's seconds, as the manifest records them (bookkeeping)\">search s</th>"
+    seconds = ("<th title=\"the search's wall seconds, as the manifest records them (bookkeeping; a busy machine "
+               "makes them longer, not the certificate different)\">search wall s</th>"
                if campaign else "")
     out = ["<h2 id=\"operators\">Operators</h2>",
            "<p class=\"note\">Ends per tolerance as the kernel verified them: one number when resolved, else "
            "[lower, upper] (hover for the methods and what checked them). Each name links to its certificate"
            + ("." if campaign else "; a file of no verified operator is named by its file name.") + "</p>",
-           "<table><tr><th class=\"name\">operator</th>" + "".join(f"<th>eps {_e(e)}</th>" for e in tolerances)
+           "<table class=\"sortable\"><tr><th class=\"name\">operator</th>"
+           + "".join(f"<th>eps {_e(e)}</th>" for e in tolerances)
            + seconds + "</tr>"]
     for record in doc["operators"]:
         name = _e(record["operator"] if record["operator"] is not None else record["file"])
@@ -201,19 +250,22 @@ def _operator_table(doc: dict[str, Any], page: Path) -> list[str]:
         else:
             ends = (f"<td class=\"{record['status']}\" colspan=\"{max(1, len(tolerances))}\">"
                     f"{_label(record, campaign)}: {_e(record['reason'])}</td>")
-        tail = f"<td>{_number(record['seconds'], 2)}</td>" if campaign else ""
+        tail = f"<td>{_seconds(record['seconds'])}</td>" if campaign else ""
         out.append(f"<tr data-status=\"{record['status']}\"><td class=\"name\">{cell}</td>{ends}{tail}</tr>")
     out.append("</table>")
     return out
 
 
-def render_page(doc: dict[str, Any], page: Path) -> str:
-    """The HTML text of the report document ``doc`` to be written at ``page``."""
-    what = "campaign" if doc["kind"] == "campaign" else "certificate folder"
-    title = f"softrank {what} report: {doc['folder']}"
+def render_page(doc: dict[str, Any], page: Path,
+                sections: Sequence[Callable[[dict[str, Any], Path], list[str]]] = ()) -> str:
+    """The HTML text of the report document ``doc`` to be written at ``page``; ``sections`` (each
+    ``(doc, page) -> HTML lines``) come after the header, before the groups."""
+    what = "survey" if "survey" in doc else "campaign" if doc["kind"] == "campaign" else "certificate folder"
+    title = f"softrank {what} report: {doc['survey']['folder'] if 'survey' in doc else doc['folder']}"
     parts = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
              "<link rel=\"icon\" href=\"data:,\">", f"<title>{_e(title)}</title>", f"<style>{_CSS}</style>",
              "</head><body>", f"<h1>{_e(title)}</h1>"]
-    parts += _header(doc) + _group_tables(doc) + _figures(doc, page) + _operator_table(doc, page)
-    parts.append("</body></html>")
+    parts += _header(doc) + [line for section in sections for line in section(doc, page)]
+    parts += _group_tables(doc) + _figures(doc, page) + _operator_table(doc, page)
+    parts.append(f"<script>{SORT_SCRIPT}</script></body></html>")
     return "\n".join(parts) + "\n"

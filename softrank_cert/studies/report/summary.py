@@ -5,6 +5,7 @@
 * :func:`name_position`: the width (``w<N>``: at most 9 digits, N at least 1) and layer (``L<l>H<h>``,
   each of at most 9 digits) a name carries, each None when it has none (names of another shape,
   or with a number beyond these bounds, degrade to "no width", "no layer");
+* :func:`head_of`: the name without its width, which names one head across widths;
 * :func:`group_rows`: per group and tolerance, the operators, the medians of the verified
   ends, the median upper/lower ratio and the share resolved (``lower == upper``).
 
@@ -82,26 +83,39 @@ def group_rows(records: list[dict[str, Any]], tolerances: list[str]) -> list[dic
     return rows
 
 
+def head_of(name: str) -> str | None:
+    """The head a name is about across widths: the name without its last ``w<N>`` component
+    (``minilm/apache2/w64/L0H3`` -> ``minilm/apache2/L0H3``), None when it has no width."""
+    parts = name.split("/")
+    for index in range(len(parts) - 1, -1, -1):
+        match = _WIDTH.fullmatch(parts[index])
+        if match:
+            return "/".join(parts[:index] + parts[index + 1:]) if int(match[1]) else None
+    return None
+
+
 def width_series(records: list[dict[str, Any]], tolerances: list[str]) -> dict[str, Any] | None:
-    """The data of the rank-against-width figure, or None when the verified names carry fewer
-    than two distinct widths: ``{"widths": [...], "layers": {layer or None: {eps: [(width,
-    median lower, median upper), ...]}}}`` (medians over the heads of that layer and width)."""
-    cells: dict[tuple[int | None, int, str], list[tuple[int, int]]] = {}
+    """The data of the rank-against-width figure, or None when no head carries two distinct
+    widths: ``{"widths": [...], "heads": {head: {eps: [(width, lower, upper), ...]}}}``, one
+    series per head (:func:`head_of`: the same model, document, layer and head at each width; a
+    head of one width only is left out), its own verified ends: nothing is pooled or averaged."""
+    from ...util.operator_files import natural_key
+
+    cells: dict[str, dict[str, list[tuple[int, float, float]]]] = {}
     for record in records:
         if record["status"] != "verified":
             continue
-        width, layer = name_position(record["operator"])
-        if width is None:
+        width, head = name_position(record["operator"])[0], head_of(record["operator"])
+        if width is None or head is None:
             continue
         for index, eps in enumerate(tolerances):
             bracket = record["brackets"][index]
-            cells.setdefault((layer, width, eps), []).append((bracket["lower"], bracket["upper"]))
-    widths = sorted({width for _, width, _ in cells})
-    if len(widths) < 2:
+            cells.setdefault(head, {e: [] for e in tolerances})[eps].append(
+                (width, float(bracket["lower"]), float(bracket["upper"])))
+    heads = {head: {eps: sorted(points) for eps, points in per_eps.items()}
+             for head, per_eps in sorted(cells.items(), key=lambda item: natural_key(item[0]))
+             if len({p[0] for p in next(iter(per_eps.values()), [])}) >= 2}
+    if not heads:
         return None
-    layers: dict[int | None, dict[str, list[tuple[int, float, float]]]] = {}
-    for (layer, width, eps), ends in sorted(cells.items(), key=lambda item: (item[0][0] is None, item[0][0] or 0,
-                                                                            item[0][1])):
-        layers.setdefault(layer, {e: [] for e in tolerances})[eps].append(
-            (width, float(statistics.median(lo for lo, _ in ends)), float(statistics.median(up for _, up in ends))))
-    return {"widths": widths, "layers": layers}
+    widths = sorted({p[0] for per_eps in heads.values() for points in per_eps.values() for p in points})
+    return {"widths": widths, "heads": heads}

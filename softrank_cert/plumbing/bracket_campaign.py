@@ -1,0 +1,198 @@
+"""The bracket campaign: every operator of a panel to its own certificate in one folder, resumable.
+
+What ``softrank bracket PANEL --all --out DIR`` and the ``brackets`` stage of ``softrank survey``
+run once their inputs and outputs were checked (:func:`run_campaign`).  The rules are
+:mod:`.campaign`'s: the manifest is written before any work and after every operator; with
+``resume`` a certificate is kept only when the kernel re-verifies it here
+(:func:`~softrank_cert.plumbing.campaign.recheck_certificate`), and what is reported about it is
+re-derived from those verdicts.  Each operator runs with its own work bound (``works``), so that
+one campaign may hold operators of several shapes at a work level that depends on the shape.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..util.escaping import plain_text
+from ..util.files import check_output_file, write_json_atomic
+from ..util.memory import operator_task_bytes
+from ..util.operator_files import NamedOperator
+from .bracketing import bracket_rows, run_brackets
+from .campaign import MANIFEST_NAME, Campaign, budget_json, file_sha256, operator_sha256, recheck_certificate
+from .campaign_inputs import read_kept_bytes
+
+
+@dataclass(frozen=True)
+class CampaignPlan:
+    """A checked bracket campaign: ``operators`` to ``targets`` (certificate files in ``out``),
+    ``works[i]`` the work bound operator ``i``'s search runs with (None: the driver's default,
+    ``math.inf``: none; recorded in the manifest as None when it is not finite), the search's options,
+    the signing ``key`` (or None), the ``panel`` path recorded in the manifest and
+    ``resume_command``, the line an interruption names."""
+
+    out: Path
+    panel: Path
+    operators: Sequence[NamedOperator]
+    targets: Sequence[Path]
+    eps_list: list[str]
+    works: Sequence[float | None]
+    budget_seconds: float | None
+    key: Any = None
+    jobs: int = 1
+    scheduler: str | None = None
+    max_memory: int | None = None
+    device: str | None = None
+    resume: bool = False
+    force: bool = False
+    resume_command: str | None = None
+
+    @property
+    def budget_work(self) -> float | None:
+        """The work every operator runs with, or None when there is none or it differs (each
+        manifest entry's ``work`` says)."""
+        works = {recorded_work(work) for work in self.works}
+        return works.pop() if len(works) == 1 else None
+
+
+@dataclass
+class CampaignRun:
+    """What a campaign did: ``entries`` (one summary per written or kept certificate, in operator
+    order), ``failed`` (failure records), ``kept`` (how many were kept from an earlier run) and the
+    :class:`~softrank_cert.plumbing.campaign.Campaign` itself (its manifest)."""
+
+    entries: list[dict[str, Any]]
+    failed: list[dict[str, Any]]
+    kept: int
+    campaign: Campaign
+
+
+def brackets_summary(rows: list[dict[str, Any]], seconds: float | None = None) -> str:
+    """``eps 0.1 [5, 7], 0.25 3 (resolved) in 4.0 s`` for bracket rows with ``eps``, ``lower``, ``upper``."""
+    ends = ", ".join(f"{b['eps']} {b['lower']} (resolved)" if b["lower"] == b["upper"] else f"{b['eps']} [{b['lower']}, {b['upper']}]"
+                     for b in rows)
+    return f"eps {ends}" + (f" in {seconds:.1f} s" if seconds is not None else "")
+
+
+def recorded_work(work: float | None) -> float | None:
+    """A work bound as a manifest records it: the number, or None when it is unbounded or unset."""
+    return float(work) if work is not None and math.isfinite(work) else None
+
+
+def entry(item: NamedOperator, target: Path, rows: list[dict[str, Any]], seconds: float | None, signed: bool,
+          resumed: bool = False) -> dict[str, Any]:
+    """The report's summary of one operator's certificate (no arrays)."""
+    value = {"operator": item.name, "certificate": str(target),
+             "seconds": None if seconds is None else round(seconds, 3), "p": item.operator.p, "signed": signed,
+             "brackets": rows}
+    if resumed:
+        value["resumed"] = True
+    return value
+
+
+def expected_provenance(item: NamedOperator, device: str | None) -> dict[str, Any]:
+    """The provenance a certificate of ``item`` carries: the panel's, and off the numpy path the
+    record of the search's device (so that a resume with ``--device`` keeps what that device wrote)."""
+    if device is None:
+        return dict(item.provenance)
+    from ..solvers.device import resolve_device
+    from .bracketing import search_provenance
+
+    return search_provenance(item.provenance, resolve_device(device, item.operator.shape))
+
+
+def start(plan: CampaignPlan, inputs: dict[str, Path]) -> tuple[Campaign, dict[int, dict[str, Any]]]:
+    """The campaign (its manifest written before any work) and, with ``resume``, the certificates
+    kept (index -> summary entry, re-derived from the kernel's verdicts on each)."""
+    from ..certio.signing import did_key
+
+    manifest_path = plan.out / MANIFEST_NAME
+    check_output_file(manifest_path, "--out", force=True, inputs=inputs)  # a campaign there: check_campaign_start
+    signer = did_key(plan.key.public_key()) if plan.key is not None else None
+    parameters = {"panel": {"path": str(plan.panel), "sha256": file_sha256(plan.panel),
+                            "operators": len(plan.operators)},
+                  "tolerances": plan.eps_list, "budget_seconds": budget_json(plan.budget_seconds),
+                  "budget_work": plan.budget_work, "max_memory": plan.max_memory,
+                  "jobs": plan.jobs, "scheduler": plan.scheduler, "signer": signer}
+    entries = [(item.name, {"operator_sha256": operator_sha256(item.operator),
+                            "output": target.relative_to(plan.out).as_posix(), "work": recorded_work(work),
+                            "estimated_bytes": operator_task_bytes(item.operator, plan.device)})
+               for item, target, work in zip(plan.operators, plan.targets, plan.works)]
+    campaign = Campaign(manifest_path, "bracket", parameters, entries, resume=plan.resume, force=plan.force,
+                        must_match={"tolerances": "--eps"}, resume_command=plan.resume_command)
+    kept: dict[int, dict[str, Any]] = {}
+    if plan.resume:
+        for i, (item, target) in enumerate(zip(plan.operators, plan.targets)):
+            if not target.is_file():
+                continue
+            report, why = recheck_certificate(read_kept_bytes(target), str(target), item.name, item.operator,
+                                              plan.eps_list, signer=signer,
+                                              provenance=expected_provenance(item, plan.device))
+            if report is None:
+                campaign.note(item.name, f"recomputed: {why}")
+                continue
+            campaign.keep(item.name, campaign.recorded(item.name) or {})
+            seconds = campaign.manifest.operators[item.name]["seconds"]
+            # every claim of these brackets was just VERIFIED by the kernel: they are what is reported
+            kept[i] = entry(item, target, bracket_rows(report.certificate.brackets), seconds, plan.key is not None,
+                            resumed=True)
+    campaign.save()
+    return campaign, kept
+
+
+def run_campaign(plan: CampaignPlan, inputs: dict[str, Path], bar: Any) -> CampaignRun:
+    """Run the campaign of ``plan`` (its outputs checked by the caller; ``inputs``: the files no
+    output may replace), reporting on ``bar`` (an :class:`~softrank_cert.util.progress.OperatorProgress`
+    over the plan's operators; a finished operator's line is :func:`brackets_summary`).  Every
+    certificate written was VERIFIED in this process first; a failed or refused operator is
+    recorded in the manifest with the reason and the campaign goes on."""
+    campaign, kept = start(plan, inputs)
+    entries: dict[int, dict[str, Any]] = dict(kept)
+    failed: list[dict[str, Any]] = []
+    operators = plan.operators
+    todo = [i for i in range(len(operators)) if i not in kept]
+    with campaign.running():
+        for i in kept:
+            bar.advance(operators[i].name)
+            bar.finished(operators[i].name, "kept (resumed: verified certificate)")
+        for work in dict.fromkeys(plan.works[i] for i in todo):  # one pool per work bound, in operator order
+            group = [i for i in todo if plan.works[i] == work]
+            results = run_brackets([(operators[i].operator, operators[i].name, operators[i].provenance) for i in group],
+                                   plan.eps_list, work=work, budget_seconds=plan.budget_seconds, jobs=plan.jobs,
+                                   scheduler=plan.scheduler, progress=bar.stage_callback,
+                                   memory=[operator_task_bytes(operators[i].operator, plan.device) for i in group],
+                                   max_memory=plan.max_memory, device=plan.device,
+                                   done=_advance(bar, [operators[i].name for i in group]))
+            with closing(results):
+                for outcome in results:
+                    _record(plan, campaign, group[outcome.index], outcome, bar, entries, failed)
+    campaign.finish(failed=bool(failed))
+    return CampaignRun([entries[i] for i in sorted(entries)], failed, len(kept), campaign)
+
+
+def _advance(bar: Any, names: list[str]) -> Callable[[int], None]:
+    """The ``done(j)`` callback of a pool over operators ``names``: count ``names[j]`` on ``bar``."""
+    return lambda j: bar.advance(names[j])
+
+
+def _record(plan: CampaignPlan, campaign: Campaign, i: int, outcome: Any, bar: Any,
+            entries: dict[int, dict[str, Any]], failed: list[dict[str, Any]]) -> None:
+    """Write operator ``i``'s certificate (or record its failure) and report it."""
+    item, target = plan.operators[i], plan.targets[i]
+    if not outcome.ok:
+        record = campaign.failed(item.name, outcome)
+        failed.append(record)
+        bar.finished(item.name, f"{record['status'].upper()}: {outcome.failure}")
+        if bar.tty:  # the bar shows no lines
+            print(f"{bar.prog}: {plain_text(item.name)}: {record['status']}: {outcome.failure}", file=sys.stderr)
+        return
+    issued = outcome.value
+    write_json_atomic(target, issued.signed(plan.key))
+    campaign.done(item.name, outcome, issued.seconds)
+    bar.finished(item.name, brackets_summary(issued.rows, issued.seconds))
+    entries[i] = entry(item, target, issued.rows, issued.seconds, plan.key is not None)
