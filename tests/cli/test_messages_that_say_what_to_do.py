@@ -9,20 +9,14 @@ import numpy as np
 import pytest
 
 from conftest import assert_one_line_error, run_softrank, run_verify
+from tests.helpers import write_qk_panel
 
 NAMES = [f"tiny/doc/w4/L0H{i}" for i in (1, 2, 10, 11)]
 
 
 @pytest.fixture(scope="module")
 def panel(tmp_path_factory) -> Path:
-    rng = np.random.default_rng(5)
-    arrays = {}
-    for name in NAMES:
-        arrays[f"{name}/Q"] = rng.standard_normal((4, 2))
-        arrays[f"{name}/K"] = rng.standard_normal((5, 2))
-    path = tmp_path_factory.mktemp("panel") / "panel.npz"
-    np.savez(path, **arrays)
-    return path
+    return write_qk_panel(tmp_path_factory.mktemp("panel") / "panel.npz", NAMES, seed=5, rows=(4, 5))
 
 
 def _error(res) -> str:

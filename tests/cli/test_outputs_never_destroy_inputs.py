@@ -20,20 +20,14 @@ import numpy as np
 import pytest
 
 from conftest import WORK_MODULES, assert_one_line_error, run_softrank, run_softrank_traced
+from tests.helpers import write_qk_panel
 
 NAMES = ["m/L0H1", "m/L0H2"]
 
 
 @pytest.fixture
 def panel(tmp_path) -> Path:
-    rng = np.random.default_rng(3)
-    arrays = {}
-    for name in NAMES:
-        arrays[f"{name}/Q"] = rng.standard_normal((4, 2))
-        arrays[f"{name}/K"] = rng.standard_normal((4, 2))
-    path = tmp_path / "p.npz"
-    np.savez(path, **arrays)
-    return path
+    return write_qk_panel(tmp_path / "p.npz", NAMES, seed=3, rows=(4, 4))
 
 
 @pytest.fixture

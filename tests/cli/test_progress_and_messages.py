@@ -13,12 +13,12 @@ import subprocess
 from pathlib import Path
 
 import matplotlib
-import numpy as np
 import pytest
 
 matplotlib.use("Agg")
 
 from conftest import SOFTRANK_CMD, VERIFY_CMD, assert_one_line_error, run_softrank, run_verify  # noqa: E402
+from tests.helpers import write_qk_panel
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = ROOT / "examples" / "data" / "apache2.txt"
@@ -36,12 +36,7 @@ def _has(*modules: str) -> bool:
 
 @pytest.fixture(scope="module")
 def panel(tmp_path_factory) -> Path:
-    rng = np.random.default_rng(33)
-    widths = {name: int(name.split("/")[2][1:]) for name in NAMES}  # tiny/doc/w<n>/...: n x n operators
-    arrays = {f"{name}/{leaf}": rng.standard_normal((n, 2)) for name, n in widths.items() for leaf in "QK"}
-    path = tmp_path_factory.mktemp("panel") / "tiny.npz"
-    np.savez(path, **arrays)
-    return path
+    return write_qk_panel(tmp_path_factory.mktemp("panel") / "tiny.npz", NAMES, seed=33)  # w<n>: n x n
 
 
 @pytest.fixture(scope="module")

@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 
 from conftest import WORK_MODULES, assert_one_line_error, run_softrank, run_softrank_traced, run_verify
+from tests.helpers import files_below
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = [("tiny/doc/w16/L0H0", 16), ("tiny/doc/w16/L1H0", 16), ("tiny/doc/w32/L0H0", 32), ("tiny/doc/w32/L1H0", 32),
@@ -107,10 +108,6 @@ def operator_rows(page: _Page) -> dict[str, list[str]]:
 
 def local_target(page: Path, url: str) -> Path:
     return (page.parent / urllib.parse.unquote(url)).resolve()
-
-
-def files_below(folder: Path) -> list[str]:
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
 def report_json(folder: Path, *args) -> dict:

@@ -29,6 +29,7 @@ import pytest
 from softrank_cert.plumbing.campaign import MANIFEST_NAME
 from softrank_cert.errors import EXIT_INVALID_INPUT, EXIT_NOT_CHECKED, EXIT_SOME_FAILED
 from softrank_cert.plumbing.parallel import run_tasks
+from tests.helpers import certificate_contents as contents
 
 EPS = "0.1,0.25,0.5"
 TIMEOUT = 150
@@ -58,16 +59,6 @@ def _default_sigint() -> None:
     """Ctrl-C as at a terminal: a suite started in the background of a non-interactive shell
     inherits SIGINT ignored, and Python then leaves it ignored in every child."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def contents(folder: Path) -> dict[str, tuple]:
-    """Certificate content by relative path: operator and brackets (signatures and times excluded)."""
-    out = {}
-    for path in sorted(folder.rglob("*.json")):
-        if path.name != MANIFEST_NAME:
-            doc = json.loads(path.read_text())
-            out[str(path.relative_to(folder))] = (doc["operator"], doc["brackets"])
-    return out
 
 
 def manifest(folder: Path) -> dict:

@@ -22,9 +22,9 @@ from softrank_cert.studies.audit.table import audit_table
 from softrank_cert.errors import EXIT_INVALID_INPUT
 from softrank_cert.errors import WorkerError
 from softrank_cert.plumbing.parallel import pack_operator, run_ordered, unpack_operator
+from tests.helpers import certificate_contents as contents, softrank_subprocess as softrank
 
 EPS = "0.1,0.25,0.5"
-TIMEOUT = 120
 
 
 def assert_same(a: object, b: object) -> None:
@@ -39,22 +39,6 @@ def panel(tmp_path_factory) -> Path:
     arrays = build_panel("minilm", Path(__file__).resolve().parents[2] / "examples/data/apache2.txt", [8],
                          layers=[0, 1], heads=[0, 5])
     return write_panel(tmp_path_factory.mktemp("panel") / "tiny.npz", arrays)
-
-
-def softrank(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "softrank_cert.cli.main", *args], capture_output=True, text=True,
-                          timeout=TIMEOUT)
-
-
-def contents(folder: Path) -> dict[str, tuple]:
-    """Certificate content by relative path: operator and brackets (signatures and times excluded)."""
-    out = {}
-    for path in sorted(folder.rglob("*.json")):
-        if path.name == "softrank-campaign.json":  # the campaign manifest, not a certificate
-            continue
-        doc = json.loads(path.read_text())
-        out[str(path.relative_to(folder))] = (doc["operator"], doc["brackets"])
-    return out
 
 
 @pytest.fixture(scope="module")

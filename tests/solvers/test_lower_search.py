@@ -18,14 +18,10 @@ from softrank_cert.solvers.lower.moves import key_moves
 from softrank_cert.solvers.lower.search import LowerSearch
 from softrank_cert.solvers.candidates import LowerCandidate
 from softrank_cert.solvers.work import Budget, Until, one_blas_thread, seconds_units
+from tests.helpers import down_eps
 
 PANEL = Path(__file__).resolve().parents[2] / "examples" / "panels" / "minilm-apache2-w32.npz"
 EPS = [0.1, 0.25, 0.5]
-
-
-def down_eps(t: float) -> str:
-    """A decimal tolerance just below a float64 threshold."""
-    return f"{t * 0.999:.12f}"
 
 
 def for_seconds(seconds: float) -> Until:

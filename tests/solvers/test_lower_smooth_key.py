@@ -4,8 +4,6 @@ checked by the trusted kernel."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -16,20 +14,12 @@ from softrank_cert.solvers.lower.smooth_key import SmoothCharges, smooth_key_sid
 from softrank_cert.solvers.lower.starts import qr_queries, selection
 from softrank_cert.solvers.work import Budget
 from softrank_cert.util.dense import Dense, threshold
-from softrank_cert.util.operator_files import load_operators
-
-PANEL = Path(__file__).resolve().parents[2] / "examples" / "panels" / "minilm-apache2-w32.npz"
-HEAD = "minilm/apache2/w32/L0H0"
+from tests.helpers import down_eps, w32_head
 
 
 @pytest.fixture(scope="module")
 def head():
-    (item,) = load_operators(PANEL, [HEAD])
-    return item.operator, Dense.of(item.operator)
-
-
-def down_eps(t: float) -> str:
-    return f"{t * 0.999:.12f}"
+    return w32_head()
 
 
 def test_smoothed_key_side_is_close_to_the_lp_optimum_and_verifies(head) -> None:

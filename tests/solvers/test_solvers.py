@@ -9,6 +9,7 @@ from softrank_cert.kernel import Operator, Status, verify_lower, verify_upper
 from softrank_cert.solvers import CandidatePool, Dense, bracket_operator, threshold, witness_error
 from softrank_cert.util.dense import attention_matrix
 from softrank_cert.solvers.work import Budget
+from tests.helpers import down_eps
 
 
 def qk_operator(seed: int, n: int = 24, d: int = 8, scale: float = 2.0, mask: str = "none") -> Operator:
@@ -19,10 +20,6 @@ def qk_operator(seed: int, n: int = 24, d: int = 8, scale: float = 2.0, mask: st
 def up_eps(error: float) -> str:
     """A decimal tolerance just above a float64 error."""
     return f"{error * 1.0001 + 1e-9:.12f}"
-
-
-def down_eps(t: float) -> str:
-    return f"{t * 0.999:.12f}"
 
 
 @pytest.fixture(scope="module")
