@@ -32,7 +32,7 @@ def package_modules() -> list[str]:
     return sorted(_module_of(p) for p in (ROOT / PACKAGE).rglob("*.py"))
 
 
-def _source(module: str) -> Path | None:
+def _path_of(module: str) -> Path | None:
     base = ROOT.joinpath(*module.split("."))
     for path in (base.with_suffix(".py"), base / "__init__.py"):
         if path.is_file():
@@ -72,7 +72,7 @@ def eager_imports(path: Path) -> set[str]:
         for name in names:
             parts = name.split(".")
             found.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
-    return {m for m in found if m.split(".")[0] in (PACKAGE, "tests") and _source(m) is not None}
+    return {m for m in found if m.split(".")[0] in (PACKAGE, "tests") and _path_of(m) is not None}
 
 
 def loaded_by(files: Iterable[Path]) -> set[str]:
@@ -83,7 +83,7 @@ def loaded_by(files: Iterable[Path]) -> set[str]:
         module = todo.pop()
         if module not in seen:
             seen.add(module)
-            path = _source(module)
+            path = _path_of(module)
             todo.extend(eager_imports(path) if path is not None else ())
     return seen
 
