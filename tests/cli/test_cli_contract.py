@@ -141,6 +141,7 @@ def test_negative_probabilities_are_invalid_input(tmp_path, negative_a):
     assert not (tmp_path / "c.json").exists()
 
 
+@pytest.mark.slow
 def test_audit_checks_outputs_before_work_and_writes_nothing_on_failure(tmp_path, table_rows):
     base = ["audit", table_rows, "--operators", PUBLISHED / "minilm-apache2-w32.npz"]
     (tmp_path / "existing").mkdir()
@@ -444,6 +445,7 @@ def test_bad_global_option_is_one_error_line():
     assert "--max-prec" in res.stderr and "random-qk" not in res.stderr
 
 
+@pytest.mark.slow
 def test_file_modes(tmp_path, tiny_panel, table_rows):
     """Published files (certificates, reports, plots, signed copies) 0644; private keys 0600."""
     def mode(path: Path) -> int:

@@ -87,6 +87,7 @@ def test_work_option_is_recorded_and_bounds_the_search(tmp_path):
     assert code == 0 and json.loads(out)["budget_work"] is None and json.loads(out)["budget_seconds"] == "inf", err
 
 
+@pytest.mark.slow
 def test_resume_after_an_interruption_gives_the_same_report(tmp_path):
     code, out, err = run(*SLOWER_SWEEP, "--json")
     assert code == 0, err

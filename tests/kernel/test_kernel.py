@@ -615,6 +615,7 @@ def _repo_python_files():
         yield from sorted((REPO / folder).rglob("*.py"))
 
 
+@pytest.mark.slow
 def test_only_verdict_py_names_the_seal_and_only_decide_builds_verdicts():
     """Issue 13, item 1: ``kernel/verdict.py`` is the only module (product, tests, scripts) that
     names the seal, and inside it only :func:`decide` calls ``Verdict(...)``; no other product

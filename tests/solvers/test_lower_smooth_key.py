@@ -46,6 +46,7 @@ def _search(d: Dense, smooth: tuple[str, ...], got: list, work: float = 6000.0) 
     return s
 
 
+@pytest.mark.slow
 def test_large_k_family_lifts_the_search_deterministically(head) -> None:
     """With the LP family off and general_max_k lowered to 4, the large-k family lifts eps 0.25
     from the signed groups' k = 7 to 8 (as the LP family does); every handed-over pair

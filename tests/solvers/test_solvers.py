@@ -80,6 +80,7 @@ def test_spent_pool_runs_nothing_but_the_truncated_svd(dense: tuple[Operator, De
 EPS = ["0.05", "0.1", "0.25", "0.5", "0.9"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_brackets_sound_and_monotone(seed: int) -> None:
     op = qk_operator(seed, scale=1.0 + seed)

@@ -152,6 +152,7 @@ def synthetic(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_cli_json_plot_table(tmp_path, synthetic):
     run = softrank("budgets", str(PANEL), str(synthetic), "--budgets", "4,8,16", "--eps", "0.25", "--json",
                    "--out", str(tmp_path / "r.json"), "--plot", str(tmp_path / "b.png"), "--table", str(tmp_path / "b.md"))
@@ -183,6 +184,7 @@ def test_cli_table_output(capsys):
     assert "softrank budgets at eps 0.5" in out and "apache2" in out and "6 operators" in out
 
 
+@pytest.mark.slow
 def test_jobs_give_identical_results(tmp_path, synthetic):
     base = ["budgets", str(PANEL), str(synthetic), "--budgets", "4,8,16", "--eps", "0.25", "--json",
             "--budget-seconds", "inf"]
