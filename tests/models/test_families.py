@@ -30,7 +30,8 @@ from softrank_cert.models.dinov2_onnx import INSTALL as DINOV2_INSTALL  # noqa: 
 from softrank_cert.models.hf_capture import capture_attention  # noqa: E402
 from softrank_cert.models.hf_panel import HFCheckpoint, hf_panel, load_image, open_gguf, text_blocks  # noqa: E402
 from softrank_cert.models.packaged import SPLIT_GGUF, package_file  # noqa: E402
-from tests.models.test_gguf import _reference, _softmax  # noqa: E402
+from tests.helpers import operator_softmax as _softmax  # noqa: E402
+from tests.models.test_gguf import _reference  # noqa: E402
 
 APACHE = Path(__file__).resolve().parents[2] / "examples" / "data" / "apache2.txt"
 WIDTH = 24
