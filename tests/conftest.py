@@ -42,6 +42,14 @@ BAD_DIR = TESTS / "data" / "bad"
 _TIER_GUARD = TierGuard()
 
 
+def pytest_collectstart(collector) -> None:
+    _TIER_GUARD.collect_start(collector)
+
+
+def pytest_collectreport(report) -> None:
+    _TIER_GUARD.collect_report(report)
+
+
 def pytest_collection_finish(session) -> None:
     _TIER_GUARD.collection_finished(session)
 

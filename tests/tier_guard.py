@@ -3,12 +3,12 @@ arguments, no ``-k``) that passed fails when some module of ``softrank_cert`` wa
 a test that ran.
 
 A module counts as loaded by the run when it was imported while the selected tests ran, or when
-a test file with at least one selected test imports it at its top, directly or through the
-imports that run when the named modules load (module-level ones, ``TYPE_CHECKING`` blocks and
+a test file with at least one selected test loaded it first when pytest imported the file, or
+imports it at its top, directly or through the imports that run when the named modules load (module-level ones, ``TYPE_CHECKING`` blocks and
 function bodies left out; ``tests.*`` helper modules followed like the package's own).  A slow
 test file's imports do not count in the fast tier, though pytest imports every file to collect
-it.  Wired into pytest by ``conftest.py`` (``pytest_collection_finish`` and
-``pytest_sessionfinish``).
+it.  Wired into pytest by ``conftest.py`` (``pytest_collectstart``, ``pytest_collectreport``,
+``pytest_collection_finish`` and ``pytest_sessionfinish``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import ast
 import sys
 from pathlib import Path
 from collections.abc import Iterable
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "softrank_cert"
@@ -107,15 +109,26 @@ class TierGuard:
     def __init__(self) -> None:
         self.before_run: set[str] = set()
         self.selected_files: set[Path] = set()
+        self.by_file: dict[Path, set[str]] = {}  # what importing each test file loaded first
+        self._before_file: set[str] = set()
+
+    def collect_start(self, collector) -> None:
+        if isinstance(collector, pytest.Module):
+            self._before_file = set(sys.modules)
+
+    def collect_report(self, report) -> None:
+        if report.nodeid.endswith(".py") and "::" not in report.nodeid:
+            self.by_file[Path(str(report.fspath)).resolve()] = set(sys.modules) - self._before_file
 
     def collection_finished(self, session) -> None:
         self.before_run = set(sys.modules)
-        self.selected_files = {Path(str(item.path)) for item in session.items}
+        self.selected_files = {Path(str(item.path)).resolve() for item in session.items}
 
     def session_finished(self, session, exitstatus: int) -> None:
         if exitstatus != 0 or not whole_suite(session.config):
             return
-        ran = {m for m in set(sys.modules) - self.before_run if m.split(".")[0] == PACKAGE}
+        ran = set(sys.modules) - self.before_run
+        ran.update(*(self.by_file.get(f, set()) for f in self.selected_files))
         missing = missing_modules(ran | loaded_by(f for f in self.selected_files if f.name.startswith("test_")))
         if missing:
             tier = "fast tier" if session.config.option.markexpr else "suite"
