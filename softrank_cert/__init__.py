@@ -19,7 +19,8 @@ parses this list and checks every import, deferred ones included; there are no i
 The trust boundary is the folder layout: layers 1-2 are the TRUSTED kernels, everything above
 them is untrusted or only orchestrates (docs/design.md section 2).
 
-0. ``errors``, ``meta``, ``blas_kernels`` -- the one exception tree with its exit codes; version and timestamps; one family of float64 kernels
+0. ``errors``, ``meta``, ``blas_kernels`` -- the one exception tree with its exit codes; version and timestamps;
+   one family of float64 kernels
 1. ``kernel`` -- TRUSTED: exact input parsing, Arb enclosures, the checks, the one verdict
    constructor (``kernel.float64``: the float64 path with proved rounding bounds)
 2. ``exact_kernel`` -- TRUSTED, independent: the same checks in exact rational arithmetic
@@ -46,7 +47,8 @@ from .meta import __version__  # noqa: E402 (after pin_kernels, above)
 _API = {
     "Operator": "kernel", "Status": "kernel", "Verdict": "kernel",
     "load_operator": "api", "load_panel": "api", "operator_id": "api", "bracket": "api", "verify": "api",
-    "profile": "api", "operator_provenance": "api", "capture": "api", "load_gguf": "api", "BracketResult": "plumbing.bracketing", "VerifyReport": "api",
+    "profile": "api", "operator_provenance": "api", "capture": "api", "load_gguf": "api",
+    "BracketResult": "plumbing.bracketing", "VerifyReport": "api",
     "Profile": "studies.profile.curves", "LowerStep": "studies.profile.curves", "UpperStep": "studies.profile.curves",
     "SoftrankError": "errors", "InvalidInputError": "errors",
 }

@@ -42,7 +42,8 @@ from .verification import VerifyReport, verify_certificate_bytes, verify_certifi
 Progress = Callable[[str, float, float], None]
 
 __all__ = [
-    "BracketResult", "Operator", "VerifyReport", "bracket", "capture", "load_gguf", "load_operator", "load_panel", "operator_id", "operator_provenance", "parse_eps", "profile", "verify",
+    "BracketResult", "Operator", "VerifyReport", "bracket", "capture", "load_gguf", "load_operator", "load_panel",
+    "operator_id", "operator_provenance", "parse_eps", "profile", "verify",
 ]
 
 
@@ -250,7 +251,8 @@ def verify(source: str | os.PathLike[str] | bytes | Mapping[str, Any], *, truste
 
     if isinstance(max_memory, str):
         max_memory = parse_size(max_memory, "max_memory")
-    options: dict[str, Any] = {"trusted_keys": _trusted(trusted_keys), "require_signature": require_signature, "max_prec": max_prec,
+    options: dict[str, Any] = {"trusted_keys": _trusted(trusted_keys), "require_signature": require_signature,
+                               "max_prec": max_prec,
                "kernel": kernel, "memory_limit": process_limit(max_memory) if kernel in ("auto", "arb") else None}
     if isinstance(source, (bytes, bytearray, memoryview)):
         return verify_certificate_bytes(bytes(source), **options)

@@ -30,7 +30,8 @@ from importlib import metadata
 CORETYPE = "Haswell"
 #: numpy's dispatch targets above AVX2: the names of numpy >= 2.4, and of the releases before it.
 NUMPY_ABOVE_AVX2 = "X86_V4 AVX512_ICL AVX512_SPR"
-NUMPY_ABOVE_AVX2_BEFORE_2_4 = "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR"
+NUMPY_ABOVE_AVX2_BEFORE_2_4 = ("AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL "
+                               "AVX512_SPR")
 _NEEDED_FLAGS = frozenset({"avx2", "fma"})
 
 

@@ -123,7 +123,8 @@ class VerifyReport:
         return f"<VerifyReport {self.operator_id}: {status}; eps {body}{signed}>"
 
 
-def check_signature(document: dict[str, Any], *, trusted_keys: frozenset[str] | None, require_signature: bool) -> str | None:
+def check_signature(document: dict[str, Any], *, trusted_keys: frozenset[str] | None,
+                    require_signature: bool) -> str | None:
     """Step 6: the signer's verification method, or None for an unsigned certificate."""
     if "proof" not in document:
         if require_signature or trusted_keys is not None:
@@ -154,7 +155,8 @@ def _kernel_functions(kernel: str) -> Checks:
         from . import exact_kernel as ek  # second trusted kernel (softrank_cert/exact_kernel)
 
         wrap = _within_exact_limits
-        return wrap(ek.verify_lower), wrap(ek.verify_trivial_lower), wrap(ek.verify_trivial_upper), wrap(ek.verify_upper)
+        return (wrap(ek.verify_lower), wrap(ek.verify_trivial_lower), wrap(ek.verify_trivial_upper),
+                wrap(ek.verify_upper))
     raise InvalidInputError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
 
 

@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 
 from tests.oracle import allowed_mask, masked_softmax, transcendental_edge_error
+from tests.tier_guard import TierGuard
 
 TESTS = Path(__file__).resolve().parent
 #: Why the reference tests skip where torch or transformers do not import (only they need them).
@@ -35,6 +36,27 @@ REFERENCE_SKIP = ("the reference tests compare with Hugging Face transformers, w
                   "pip install torch --index-url https://download.pytorch.org/whl/cpu (the CPU build), then "
                   "pip install -e '.[reference]'")
 BAD_DIR = TESTS / "data" / "bad"
+
+#: A whole run (the suite, or the fast tier ``-m "not slow"``) that leaves a module of the package
+#: unloaded by every test it ran fails (tests/tier_guard.py).
+_TIER_GUARD = TierGuard()
+
+
+def pytest_collectstart(collector) -> None:
+    _TIER_GUARD.collect_start(collector)
+
+
+def pytest_collectreport(report) -> None:
+    _TIER_GUARD.collect_report(report)
+
+
+def pytest_collection_finish(session) -> None:
+    _TIER_GUARD.collection_finished(session)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    _TIER_GUARD.session_finished(session, exitstatus)
+
 CREATED = "2026-01-02T03:04:05Z"
 
 

@@ -66,6 +66,7 @@ def tutorial_example() -> str:
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
+@pytest.mark.slow
 def test_tutorial_example_runs_and_writes_only_to_its_scratch_folder(tmp_path, monkeypatch, capsys):
     (tmp_path / "examples").symlink_to(ROOT / "examples")  # the example's relative paths
     monkeypatch.chdir(tmp_path)

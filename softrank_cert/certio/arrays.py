@@ -80,7 +80,8 @@ def decode_array(obj: dict[str, Any], where: str) -> np.ndarray:
     nbytes = shape[0] * shape[1] * 8
     data = obj["data"]
     if len(data) != 4 * ((nbytes + 2) // 3):
-        raise CertificateFormatError(f"{where}: base64 data has {len(data)} characters, shape {list(shape)} needs {4 * ((nbytes + 2) // 3)}")
+        raise CertificateFormatError(f"{where}: base64 data has {len(data)} characters, shape {list(shape)} needs "
+                                     f"{4 * ((nbytes + 2) // 3)}")
     raw, digest = _decode_and_hash(data, nbytes, where)
     if digest != obj["sha256"]:
         raise HashMismatchError(f"{where}: SHA-256 of the data does not match the declared sha256")

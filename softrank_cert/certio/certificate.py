@@ -104,7 +104,8 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _no_float(text: str) -> Any:
-    raise CertificateFormatError(f"JSON number {text[:30]!r} is not an integer; exact values are decimal strings or base64 arrays")
+    raise CertificateFormatError(f"JSON number {text[:30]!r} is not an integer; exact values are decimal strings or "
+                                 "base64 arrays")
 
 
 def _no_constant(text: str) -> Any:
@@ -118,7 +119,8 @@ def parse_json_strict(raw: bytes) -> Any:
     except UnicodeDecodeError:
         raise CertificateFormatError("file is not UTF-8 text") from None
     try:
-        document = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_float=_no_float, parse_constant=_no_constant)
+        document = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_float=_no_float,
+                              parse_constant=_no_constant)
         if b"\\u" in raw:  # strict UTF-8 has no surrogates: only a \\u escape can make a lone one
             _refuse_lone_surrogates(document)
         return document
@@ -209,7 +211,8 @@ def decode_certificate(document: Any) -> Certificate:
     check_schema(document)                                                               # 2.
     op_doc = document["operator"]
     arrays = {name: decode_array(obj, f"operator.arrays.{name}") for name, obj in op_doc["arrays"].items()}  # 3.
-    operator = Operator(kind=op_doc["kind"], arrays=arrays, beta=op_doc.get("beta", "inv_sqrt_d"), mask=op_doc["mask"])  # 4.
+    operator = Operator(kind=op_doc["kind"], arrays=arrays, beta=op_doc.get("beta", "inv_sqrt_d"),  # 4.
+                        mask=op_doc["mask"])
     m, n = operator.shape
     brackets = []
     for index, item in enumerate(document["brackets"]):                                  # 5.
@@ -234,7 +237,8 @@ def decode_certificate(document: Any) -> Certificate:
             upper = UpperEnd(upper_doc["r"], upper_doc["construction"])
             expected = operator.p if upper.construction == "identity" else 0
             if upper.r != expected:
-                raise CertificateFormatError(f"{where}.upper: the {upper.construction} witness has r = {expected}, not {upper.r}")
+                raise CertificateFormatError(f"{where}.upper: the {upper.construction} witness has r = {expected}, "
+                                             f"not {upper.r}")
         brackets.append(Bracket(item["eps"], lower, upper, eps_value))
     return Certificate(op_doc["id"], operator, tuple(brackets), dict(op_doc.get("provenance", {})), document)
 
@@ -282,7 +286,8 @@ def certificate_document(operator_id: str, operator: Operator, brackets: list[Br
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
         "operator": operator_document(operator_id, operator, provenance),
-        "brackets": [{"eps": b.eps, "lower": lower_document(b.lower), "upper": upper_document(b.upper)} for b in brackets],
+        "brackets": [{"eps": b.eps, "lower": lower_document(b.lower), "upper": upper_document(b.upper)}
+                     for b in brackets],
         "generator": {"name": "softrank-cert", "version": __version__, "created": created},
     }
     try:

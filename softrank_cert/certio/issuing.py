@@ -47,7 +47,8 @@ def certificate_for(name: str, op: Operator, brackets: Iterable[VerifiedBracket]
                                          f"at eps {b.eps}")
         plain.append(Bracket(b.eps, LowerEnd(b.lower.k, b.lower.method, b.lower.X, b.lower.Y),
                              UpperEnd(b.upper.r, b.upper.construction, b.upper.U, b.upper.W)))
-    document = certificate_document(name, op, plain, created=utc_now_rfc3339(), provenance=dict(provenance or {}) or None)
+    document = certificate_document(name, op, plain, created=utc_now_rfc3339(),
+                                    provenance=dict(provenance or {}) or None)
     return signed(document, key)
 
 

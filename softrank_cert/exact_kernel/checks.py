@@ -53,7 +53,8 @@ def check_limits(op: Operator) -> None:
             f"exact kernel limit: operator is {m}x{n} = {m * n} entries, the exact kernel checks at most "
             f"{MAX_OPERATOR_ENTRIES} (use --kernel arb)")
     if op.kind == "qk" and (op.head_dim or 0) > MAX_HEAD_DIM:
-        raise SizeLimitError(f"exact kernel limit: head dimension {op.head_dim} exceeds {MAX_HEAD_DIM} (use --kernel arb)")
+        raise SizeLimitError(f"exact kernel limit: head dimension {op.head_dim} exceeds {MAX_HEAD_DIM} "
+                             "(use --kernel arb)")
 
 
 def _outcome(attempt: Callable[[int], Attempt], prec: int) -> Attempt:
@@ -70,7 +71,8 @@ def _decide(side: str, rank: int, eps: str, method: str, max_prec: int, attempt:
 def _exact(side: str, rank: int, eps: str, method: str, decision: bool, margin: tuple[Fraction, Fraction] | None,
            value: tuple[Fraction, Fraction] | None, reason: str) -> Verdict:
     """A verdict of an exact comparison (K7; precision 0)."""
-    return decide(side, rank, eps, method, [("rational", 0, lambda: (decision, margin, value, "exact kernel: " + reason))])
+    return decide(side, rank, eps, method,
+                  [("rational", 0, lambda: (decision, margin, value, "exact kernel: " + reason))])
 
 
 def _check_rank(name: str, value: object, top: int) -> int:
@@ -268,7 +270,8 @@ def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *
     nx, ny = dyadic(_max_row_abs_sum(x), sx), dyadic(_max_row_abs_sum(y), sy)
     c = eps_q * nx * ny  # the product is c * ||M^{-1}||
 
-    def report(inv_lo: Fraction, inv_hi: Fraction, prec: int) -> tuple[tuple[Fraction, Fraction], tuple[Fraction, Fraction]]:
+    def report(inv_lo: Fraction, inv_hi: Fraction,
+               prec: int) -> tuple[tuple[Fraction, Fraction], tuple[Fraction, Fraction]]:
         margin = round_interval(1 - c * inv_hi, 1 - c * inv_lo, prec + 16)
         value = round_interval(1 / (nx * ny * inv_hi), 1 / (nx * ny * inv_lo), prec + 16)
         return margin, value
@@ -311,7 +314,8 @@ def verify_lower(op: Operator, eps: str, k: int, X: np.ndarray, Y: np.ndarray, *
                 return None, None, None, "X A Y is exactly singular: the certificate proves nothing"
             inv_norm = max(sum(abs(v) for v in row) for row in exact_inv) * dyadic(1, -s_m)  # ||2**s_m mid^-1||
             decision = c * inv_norm < 1
-            return (decision, *report(inv_norm, inv_norm, prec), "eps * ||X|| * ||Y|| * ||(XAY)^-1|| against 1 (exact inverse)")
+            return (decision, *report(inv_norm, inv_norm, prec),
+                    "eps * ||X|| * ||Y|| * ||(XAY)^-1|| against 1 (exact inverse)")
         return None, None, None, "X A Y not proved invertible at this precision"
 
     return _decide("lower", k, eps, method, max_prec, attempt)
@@ -340,7 +344,8 @@ def verify_trivial_upper(op: Operator, eps: str, r: int, *, max_prec: int = DEFA
     if r != 0:
         raise InvalidInputError(f"a trivial upper end must have r = 0 or r = p = {op.p}, got {r!r}")
     norm = _norm_a(op, max_prec)
-    return _exact("upper", 0, eps, "zero", norm <= eps_q, (eps_q - norm, eps_q - norm), (norm, norm), "||A|| against eps (exact)")
+    return _exact("upper", 0, eps, "zero", norm <= eps_q, (eps_q - norm, eps_q - norm), (norm, norm),
+                  "||A|| against eps (exact)")
 
 
 def verify_trivial_lower(op: Operator, eps: str, k: int, *, max_prec: int = DEFAULT_MAX_PREC) -> Verdict:
@@ -353,4 +358,5 @@ def verify_trivial_lower(op: Operator, eps: str, k: int, *, max_prec: int = DEFA
     if k != 1:
         raise InvalidInputError(f"a trivial lower end must have k = 0 or k = 1, got {k!r}")
     norm = _norm_a(op, max_prec)
-    return _exact("lower", 1, eps, "trivial", norm > eps_q, (norm - eps_q, norm - eps_q), (norm, norm), "||A|| against eps (exact)")
+    return _exact("lower", 1, eps, "trivial", norm > eps_q, (norm - eps_q, norm - eps_q), (norm, norm),
+                  "||A|| against eps (exact)")

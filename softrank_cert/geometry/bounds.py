@@ -256,8 +256,8 @@ def phi_bound(kappa: Bound, tau: Bound, eps: str, r: int) -> Bound:
     if t_lo < eps_q:  # exact rational comparison
         (ball,) = _retry(lambda prec: (phi(k_lo, t_lo),))
         lo = Bound.of(ball).lo
-    if kappa.hi is not None and tau.hi is not None and tau.hi < eps_q:
-        (ball,) = _retry(lambda prec: (phi(max(kappa.hi, Fraction(0)), max(tau.hi, Fraction(0))),))
+    if (k_hi := kappa.hi) is not None and (t_hi := tau.hi) is not None and t_hi < eps_q:
+        (ball,) = _retry(lambda prec: (phi(max(k_hi, Fraction(0)), max(t_hi, Fraction(0))),))
         hi = Bound.of(ball).hi
     return Bound(lo, hi)
 

@@ -41,7 +41,7 @@ def rank_grid(op: Operator, ranks: Sequence[int] | None = None) -> list[int]:
         if not grid:
             raise InvalidInputError(f"--ranks: no rank in [1, {op.p}] for a {op.shape[0]} x {op.shape[1]} operator")
         return grid
-    top = min(op.head_dim, op.p) if op.kind == "qk" else op.p - 1
+    top: int = min(op.head_dim, op.p) if op.kind == "qk" else op.p - 1  # type: ignore[type-var, assignment]  # qk
     top = max(1, min(top, MAX_GRID_RANK))
     return sorted({r for r in GRID if r <= top} | {top})
 
@@ -170,7 +170,8 @@ def operator_geometry(op: Operator, grid: list[int], eps_list: list[str]) -> Geo
     intrinsic: dict[str, tuple[Any, int | None]] = {}
     for eps in eps_list:
         eps_q, eps_f = parse_tolerance(eps), float(parse_tolerance(eps))
-        estimates = sorted((_phi_estimate(r, by_r[r].kappa_float, by_r[r].tau_float, eps_f), r) for r in factors)
+        estimates = sorted((_phi_estimate(r, by_r[r].kappa_float, by_r[r].tau_float, eps_f), r)  # type: ignore[arg-type]
+                           for r in factors)  # (a rank has factors once its kappa_float is set)
         best: tuple[Any, int | None] = (None, None)
         threshold = math.inf
         for estimate, r in estimates:
@@ -194,6 +195,7 @@ def operator_geometry(op: Operator, grid: list[int], eps_list: list[str]) -> Geo
         gamma = native_gamma(op)
         zero = Bound(Fraction(0), Fraction(0))
         for eps in eps_list:
-            phi = phi_bound(gamma, zero, eps, op.head_dim)
-            native[eps] = Bound(_log_bound(max(phi.lo, Fraction(1))).lo, _log_bound(phi.hi).hi)
+            phi = phi_bound(gamma, zero, eps, op.head_dim)  # type: ignore[arg-type]  # qk: a head_dim
+            native[eps] = Bound(_log_bound(max(phi.lo, Fraction(1))).lo,  # type: ignore[type-var, arg-type]
+                                _log_bound(phi.hi).hi)  # type: ignore[arg-type]  # tau 0, gamma finite: both ends set
     return Geometry(C.tobytes(), c_bounds, ranks, intrinsic, gamma, native)

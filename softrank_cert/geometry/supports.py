@@ -85,7 +85,7 @@ def support_points(support: str, dim: int, n: int, seed: int = 0) -> np.ndarray:
         if dim == 1:
             P = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)[:, None]
         elif dim == 2:
-            t = 2 * np.pi * np.arange(n) / n
+            t: np.ndarray = 2 * np.pi * np.arange(n) / n
             P = np.stack([np.cos(t), np.sin(t)], axis=1)
         elif dim == 3:
             P = _fibonacci_sphere(n)

@@ -19,11 +19,12 @@ from .exact_inputs import (arb_lower_fraction, arb_upper_fraction, float64_matri
                     fraction_to_arb, parse_tolerance)
 from .float64.fpenv import require_ieee_environment
 from .operator import MAX_DIM, MAX_ENTRIES, Operator, check_shape, checked_float64
-from .verdict import (DEFAULT_MAX_PREC, LIMIT_MAX_PREC, OUT_OF_MEMORY, START_PREC, Status, Verdict, decide, precision_schedule,
-                      working_precision)
+from .verdict import (DEFAULT_MAX_PREC, LIMIT_MAX_PREC, OUT_OF_MEMORY, START_PREC, Status, Verdict, decide,
+                      precision_schedule, working_precision)
 
 __all__ = [  # the exact operator and its inputs; the checks and their verdicts; decide; the enclosure API
-    "MAX_DIM", "MAX_ENTRIES", "Operator", "check_shape", "checked_float64", "float_to_decimal_string", "parse_tolerance",
+    "MAX_DIM", "MAX_ENTRIES", "Operator", "check_shape", "checked_float64", "float_to_decimal_string",
+    "parse_tolerance",
     "DEFAULT_MAX_PREC", "LIMIT_MAX_PREC", "OUT_OF_MEMORY", "START_PREC", "Status", "Verdict", "precision_schedule",
     "verify_lower", "verify_trivial_lower", "verify_trivial_upper", "verify_upper", "decide",
     "arb_lower_fraction", "arb_upper_fraction", "float64_matrix_to_arb", "fraction_to_arb",

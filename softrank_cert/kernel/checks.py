@@ -53,7 +53,8 @@ def _arb_outcome(attempt: Callable[[int], Attempt], prec: int) -> Outcome:
 
 
 def _stages(engine: str, max_prec: int, float64_attempt: Callable[[], Outcome],
-            attempt: Callable[[int], Attempt], rowblock_attempt: Callable[[], Outcome] | None = None) -> Iterator[Stage]:
+            attempt: Callable[[int], Attempt],
+            rowblock_attempt: Callable[[], Outcome] | None = None) -> Iterator[Stage]:
     """The float64 paths (:func:`float64_stages`: rowblock-bounds.md R4, R7; float64-bounds.md F6-F7), then the
     Arb balls at every precision of the schedule (auto/arb; precision-retry.md P1-P2): each sound on its own."""
     yield from float64_stages(engine, float64_attempt, rowblock_attempt)
@@ -139,7 +140,8 @@ def _norm_claim(op: Operator, eps: str, eps_q: Fraction, side: str, rank: int, m
     softmax rows (an exact comparison) and enclosed by Lemma U3 for ``probabilities``."""
     above = side == "lower"
     if op.row_sums_exactly_one():
-        return _trivial(side, rank, eps, method, eps_q < 1 if above else eps_q >= 1, "||A|| = 1 exactly for softmax rows")
+        return _trivial(side, rank, eps, method, eps_q < 1 if above else eps_q >= 1,
+                        "||A|| = 1 exactly for softmax rows")
 
     def attempt(prec: int) -> Attempt:
         norm, eps_ball = enclosure(op, prec).row_abs_sum_max, fraction_to_arb(eps_q)

@@ -76,7 +76,8 @@ class Enclosure:
         for i, length in enumerate(lengths):
             row = entries[i * n : i * n + length]
             # c_i = beta * g_i (qk) or g_i (scores), g_i the double or the midpoint of the Arb top (Lemma 1: any real)
-            g = arb(shifts[i]) if shifts[i] is not None else (functools.reduce(arb.max, [sign * x for x in row]) * sign).mid()
+            g = (arb(shifts[i]) if shifts[i] is not None
+                 else (functools.reduce(arb.max, [sign * x for x in row]) * sign).mid())
             exps = [(x - g).exp() for x in row] if beta is None else [((x - g) * beta).exp() for x in row]
             total = sum(exps, zero)
             probs.extend(e / total for e in exps)

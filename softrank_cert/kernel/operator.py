@@ -118,7 +118,8 @@ class Operator:
         if self.kind == "qk":
             q, k = arrays["Q"], arrays["K"]
             if q.shape[1] != k.shape[1]:
-                raise InvalidOperatorError(f"Q is {q.shape[0]}x{q.shape[1]} but K is {k.shape[0]}x{k.shape[1]}: head dimensions differ")
+                raise InvalidOperatorError(f"Q is {q.shape[0]}x{q.shape[1]} but K is {k.shape[0]}x{k.shape[1]}: "
+                                           "head dimensions differ")
             if q.shape[0] * k.shape[0] > MAX_ENTRIES:
                 raise SizeLimitError(f"operator would have {q.shape[0] * k.shape[0]} entries, limit {MAX_ENTRIES}")
             if self.beta != "inv_sqrt_d":
@@ -126,12 +127,16 @@ class Operator:
         elif self.beta != "inv_sqrt_d":
             raise InvalidOperatorError(f"beta applies to 'qk' operators only, not {self.kind!r}")
         if self.mask == "causal" and self.kind == "probabilities":
-            raise InvalidOperatorError("the causal mask applies to qk and scores operators; a probabilities operator carries its zeros in A")
+            raise InvalidOperatorError("the causal mask applies to qk and scores operators; a probabilities operator "
+                                       "carries its zeros in A")
         if self.kind == "probabilities" and len(bad := np.argwhere(arrays["A"] < 0)):  # A is an attention matrix
-            raise InvalidOperatorError(f"A has {len(bad)} negative entr{'y' if len(bad) == 1 else 'ies'} (e.g. A[{bad[0][0]}, {bad[0][1]}] = {float(arrays['A'][tuple(bad[0])])!r}): a probabilities operator needs A >= 0")
+            raise InvalidOperatorError(f"A has {len(bad)} negative entr{'y' if len(bad) == 1 else 'ies'} "
+                                       f"(e.g. A[{bad[0][0]}, {bad[0][1]}] = {float(arrays['A'][tuple(bad[0])])!r}): "
+                                       "a probabilities operator needs A >= 0")
         m, n = self.shape
         if self.mask == "causal" and m > n:
-            raise InvalidOperatorError(f"a causal operator needs m <= N (queries are the last m of N positions), got {m}x{n}")
+            raise InvalidOperatorError(f"a causal operator needs m <= N (queries are the last m of N positions), "
+                                       f"got {m}x{n}")
 
     @classmethod
     def from_qk(cls, Q: object, K: object, beta: object = None, causal: bool = False) -> Operator:
@@ -154,7 +159,8 @@ class Operator:
         """Compact, never the arrays: kind, m x N, beta, mask and api.operator_id's hash of the exact inputs."""
         parts = [f"|{name}{list(a.shape)}".encode() + a.tobytes() for name, a in sorted(self.arrays.items())]
         digest = hashlib.sha256(f"{self.kind}|{self.beta}|{self.mask}".encode() + b"".join(parts)).hexdigest()[:12]
-        return f"Operator({self.kind}, {self.shape[0]}x{self.shape[1]}, beta={self.beta}, mask={self.mask}, sha256-{digest})"
+        return (f"Operator({self.kind}, {self.shape[0]}x{self.shape[1]}, beta={self.beta}, mask={self.mask}, "
+                f"sha256-{digest})")
 
     @property
     def shape(self) -> tuple[int, int]:

@@ -120,7 +120,8 @@ class Verdict:
         return f"r_eps {'<=' if self.side == 'upper' else '>='} {self.rank}"
 
     def __repr__(self) -> str:
-        return f"Verdict({self.status.value}, {self.claim}, eps={self.eps}, method={self.method}, prec={self.precision})"
+        return (f"Verdict({self.status.value}, {self.claim}, eps={self.eps}, method={self.method}, "
+                f"prec={self.precision})")
 
 
 def decide(side: str, rank: int, eps: str, method: str, stages: Iterable[Stage]) -> Verdict:

@@ -59,7 +59,7 @@ class BertModel(TextTokensMixin):
         w = lambda name: self._weight(weights, prefix + name)  # noqa: E731
         self.word, self.pos, self.type0 = w("embeddings.word_embeddings.weight"), w("embeddings.position_embeddings.weight"), w("embeddings.token_type_embeddings.weight")[0]
         self.emb_ln = (w("embeddings.LayerNorm.weight"), w("embeddings.LayerNorm.bias"))
-        self.layers = []
+        self.layers: list[dict] = []
         for i in range(self.num_layers):
             p = f"encoder.layer.{i}."
             att = p + "attention.self."
@@ -131,8 +131,8 @@ class BertModel(TextTokensMixin):
             qkv = x @ L["qkv_w"] + L["qkv_b"]  # (n, 3*hidden)
             q, k, v = (qkv[:, j * hs:(j + 1) * hs].reshape(n, self.num_heads, hd).transpose(1, 0, 2) for j in range(3))
             ctx = attend(out, i, q, k, v, beta, causal=False, record=i in wanted, probabilities=probabilities)
-            y = layer_norm(ctx @ L["o_w"] + L["o_b"] + x, *L["ln1"], self.eps)
-            x = layer_norm(self._act(y @ L["i_w"] + L["i_b"]) @ L["f_w"] + L["f_b"] + y, *L["ln2"], self.eps)
+            y = layer_norm(ctx @ L["o_w"] + L["o_b"] + x, *L["ln1"], self.eps)  # type: ignore[call-arg]  # mypy: a *Any before a positional
+            x = layer_norm(self._act(y @ L["i_w"] + L["i_b"]) @ L["f_w"] + L["f_b"] + y, *L["ln2"], self.eps)  # type: ignore[call-arg]  # mypy: a *Any before a positional
         out.hidden = x
         return out
 

@@ -31,7 +31,7 @@ import math
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, Literal, NamedTuple, overload
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -264,6 +264,10 @@ class Tensors:
     def __init__(self, weights: dict[str, np.ndarray], prefix: str, *, refuse_unused: bool = False) -> None:
         self.weights, self.prefix, self.refuse_unused = weights, prefix, refuse_unused
 
+    @overload
+    def __call__(self, name: str, shape: tuple[int, ...], present: Literal[True] = True) -> np.ndarray: ...
+    @overload
+    def __call__(self, name: str, shape: tuple[int, ...], present: bool) -> np.ndarray | None: ...
     def __call__(self, name: str, shape: tuple[int, ...], present: bool = True) -> np.ndarray | None:
         full = self.prefix + name
         if not present:
@@ -404,7 +408,7 @@ class TextTokensMixin:
     Needs ``self.tokenizer`` (or None) and ``self.max_positions``.
     """
 
-    tokenizer: object
+    tokenizer: Any  # a tokenizers.Tokenizer, or None
     max_positions: int
 
     def word_pieces(self, text: str) -> list[int]:

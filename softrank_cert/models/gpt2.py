@@ -78,7 +78,7 @@ class GPT2Model(CausalTextMixin):
         self.wte = w.embedding("wte.weight", hs)
         self.wpe = w("wpe.weight", (self.max_positions, hs))
         self.ln_f = (w("ln_f.weight", (hs,)), w("ln_f.bias", (hs,)))
-        self.layers = []
+        self.layers: list[dict] = []
         for i in range(self.num_layers):
             b = f"h.{i}."
             self.layers.append({
@@ -145,10 +145,10 @@ class GPT2Model(CausalTextMixin):
         out = AttentionOutput(hidden=x, depth=depth)
         for i in range(depth):
             L = self.layers[i]
-            qkv = layer_norm(x, *L["ln1"], self.eps) @ L["qkv_w"] + L["qkv_b"]  # (n, 3*hidden)
+            qkv = layer_norm(x, *L["ln1"], self.eps) @ L["qkv_w"] + L["qkv_b"]  # type: ignore[call-arg]  # mypy: a *Any before a positional; (n, 3*hidden)
             q, k, v = (qkv[:, j * hs:(j + 1) * hs].reshape(n, self.num_heads, hd).transpose(1, 0, 2) for j in range(3))
             ctx = attend(out, i, q, k, v, self.scaling(i), causal=True, record=i in wanted, probabilities=probabilities)
             x = x + ctx @ L["o_w"] + L["o_b"]
-            x = x + self._act(layer_norm(x, *L["ln2"], self.eps) @ L["fc_w"] + L["fc_b"]) @ L["pr_w"] + L["pr_b"]
+            x = x + self._act(layer_norm(x, *L["ln2"], self.eps) @ L["fc_w"] + L["fc_b"]) @ L["pr_w"] + L["pr_b"]  # type: ignore[call-arg]  # mypy: a *Any before a positional
         out.hidden = layer_norm(x, *self.ln_f, self.eps) if depth == self.num_layers else x
         return out

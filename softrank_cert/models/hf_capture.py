@@ -248,6 +248,8 @@ def _capture_attention(module: Any, query: Any, key: Any, value: Any, attention_
     layer = session.calls
     session.calls += 1
     wanted = session.layers is None or layer in session.layers
+    probs: Any  # with allowance: tensors whenever record is set
+    allowance: Any
     record, probs, allowance = (_examine(torch, module, query, key, attention_mask, scaling, dropout, kwargs,
                                          session, layer) if wanted else (None, None, None))
     out = eager(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)

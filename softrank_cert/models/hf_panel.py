@@ -85,7 +85,7 @@ class HFCheckpoint:
             origin: dict[str, str] = {}
             if isinstance(model, str) and model == DINOV2:
                 model, origin = dinov2_folder()
-            self.label, folder = resolve_model(model, ("config.json",))
+            self.label, folder = resolve_model(model, ("config.json",))  # type: ignore[arg-type]  # no GGUFFile here
             config_bytes = read_input_file(folder / "config.json", "config")
             meta = {"model_folder": str(folder), "config_sha256": hashlib.sha256(config_bytes).hexdigest(), **origin}
         self.folder = folder

@@ -136,7 +136,7 @@ class LlamaModel(CausalTextMixin):
         hs, nq, nkv, mi = self.hidden_size, self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim, self.intermediate
         self.embed = w.embedding("embed_tokens.weight", hs)
         self.norm = w("norm.weight", (hs,))
-        self.layers = []
+        self.layers: list[dict] = []
         for i in range(self.num_layers):
             a, m = f"layers.{i}.self_attn.", f"layers.{i}.mlp."
             qw, kw, vw = w(a + "q_proj.weight", (nq, hs)), w(a + "k_proj.weight", (nkv, hs)), w(a + "v_proj.weight", (nkv, hs))

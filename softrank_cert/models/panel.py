@@ -51,8 +51,8 @@ from .llama import LlamaModel
 from .vit import ViTModel
 
 #: ``config.json`` ``model_type`` -> loader class (a missing model_type means BERT).
-MODEL_FAMILIES: dict[str, type] = {"bert": BertModel, "gpt2": GPT2Model, "llama": LlamaModel, "qwen2": LlamaModel,
-                                   "vit": ViTModel}
+MODEL_FAMILIES: dict[str, type[AnyModel]] = {"bert": BertModel, "gpt2": GPT2Model, "llama": LlamaModel, "qwen2": LlamaModel,
+                                               "vit": ViTModel}
 AnyModel = BertModel | GPT2Model | LlamaModel | ViTModel
 
 
@@ -208,7 +208,7 @@ def write_panel(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:
 
     def save(tmp: str) -> None:
         with open(tmp, "wb") as handle:  # a handle: given a name, numpy would append ".npz"
-            np.savez_compressed(handle, **arrays)
+            np.savez_compressed(handle, **arrays)  # type: ignore[arg-type]  # stubs: a key could be allow_pickle
 
     replace_atomically(path, save, ".npz.tmp")
     return path

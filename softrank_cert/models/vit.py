@@ -110,14 +110,14 @@ class ViTModel:
         self.patch_b = w("embeddings.patch_embeddings.projection.bias", (hs,))
         self.ln_f = (w("layernorm.weight", (hs,)), w("layernorm.bias", (hs,)))
         legacy = p + "encoder.layer.0.attention.attention.query.weight" in weights
-        self.layers = []
+        self.layers: list[dict] = []
         for i in range(self.num_layers):
             n = _legacy_names(i) if legacy else _new_names(i)
             qkv_b = [w(n[s] + ".bias", (nh,), qkv_bias) for s in "qkv"]
             self.layers.append({
                 "ln1": (w(n["ln1"] + ".weight", (hs,)), w(n["ln1"] + ".bias", (hs,))),
                 "qkv_w": np.ascontiguousarray(np.concatenate([w(n[s] + ".weight", (nh, hs)) for s in "qkv"]).T),
-                "qkv_b": np.concatenate(qkv_b) if qkv_bias else None,
+                "qkv_b": np.concatenate(qkv_b) if qkv_bias else None,  # type: ignore[arg-type]  # qkv_bias: all present
                 "o_w": np.ascontiguousarray(w(n["o"] + ".weight", (hs, nh)).T), "o_b": w(n["o"] + ".bias", (hs,)),
                 "ln2": (w(n["ln2"] + ".weight", (hs,)), w(n["ln2"] + ".bias", (hs,))),
                 "fc1_w": np.ascontiguousarray(w(n["fc1"] + ".weight", (mi, hs)).T), "fc1_b": w(n["fc1"] + ".bias", (mi,)),
@@ -173,8 +173,8 @@ class ViTModel:
         if self.num_channels != 3:
             raise InvalidInputError(f"this ViT takes {self.num_channels} channels; image files are read as RGB")
         try:
-            with Image.open(io.BytesIO(data)) as img:
-                img = img.convert("RGB")
+            with Image.open(io.BytesIO(data)) as opened:
+                img = opened.convert("RGB")
                 height, width = self.image_size
                 if img.size != (width, height):
                     img = img.resize((width, height), resample=Image.Resampling.BILINEAR)
@@ -213,10 +213,10 @@ class ViTModel:
         scale = 1.0 / math.sqrt(hd)
         for i in range(depth):
             L = self.layers[i]
-            qkv = linear(layer_norm(x, *L["ln1"], self.eps), L["qkv_w"], L["qkv_b"])
+            qkv = linear(layer_norm(x, *L["ln1"], self.eps), L["qkv_w"], L["qkv_b"])  # type: ignore[call-arg]  # mypy: a *Any before a positional
             q, k, v = (qkv[:, j * H * hd:(j + 1) * H * hd].reshape(n, H, hd).transpose(1, 0, 2) for j in range(3))
             ctx = attend(out, i, q, k, v, scale, causal=False, record=i in wanted, probabilities=probabilities)
             x = x + ctx @ L["o_w"] + L["o_b"]
-            x = x + self._act(layer_norm(x, *L["ln2"], self.eps) @ L["fc1_w"] + L["fc1_b"]) @ L["fc2_w"] + L["fc2_b"]
+            x = x + self._act(layer_norm(x, *L["ln2"], self.eps) @ L["fc1_w"] + L["fc1_b"]) @ L["fc2_w"] + L["fc2_b"]  # type: ignore[call-arg]  # mypy: a *Any before a positional
         out.hidden = layer_norm(x, *self.ln_f, self.eps) if depth == self.num_layers else x
         return out

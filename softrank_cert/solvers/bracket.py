@@ -15,7 +15,7 @@ import itertools
 import math
 import time
 import weakref
-from typing import TypeVar
+from typing import Any, TypeVar
 from collections.abc import Callable
 
 from ..certio.verified import VerifiedBracket, VerifiedLower, VerifiedUpper, verify_lower_end, verify_upper_end
@@ -68,7 +68,7 @@ class Ends:
     def settle(self, pool: CandidatePool) -> None:
         """Verify candidates better than the current ends, best first, until one passes."""
         lower = itertools.takewhile(lambda c: c.k > self.lower.k, pool.lower_candidates(self.value))
-        found = first_verified(self.op, ((self.eps, c) for c in lower if self._fresh(c)))
+        found: tuple[str, Any, Any] | None = first_verified(self.op, ((self.eps, c) for c in lower if self._fresh(c)))
         if found is not None:
             self.lower = found[2]
         upper = itertools.takewhile(lambda w: w.r < self.upper.r, pool.upper_candidates(self.value))
@@ -112,8 +112,8 @@ def search_budget(m: int, n: int, work: float | None = None, budget_seconds: flo
     if work is None:
         work = default_work(m, n) if budget_seconds is None else math.inf
     timed = budget_seconds is not None and math.isfinite(budget_seconds)
-    deadline = time.perf_counter() + budget_seconds if timed else None
-    plan = units_per_second(m, n) * budget_seconds if timed else math.inf
+    deadline = time.perf_counter() + budget_seconds if timed else None  # type: ignore[operator]  # timed: a float
+    plan = units_per_second(m, n) * budget_seconds if timed else math.inf  # type: ignore[operator]  # timed: a float
     return Budget(work, deadline, plan)
 
 
@@ -136,7 +136,7 @@ def _search(pool: CandidatePool, ends: list[Ends], clock: _Clock, ops: NumpyBack
     search and the lower-pair search in alternating rounds, each round a fixed share of work."""
     budget = clock.budget
     open_ = lambda: [e for e in ends if not e.resolved]  # noqa: E731
-    settle = lambda: [e.settle(pool) for e in ends]  # noqa: E731
+    settle = lambda: [e.settle(pool) for e in ends]  # type: ignore[func-returns-value]  # for the calls  # noqa: E731
     for e in open_():  # truncated SVD: every rank's error is already known
         r = next((r for r in range(1, pool.d.p) if pool.tsvd[r] <= e.value), None)
         if r is not None:
@@ -158,7 +158,7 @@ def _search(pool: CandidatePool, ends: list[Ends], clock: _Clock, ops: NumpyBack
                         lambda eps: by_value[eps].lower.k, UPPER_SHARE * total, ops=ops)
     lower = LowerSearch(pool.d, values, pool.add_lower_pair, lambda eps: by_value[eps].upper.r,
                         lambda eps: by_value[eps].lower.k, ops=ops)
-    searches = [("smooth", upper, UPPER_SHARE), ("lower", lower, 1.0 - UPPER_SHARE)]
+    searches: list[tuple[str, Any, float]] = [("smooth", upper, UPPER_SHARE), ("lower", lower, 1.0 - UPPER_SHARE)]
     finished: set[str] = set()
     left_at_start = budget.left(), (None if budget.deadline is None else max(budget.deadline - time.perf_counter(), 0.0))
     for round_ in range(1, ROUNDS + 1):

@@ -30,7 +30,7 @@ def seal(op: Operator, eps: str, end: Any) -> VerifiedLower | VerifiedUpper | No
 
 
 def first_verified(op: Operator, attempts: Iterable[tuple[str, End]]
-                   ) -> tuple[str, End, VerifiedLower | VerifiedUpper] | None:
+                   ) -> tuple[str, End, Any] | None:
     """The first ``(eps, end)`` of ``attempts`` that the kernel VERIFIES, with its sealed end; None
     when none does.  ``attempts`` may be lazy: nothing after the first VERIFIED one is built."""
     for eps, end in attempts:

@@ -62,7 +62,7 @@ class TorchBackend:
     def matrix(self, memo: dict, A: np.ndarray, dtype: type) -> Any:
         key = ("torch", str(self.device), np.dtype(dtype).str)
         if key not in memo:  # on the CPU, float64 A is shared with numpy, not copied
-            array = np.ascontiguousarray(A, dtype=dtype)
+            array: np.ndarray = np.ascontiguousarray(A, dtype=dtype)
             host = torch.from_numpy(array if array.flags.writeable else array.copy())
             memo[key] = host if self.device.type == "cpu" else host.to(self.device)
         return memo[key]

@@ -32,7 +32,7 @@ def softmax_rows(S: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray
 def beta_float(op: Operator) -> float:
     """float64 value of the score scale of a ``qk`` operator."""
     if op.beta == "inv_sqrt_d":
-        return 1.0 / np.sqrt(op.head_dim)
+        return 1.0 / np.sqrt(op.head_dim)  # type: ignore[arg-type]  # inv_sqrt_d: a qk operator, with a head_dim
     return float(op.beta)
 
 

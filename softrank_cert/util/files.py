@@ -357,7 +357,7 @@ class OutputFiles:
             item.mkdir()
             self._made.append(item)
 
-    def stage(self, path: Path, write: Callable[[str], None], suffix: str = ".tmp") -> None:
+    def stage(self, path: Path, write: Callable[[str], object], suffix: str = ".tmp") -> None:
         """Write ``path``'s future content with ``write(temporary_path)`` (renamed at commit).
 
         A write that fails (a full disk, a folder that became unwritable) raises
@@ -444,7 +444,7 @@ class OutputFiles:
             self.rollback()
 
 
-def replace_atomically(path: Path, write: Callable[[str], None], suffix: str = ".tmp") -> None:
+def replace_atomically(path: Path, write: Callable[[str], object], suffix: str = ".tmp") -> None:
     """Create ``path`` by ``write(temporary_path)`` in the same folder, then a rename: a reader
     never sees a partial file, and a failure leaves no temporary file (or new folder) behind.
     The file gets the usual mode (0644 with umask 022)."""

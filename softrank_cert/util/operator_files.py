@@ -158,13 +158,14 @@ def operator_names(path: str | os.PathLike[str]) -> list[str]:
     return sorted(_group(npz_headers(path), path.stem), key=natural_key)
 
 
-def operator_shapes(path: str | Path) -> list[tuple[str, str, tuple[int, int]]]:
+def operator_shapes(path: str | Path) -> list[tuple[str, str, tuple[int, ...]]]:
     """``(name, kind, (m, N))`` of every operator of an ``.npz`` file, from the headers only."""
     path = Path(path)
     _check_file(path)
     headers = npz_headers(path)
     out = []
     for name, leaves in sorted(_group(headers, path.stem).items(), key=lambda item: natural_key(item[0])):
+        shape: tuple[int, ...]
         if "Q" in leaves:
             kind, shape = "qk", (headers[leaves["Q"]][0][0], headers[leaves["K"]][0][0] if "K" in leaves else -1)
         else:

@@ -164,7 +164,7 @@ class OperatorProgress:
         """Count one more finished operator on the bar (completion order)."""
         if self._bar is not None:
             self._bar.update(self._task, advance=1, stage="", total=self.total,
-                             **({"description": safe_text(name)} if name is not None else {}))
+                             description=safe_text(name) if name is not None else None)
 
     def finished(self, name: str, summary: str = "") -> None:
         """One line for a finished operator when stderr is not a terminal."""

@@ -32,6 +32,7 @@ def sampled(tmp_path_factory):
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_no_false_or_tampered_certificate_is_accepted(sampled):
     assert sampled["accepted"] == 0, sampled["accepted_examples"][:2]
     assert sampled["kernel_decided_conflicts"] == 0, sampled["disagreement_examples"][:2]

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from softrank_cert.verification import verify_certificate_file
 from tests.adversarial.mutations import SEEDS
 
@@ -27,6 +29,7 @@ def test_seed_documents_verify(tmp_path):
             assert verify_certificate_file(path, kernel=kernel).exit_code == 0, (i, kernel)
 
 
+@pytest.mark.slow
 def test_fuzz_pipeline_never_crashes(tmp_path):
     out = tmp_path / "fuzz.json"
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fuzz_cli.py"), "--examples", "400", "--seed", "1234",

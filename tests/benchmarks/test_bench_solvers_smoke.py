@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_bench_solvers_smoke(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_solvers.py"), "--smoke",
                           "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=300)

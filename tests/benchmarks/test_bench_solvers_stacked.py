@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,6 +18,7 @@ from softrank_cert.models import load_model
 from softrank_cert.models.panel import _head_operators
 
 
+@pytest.mark.slow
 def test_stacked_operator_is_the_windows_queries_and_keys_one_above_the_other() -> None:
     text = ROOT / "examples" / "data" / "apache2.txt"
     ops = dict(bench_solvers.stacked_panel(1024, text))

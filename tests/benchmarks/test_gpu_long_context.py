@@ -26,6 +26,7 @@ DEVICE_RUN = ("import runpy, sys\n"
               "runpy.run_path(sys.argv[0], run_name='__main__')\n")
 
 
+@pytest.mark.slow
 def test_dry_run_on_cpu_then_verify(tmp_path: Path) -> None:
     out, results = tmp_path / "out", tmp_path / "results"
     proc = subprocess.run([sys.executable, "-c", DEVICE_RUN, str(SCRIPT), "run", str(PANEL), "--out", str(out),

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -75,6 +77,7 @@ def _tiny_unit(tmp_path, monkeypatch, heads: int):
     return seed_scale.Unit("minilm", "apache2", 16, (0,)), work
 
 
+@pytest.mark.slow
 def test_a_unit_end_to_end(tmp_path, monkeypatch):
     """Two MiniLM heads at width 16: bracketed, verified, recorded, stored by SHA-256, summarised."""
     unit, work = _tiny_unit(tmp_path, monkeypatch, 2)
@@ -95,6 +98,7 @@ def test_a_unit_end_to_end(tmp_path, monkeypatch):
     assert summary["done_units"] == 1 and summary["claims_verified"] == 12
 
 
+@pytest.mark.slow
 def test_a_tampered_certificate_is_not_recorded(tmp_path, monkeypatch):
     unit, work = _tiny_unit(tmp_path, monkeypatch, 1)
     panels = seed_scale.Panels(work)
@@ -141,6 +145,7 @@ def test_the_typical_head_is_nearest_the_medians_and_waits_for_its_whole_width(m
     assert seed_scale.typical_operators([first, tie], (32,)) == []
 
 
+@pytest.mark.slow
 def test_profiles_of_typical_heads_end_to_end(tmp_path, monkeypatch):
     """The typical head of a two-head unit profiled, its certificate verified, the summary shows
     it; a second run keeps it; a tampered certificate fails the stage."""
@@ -181,6 +186,7 @@ def test_profiles_of_typical_heads_end_to_end(tmp_path, monkeypatch):
     assert json.loads((folder / "index.json").read_text())["verify"]["exit_code"] != 0
 
 
+@pytest.mark.slow
 def test_a_reproduced_unit_is_compared_result_by_result(tmp_path, monkeypatch):
     """A recorded unit bracketed again gives identical results; a record that does not match is reported."""
     unit, work = _tiny_unit(tmp_path, monkeypatch, 2)
@@ -199,6 +205,7 @@ def test_a_reproduced_unit_is_compared_result_by_result(tmp_path, monkeypatch):
     assert check["identical_results"] == 1 and check["differing"] == [record["rows"][0]["operator"]]
 
 
+@pytest.mark.slow
 def test_each_reverify_run_is_kept_beside_the_earlier_ones(tmp_path, monkeypatch):
     """``--reverify`` of a session's store is added to ``reverify.json``; an earlier file of one
     check (the first format) is kept as the first entry."""
@@ -216,6 +223,7 @@ def test_each_reverify_run_is_kept_beside_the_earlier_ones(tmp_path, monkeypatch
     assert text.count("`--reverify` (") == 2
 
 
+@pytest.mark.slow
 def test_reverify_catches_a_store_file_swapped_for_another_operators(tmp_path, monkeypatch):
     """A valid certificate of another operator under a recorded name passes softrank-verify; the
     store's addresses (SHA-256 = name) and the records' operators catch it."""

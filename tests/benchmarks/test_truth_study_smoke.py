@@ -9,10 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = ("resolved_default", "resolved_more", "open_lower_up", "open_upper_down", "open_both_moved", "open_neither")
 
 
+@pytest.mark.slow
 def test_truth_study_smoke_reports_only_verified_ends(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "truth_study.py"), "--smoke",
                           "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)

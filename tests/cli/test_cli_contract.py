@@ -36,6 +36,7 @@ from conftest import (
     CREATED, assert_one_line_error, build_document, false_witness_brackets, peaked_operator, run_softrank, run_verify,
     valid_brackets, write_certificate,
 )
+from tests.helpers import files_below, write_qk_panel
 
 ROOT = Path(__file__).resolve().parents[2]
 PANEL = ROOT / "examples" / "panels" / "minilm-apache2-w32.npz"
@@ -48,14 +49,7 @@ NAMES = ["tiny/doc/w4/L0H10", "tiny/doc/w4/L0H2", "tiny/doc/w4/L0H1"]
 @pytest.fixture(scope="module")
 def tiny_panel(tmp_path_factory) -> Path:
     """Three 4 x 4 qk heads named so that plain string order differs from natural order."""
-    rng = np.random.default_rng(3)
-    arrays = {}
-    for name in NAMES:
-        arrays[f"{name}/Q"] = rng.standard_normal((4, 2))
-        arrays[f"{name}/K"] = rng.standard_normal((4, 2))
-    path = tmp_path_factory.mktemp("panel") / "tiny.npz"
-    np.savez(path, **arrays)
-    return path
+    return write_qk_panel(tmp_path_factory.mktemp("panel") / "tiny.npz", NAMES, seed=3, rows=(4, 4))
 
 
 @pytest.fixture(scope="module")
@@ -78,10 +72,6 @@ def table_rows(tmp_path_factory) -> Path:
     path = folder / "two.jsonl"
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-def files_below(folder: Path) -> list[str]:
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
 # --------------------------------------------------------------------------------------
@@ -151,6 +141,7 @@ def test_negative_probabilities_are_invalid_input(tmp_path, negative_a):
     assert not (tmp_path / "c.json").exists()
 
 
+@pytest.mark.slow
 def test_audit_checks_outputs_before_work_and_writes_nothing_on_failure(tmp_path, table_rows):
     base = ["audit", table_rows, "--operators", PUBLISHED / "minilm-apache2-w32.npz"]
     (tmp_path / "existing").mkdir()
@@ -454,6 +445,7 @@ def test_bad_global_option_is_one_error_line():
     assert "--max-prec" in res.stderr and "random-qk" not in res.stderr
 
 
+@pytest.mark.slow
 def test_file_modes(tmp_path, tiny_panel, table_rows):
     """Published files (certificates, reports, plots, signed copies) 0644; private keys 0600."""
     def mode(path: Path) -> int:

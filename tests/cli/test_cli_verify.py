@@ -186,6 +186,7 @@ def test_consistency_check_fails_loudly():
 # Exit 2: invalid invocations and inputs
 # --------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_invalid_invocations(certs, tmp_path):
     cases = [
         [tmp_path / "does-not-exist.json"],
@@ -203,6 +204,7 @@ def test_invalid_invocations(certs, tmp_path):
         assert_one_line_error(res, code=2)
 
 
+@pytest.mark.slow
 def test_trivial_ends_are_checked_by_trivial(certs):
     """A trivial end is decided by an exact comparison: "checked by" trivial (not "exact", which
     would read as --kernel exact; that kernel's verdicts say "rational")."""
@@ -238,6 +240,7 @@ def test_signature_options(certs, keys_dir):
         verify_certificate_file(certs["valid"], require_signature=True)
 
 
+@pytest.mark.slow
 def test_trusted_keys_file_formats(certs, keys_dir, tmp_path):
     did = json.loads((keys_dir / "issuer.key.pub").read_text())["did"]
     lines = tmp_path / "trusted.txt"
@@ -335,6 +338,7 @@ def test_keygen_modes_and_refusal(tmp_path):
     assert not lone.exists()
 
 
+@pytest.mark.slow
 def test_sign_round_trip(tmp_path, issuer_key, other_key, keys_dir):
     op = peaked_operator()
     cert = write_certificate(tmp_path / "c.json", build_document(op, valid_brackets(op)))
@@ -384,6 +388,7 @@ def _bump_lower(document: dict, index: int, row: str) -> dict:
     return document
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row, verdict, code", [("unit", "REJECTED", 1), ("repeat", "INCONCLUSIVE", 3)])
 def test_sign_refuses_a_lower_end_bumped_by_one(tmp_path, issuer_key, row, verdict, code):
     """A certificate that decodes (schema, hashes, operator) but claims a lower end one higher

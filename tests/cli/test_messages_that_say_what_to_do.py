@@ -9,20 +9,14 @@ import numpy as np
 import pytest
 
 from conftest import assert_one_line_error, run_softrank, run_verify
+from tests.helpers import write_qk_panel
 
 NAMES = [f"tiny/doc/w4/L0H{i}" for i in (1, 2, 10, 11)]
 
 
 @pytest.fixture(scope="module")
 def panel(tmp_path_factory) -> Path:
-    rng = np.random.default_rng(5)
-    arrays = {}
-    for name in NAMES:
-        arrays[f"{name}/Q"] = rng.standard_normal((4, 2))
-        arrays[f"{name}/K"] = rng.standard_normal((5, 2))
-    path = tmp_path_factory.mktemp("panel") / "panel.npz"
-    np.savez(path, **arrays)
-    return path
+    return write_qk_panel(tmp_path_factory.mktemp("panel") / "panel.npz", NAMES, seed=5, rows=(4, 5))
 
 
 def _error(res) -> str:
@@ -30,6 +24,7 @@ def _error(res) -> str:
     return res.stderr_lines[0]
 
 
+@pytest.mark.slow
 def test_decimal_comma_gets_a_hint(panel, tmp_path):
     """``--eps 0,25`` was "tolerance '0' must be > 0"."""
     line = _error(run_softrank("bracket", panel, "--operator", NAMES[0], "--eps", "0,25", "--out", tmp_path / "c.json"))
@@ -78,6 +73,7 @@ def test_unknown_operator_names_the_closest(panel, tmp_path):
     assert "tiny/doc/w4/L0H11" in line and "softrank list" in line
 
 
+@pytest.mark.slow
 def test_softrank_list_names_the_operators(panel, tmp_path):
     res = run_softrank("list", panel)
     assert res.returncode == 0, res.stderr
@@ -142,6 +138,7 @@ def test_operator_repr_is_compact_and_carries_the_id_hash():
     assert text.endswith(sc.operator_id(op).rsplit("/", 1)[1] + ")")  # the same hash as the operator id
 
 
+@pytest.mark.slow
 def test_a_certificate_or_a_model_given_as_the_panel_is_named(panel, tmp_path):
     """Issue 48: a certificate given to ``softrank bracket`` said only "not a readable .npz file
     (File is not a zip file)"; a certificate, a GGUF model and a key file are named, with the

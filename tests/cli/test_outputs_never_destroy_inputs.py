@@ -20,20 +20,14 @@ import numpy as np
 import pytest
 
 from conftest import WORK_MODULES, assert_one_line_error, run_softrank, run_softrank_traced
+from tests.helpers import write_qk_panel
 
 NAMES = ["m/L0H1", "m/L0H2"]
 
 
 @pytest.fixture
 def panel(tmp_path) -> Path:
-    rng = np.random.default_rng(3)
-    arrays = {}
-    for name in NAMES:
-        arrays[f"{name}/Q"] = rng.standard_normal((4, 2))
-        arrays[f"{name}/K"] = rng.standard_normal((4, 2))
-    path = tmp_path / "p.npz"
-    np.savez(path, **arrays)
-    return path
+    return write_qk_panel(tmp_path / "p.npz", NAMES, seed=3, rows=(4, 4))
 
 
 @pytest.fixture
@@ -87,6 +81,7 @@ def test_an_existing_output_needs_force(panel, tmp_path):
     assert res.returncode == 0, res.stderr
 
 
+@pytest.mark.slow
 def test_sign_never_replaces_a_key(panel, key, tmp_path):
     """``softrank sign c.json --key k.key --out k.key`` replaced the private key with the
     certificate (exit 0, mode 0644): the key, its .pub and any other key file are refused."""
@@ -112,6 +107,7 @@ def test_sign_never_replaces_a_key(panel, key, tmp_path):
     assert res.returncode == 0, res.stderr
 
 
+@pytest.mark.slow
 def test_keygen_never_replaces_a_file(key, tmp_path):
     before = snapshot(tmp_path)
     res = run_softrank("keygen", "--out", key)
@@ -134,6 +130,7 @@ def test_bracket_never_writes_over_its_key(panel, key, tmp_path):
     assert "would overwrite the --key's public key file" in res.stderr
 
 
+@pytest.mark.slow
 def test_a_campaign_folder_needs_resume_or_force(panel, key, tmp_path):
     """Re-running a campaign into its folder recomputed and overwrote it, even with other --eps or
     without --key (a signed campaign became an unsigned one), and reset the run history."""
@@ -183,6 +180,7 @@ def test_a_certificate_inside_the_campaign_folder_may_not_be_an_input(tmp_path):
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_supports_folder_needs_resume_or_force(tmp_path):
     out = tmp_path / "ball"
     argv = ["supports", "sphere", "--dim", "2", "--n", "8", "--kappas", "0.5,2", "--work", "20", "--quiet",
@@ -199,6 +197,7 @@ def test_supports_folder_needs_resume_or_force(tmp_path):
     assert [run.get("forced") for run in runs] == [None, True]
 
 
+@pytest.mark.slow
 def test_report_replaces_its_page_only_with_force(panel, tmp_path):
     certs = tmp_path / "certs"
     assert run_softrank(*bracket(panel, "--all", "--out", f"{certs}/")).returncode == 0

@@ -13,12 +13,12 @@ import subprocess
 from pathlib import Path
 
 import matplotlib
-import numpy as np
 import pytest
 
 matplotlib.use("Agg")
 
 from conftest import SOFTRANK_CMD, VERIFY_CMD, assert_one_line_error, run_softrank, run_verify  # noqa: E402
+from tests.helpers import write_qk_panel
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = ROOT / "examples" / "data" / "apache2.txt"
@@ -36,12 +36,7 @@ def _has(*modules: str) -> bool:
 
 @pytest.fixture(scope="module")
 def panel(tmp_path_factory) -> Path:
-    rng = np.random.default_rng(33)
-    widths = {name: int(name.split("/")[2][1:]) for name in NAMES}  # tiny/doc/w<n>/...: n x n operators
-    arrays = {f"{name}/{leaf}": rng.standard_normal((n, 2)) for name, n in widths.items() for leaf in "QK"}
-    path = tmp_path_factory.mktemp("panel") / "tiny.npz"
-    np.savez(path, **arrays)
-    return path
+    return write_qk_panel(tmp_path_factory.mktemp("panel") / "tiny.npz", NAMES, seed=33)  # w<n>: n x n
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +69,7 @@ def _commands(panel: Path, certs: Path, tmp: Path) -> dict[str, list]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["bracket", "profile", "geometry", "supports", "budgets", "audit", "analyze"])
 def test_progress_stage_lines_on_a_piped_stderr(command, panel, certs, tmp_path):
     """stderr a pipe (a log, CI): plain ``softrank CMD: ...`` lines, never a silent run; with
@@ -95,6 +91,7 @@ def test_progress_of_a_single_operator_names_its_search_stages(panel, tmp_path):
     json.loads(res.stdout)  # the lines never reach stdout
 
 
+@pytest.mark.slow
 def test_analyze_progress_names_every_operator_and_the_statistics(panel, certs, tmp_path):
     res = run_softrank(*_commands(panel, certs, tmp_path)["analyze"])
     lines = stage_lines(res.stderr, "analyze")
@@ -103,6 +100,7 @@ def test_analyze_progress_names_every_operator_and_the_statistics(panel, certs, 
     assert any("statistics" in line for line in lines), res.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_MINILM, reason="the offline MiniLM package is not installed")
 def test_panel_model_progress_lines_and_quiet(tmp_path):
     argv = ["panel", "--model", "minilm", "--text", TEXT, "--widths", "4,6", "--layers", "0", "--heads", "0"]
@@ -114,6 +112,7 @@ def test_panel_model_progress_lines_and_quiet(tmp_path):
     assert quiet.returncode == 0 and quiet.stderr == ""
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (HAS_MINILM and _has("torch", "transformers")), reason="needs torch, transformers, MiniLM")
 def test_panel_hf_progress_lines(tmp_path):
     res = run_softrank("panel", "--hf", "minilm", "--text", TEXT, "--widths", "4", "--layers", "0", "--heads", "0",
@@ -219,6 +218,7 @@ def test_bare_softrank_prints_its_help():
     assert res.stderr == ""
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_MINILM, reason="the offline MiniLM package is not installed")
 def test_panel_of_one_operator_says_operator_singular(tmp_path):
     res = run_softrank("panel", "--model", "minilm", "--text", TEXT, "--widths", "4", "--layers", "0", "--heads", "0",
@@ -226,6 +226,7 @@ def test_panel_of_one_operator_says_operator_singular(tmp_path):
     assert res.returncode == 0 and res.stdout.startswith("wrote 1 operator to "), res.stdout
 
 
+@pytest.mark.slow
 def test_manifest_records_the_default_work(panel, certs, tmp_path):
     from softrank_cert.plumbing.campaign import MANIFEST_NAME
     from softrank_cert.solvers.work import default_work
@@ -240,6 +241,7 @@ def test_manifest_records_the_default_work(panel, certs, tmp_path):
     assert mixed["budget_work"] == 50 and {e["work"] for e in mixed["operators"].values()} == {50}
 
 
+@pytest.mark.slow
 def test_manifest_of_several_shapes_records_each_operators_work(panel, tmp_path):
     from softrank_cert.plumbing.campaign import MANIFEST_NAME
     from softrank_cert.solvers.work import default_work

@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 
 from conftest import WORK_MODULES, assert_one_line_error, run_softrank, run_softrank_traced, run_verify
+from tests.helpers import files_below
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = [("tiny/doc/w16/L0H0", 16), ("tiny/doc/w16/L1H0", 16), ("tiny/doc/w32/L0H0", 32), ("tiny/doc/w32/L1H0", 32),
@@ -109,10 +110,6 @@ def local_target(page: Path, url: str) -> Path:
     return (page.parent / urllib.parse.unquote(url)).resolve()
 
 
-def files_below(folder: Path) -> list[str]:
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
-
-
 def report_json(folder: Path, *args) -> dict:
     """The page's document; the page is written again (``--force``: a test may have written it already)."""
     res = run_softrank("report", folder, "--json", "--quiet", "--force", *args)
@@ -124,6 +121,7 @@ def report_json(folder: Path, *args) -> dict:
 # Content
 # --------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_page_shows_what_the_kernel_verifies(folder):
     res = run_softrank("report", folder)
     assert res.returncode == 0, res.stderr
@@ -181,6 +179,7 @@ def flip_a_witness_byte(path: Path) -> None:
     path.write_text(json.dumps(document))
 
 
+@pytest.mark.slow
 def test_a_tampered_certificate_is_listed_as_not_verified(folder):
     """A flipped witness byte (its hash no longer matches), a certificate copied over another
     operator's and a deleted one: each is listed with its reason and gives no bracket; the
@@ -210,6 +209,7 @@ def test_a_tampered_certificate_is_listed_as_not_verified(folder):
     assert all(r["brackets"] == [] for r in doc["operators"] if r["status"] != "verified")
 
 
+@pytest.mark.slow
 def test_the_manifest_is_not_believed(folder):
     """A manifest edited to other tolerances: every certificate is listed as not belonging
     (its ends are not shown under tolerances it does not hold); an edited operator hash marks
@@ -281,6 +281,7 @@ def test_json_matches_its_schema_and_out_elsewhere_links_back(folder, tmp_path):
     assert all(url.startswith("../certs/") and local_target(page, url).is_file() for url in parsed.links)
 
 
+@pytest.mark.slow
 def test_a_signed_campaign_needs_its_signer(tmp_path, issuer_key, other_key):
     """With --key the manifest names the signer: an unsigned certificate, or one signed by another
     key, is not verified for the page (as on a --resume of the campaign)."""
@@ -348,6 +349,7 @@ def name_rows(page: _Page) -> list[list[str]]:
     return page.rows[header + 1:]
 
 
+@pytest.mark.slow
 def test_a_plain_folder_shows_what_the_kernel_verifies(plain):
     folder, files = plain
     res = run_softrank("report", folder)
@@ -379,6 +381,7 @@ def test_a_plain_folder_shows_what_the_kernel_verifies(plain):
     assert doc["summary"]["claims_verified"] == 2 * len(EPS) * len(NAMES)
 
 
+@pytest.mark.slow
 def test_a_tampered_certificate_in_a_plain_folder_is_not_verified(plain):
     """A flipped witness byte: the file is listed by its name (its operator_id is not believed),
     not verified with the reason, gives no bracket and counts in no group; exit 6."""
@@ -399,6 +402,7 @@ def test_a_tampered_certificate_in_a_plain_folder_is_not_verified(plain):
     assert (record["operator"], record["status"], record["brackets"]) == (None, "failed", [])
 
 
+@pytest.mark.slow
 def test_a_file_that_is_not_a_certificate_is_listed_as_failed(plain):
     folder, _ = plain
     (folder / "verify.json").write_text('{"format": "softrank-verify-report", "version": 1}')
@@ -417,6 +421,7 @@ def test_a_file_that_is_not_a_certificate_is_listed_as_failed(plain):
     assert [r["file"] for r in doc["operators"][-4:]] == ["broken.json", "empty.json", "list.json", "verify.json"]
 
 
+@pytest.mark.slow
 def test_a_second_certificate_of_an_operator_is_not_counted(campaign, tmp_path):
     """Three files of one operator: the first in natural name order (a9 before a10, unlike a
     sort of the strings) counts; each other is listed as not counted, naming it; exit 6."""
@@ -452,6 +457,7 @@ def _fewer_tolerances(source: Path, target: Path) -> None:
     target.write_text(json.dumps(document))
 
 
+@pytest.mark.slow
 def test_a_plain_folder_has_one_tolerance_list(plain, campaign, tmp_path):
     """The list most verified certificates hold is the page's; a certificate with another list is
     not verified (its operator named, without brackets); a tie goes to the first file in natural
@@ -473,6 +479,7 @@ def test_a_plain_folder_has_one_tolerance_list(plain, campaign, tmp_path):
     assert {r["file"]: r["status"] for r in doc["operators"]} == {"a2.json": "verified", "a10.json": "failed"}
 
 
+@pytest.mark.slow
 def test_a_plain_folder_checks_signatures_as_verify_does(tmp_path, issuer_key, other_key):
     """Signatures present are checked (a broken one does not verify) and none is required; with
     --require-signature an unsigned file does not verify, with --trusted-keys neither does one
@@ -555,6 +562,7 @@ def png_size(path: Path) -> tuple[int, int]:
     return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
 
 
+@pytest.mark.slow
 def test_a_file_name_that_is_not_utf8_is_shown_and_linked(plain):
     """A certificate named by bytes that are not UTF-8, directly in the folder and in a subfolder:
     verified and linked by its bytes (``%FF%FE.json``), shown as ``\\xff\\xfe.json``; the page is
@@ -595,6 +603,7 @@ def test_a_file_name_that_is_not_utf8_is_shown_and_linked(plain):
     assert "z%FF.json" in parsed.links
 
 
+@pytest.mark.slow
 def test_a_width_or_layer_beyond_nine_digits_is_none(campaign, tmp_path):
     """``x/w<400 digits>/L0H0`` verifies beside ``x/w8/L0H0``: it has no width (so fewer than two
     widths, no width figure), where it made the figure overflow a float (exit 4)."""
@@ -634,6 +643,7 @@ def test_natural_key_takes_digit_runs_of_any_length():
     assert sorted(names, key=natural_key) == by_value
 
 
+@pytest.mark.slow
 def test_a_manifest_name_with_a_huge_digit_run_is_missing_not_a_crash(folder):
     """A 5,000-digit run in a manifest's operator name (beyond int()'s limit): sorted, looked for
     (no such file), listed as missing; exit 6, no exit 4."""
@@ -648,6 +658,7 @@ def test_a_manifest_name_with_a_huge_digit_run_is_missing_not_a_crash(folder):
     assert doc["summary"]["verified"] == 5 and doc["summary"]["missing"] == 2
 
 
+@pytest.mark.slow
 def test_figures_stay_bounded_with_many_tolerances_and_layers(campaign, tmp_path):
     """20 tolerances and 12 layers at two widths: every PNG is at most MAX_FIGURE_INCHES at the
     dpi written (the width figure had one 4.2-inch panel per tolerance, without limit); each
@@ -679,6 +690,7 @@ def test_figures_stay_bounded_with_many_tolerances_and_layers(campaign, tmp_path
     assert f"Drawn for {MAX_TOLERANCES} of the 20 tolerances" in text
 
 
+@pytest.mark.slow
 def test_a_figure_draws_every_tolerance_and_layer_when_few(campaign, tmp_path):
     """Up to the limits nothing is left out and no caption says so."""
     from softrank_cert.studies.report.figures import spread
@@ -693,6 +705,7 @@ def test_a_figure_draws_every_tolerance_and_layer_when_few(campaign, tmp_path):
     assert len(doc["figures"]) == 2 and not any("Drawn for" in f["caption"] for f in doc["figures"])
 
 
+@pytest.mark.slow
 def test_every_json_entry_counts_against_the_limit(plain, folder):
     """A FIFO, a folder and a dangling link named *.json count against --max-certificates like
     certificate files (they were not counted: a folder of 10,000 certificates and any number of
@@ -715,6 +728,7 @@ def test_every_json_entry_counts_against_the_limit(plain, folder):
     assert "5 operators in its manifest, more than the limit of 4 certificates" in res.stderr
 
 
+@pytest.mark.slow
 def test_other_tolerances_are_labelled_verified_not_counted(plain):
     """In a plain folder, a certificate that verified but holds another tolerance list than the
     page's is 'verified, not counted' on the page (status failed in --json), not 'not verified'."""
@@ -846,6 +860,7 @@ def _load(browser, page: Path) -> dict:
     return {"title": browser.title, "images": images, "links": links, "errors": errors}
 
 
+@pytest.mark.slow
 def test_a_headless_browser_loads_the_page(folder, tmp_path):
     res = run_softrank("report", folder, "--quiet")
     assert res.returncode == 0, res.stderr
@@ -867,6 +882,7 @@ def test_a_headless_browser_loads_the_page(folder, tmp_path):
     assert control["images"][0][2] == 0 and control["errors"], control
 
 
+@pytest.mark.slow
 def test_a_headless_browser_loads_the_committed_sample(tmp_path):
     """``softrank report`` of the committed seed-scale sample (a plain folder of certificates named
     by their SHA-256; the page written under tmp_path, nothing in the repository): every file is
@@ -897,6 +913,7 @@ def test_a_headless_browser_loads_the_committed_sample(tmp_path):
     assert f"{len(files)} verified" in summary
 
 
+@pytest.mark.slow
 def test_bidi_controls_and_nul_in_a_name_are_escaped_on_the_page(campaign, tmp_path):
     """Issue 48: an operator id with U+202E (right-to-left override) and NUL was written raw, so
     the page showed ``L1H1exe.png`` reversed; the page now escapes them as the verifier does."""

@@ -154,6 +154,7 @@ def two_files(tmp_path_factory, issuer_key):
     return signed, unsigned
 
 
+@pytest.mark.slow
 def test_summary_file_column_and_signer(two_files, keys_dir):
     signed, unsigned = two_files
     res = run_verify(signed, unsigned)
@@ -223,6 +224,7 @@ def test_help_defines_the_margin_once():
     assert "1 - eps / t" in res.stdout and "1 - error / eps" in res.stdout
 
 
+@pytest.mark.slow
 def test_a_foreign_json_file_in_a_folder_is_skipped_not_invalid(tmp_path):
     """Issue 48: a ``package.json`` (or a key's .pub, a list) beside certificates failed the whole
     run (exit 2, a message about integers); such files found in a folder are skipped, naming what

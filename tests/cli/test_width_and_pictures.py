@@ -46,6 +46,7 @@ def test_geometry_table_fits_80_columns_with_every_certified_digit(operator_file
     assert shown >= 5
 
 
+@pytest.mark.slow
 def test_api_figure_has_the_commands_dpi(operator_file, tmp_path):
     """``Profile.figure().savefig()`` was 720 x 520 px against the command's 1440 x 1040."""
     import matplotlib.image

@@ -54,6 +54,7 @@ def test_every_block_has_a_known_marker_and_skipped_blocks_only_install() -> Non
                 assert not installs_only(block.text), f"{where}: an installing block needs the skip marker"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", [_page_param(page) for page in RUN_PAGES])
 def test_page_runs_as_written(page: str, tmp_path: Path) -> None:
     modules, why = NEEDS[page]

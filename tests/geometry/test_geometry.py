@@ -161,6 +161,7 @@ def test_scores_operator_and_native_gamma():
     assert abs(float(gs.kappa.hi) - float(g.kappa.hi)) < 1e-9
 
 
+@pytest.mark.slow
 def test_cli_geometry_json(tmp_path):
     rng = np.random.default_rng(2)
     path = tmp_path / "op.npz"

@@ -113,6 +113,7 @@ def test_theorem_quantities_on_small_ops(seed):
         assert g.phi.hi >= 1 and Fraction(b.lower.k) / g.phi.hi <= b.lower.k
 
 
+@pytest.mark.slow
 def test_cli_supports_json_and_plot(tmp_path):
     png = tmp_path / "s.png"
     out = subprocess.run([sys.executable, "-m", "softrank_cert.cli.main", "supports", "sphere", "--dim", "2",

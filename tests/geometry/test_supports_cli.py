@@ -7,8 +7,6 @@ work budget (issue 26): reruns give the same brackets, byte for byte, on a loade
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import os
@@ -24,23 +22,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from softrank_cert.cli.main import main as softrank_main  # noqa: E402
 from softrank_cert.plumbing.campaign import MANIFEST_NAME  # noqa: E402
 from softrank_cert.plumbing.reports import validate_report  # noqa: E402
 from softrank_cert.solvers.work import default_work  # noqa: E402
 from softrank_cert.studies.supports.plot import sweeps_figure  # noqa: E402
+from tests.helpers import softrank_in_process as run
 
 # the default work budget: the brackets do not depend on the load (about a second)
 SWEEP = ["supports", "sphere", "--dim", "2", "--n", "12", "--x-min", "4", "--x-max", "64", "--points", "3"]
 #: About 7 s, 5 of them in the last point: time to interrupt the run after the first points.
 SLOWER_SWEEP = ["supports", "sphere", "--dim", "2", "--n", "48", "--x-min", "4", "--x-max", "1024", "--points", "3"]
-
-
-def run(*argv) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as stop:
-        softrank_main([str(a) for a in argv])
-    return int(stop.value.code), out.getvalue(), err.getvalue()
 
 
 def certified_view(doc: dict) -> tuple:
@@ -96,6 +87,7 @@ def test_work_option_is_recorded_and_bounds_the_search(tmp_path):
     assert code == 0 and json.loads(out)["budget_work"] is None and json.loads(out)["budget_seconds"] == "inf", err
 
 
+@pytest.mark.slow
 def test_resume_after_an_interruption_gives_the_same_report(tmp_path):
     code, out, err = run(*SLOWER_SWEEP, "--json")
     assert code == 0, err

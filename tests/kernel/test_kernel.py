@@ -615,6 +615,7 @@ def _repo_python_files():
         yield from sorted((REPO / folder).rglob("*.py"))
 
 
+@pytest.mark.slow
 def test_only_verdict_py_names_the_seal_and_only_decide_builds_verdicts():
     """Issue 13, item 1: ``kernel/verdict.py`` is the only module (product, tests, scripts) that
     names the seal, and inside it only :func:`decide` calls ``Verdict(...)``; no other product
@@ -701,18 +702,31 @@ def test_no_module_outside_the_kernel_imports_a_kernel_submodule():
     assert not offenders, offenders
 
 
-#: A ratchet on the size of the kernel core (``kernel/`` except ``kernel/float64/``): issue 13's
-#: goal is 800 lines, plus the nine net lines of :class:`Verdict`'s field declarations that the type
-#: checker reads; lower this when the core shrinks, never raise it without a review.  Issue 45 (+5):
-#: the row-block stage's wiring in ``checks.py`` and an out-of-memory note in ``decide`` (issue 48).
-CORE_LINE_CEILING = 814
+#: A ratchet on the size of the kernel core (``kernel/`` except ``kernel/float64/``), counted in
+#: statements (docstrings aside) so that a long line can wrap without paying for it: the core's
+#: count when issue 49 replaced the line ceiling (814 lines) by this one.  Lower it when the core
+#: shrinks; never raise it without a review.
+CORE_STATEMENT_CEILING = 444
+
+
+def core_statements(source: str) -> int:
+    """The statements of a module's source, nested ones included, docstrings not."""
+    def is_docstring(node: ast.stmt) -> bool:
+        return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str))
+    return sum(1 for node in ast.walk(ast.parse(source)) if isinstance(node, ast.stmt) and not is_docstring(node))
+
+
+def test_core_statements_counts_statements_not_lines():
+    """The counter the ceiling uses: a wrapped statement is one, a docstring none."""
+    assert core_statements('"""Doc."""\nx = (1,\n     2)\nif x:\n    y = 1\n') == 3
 
 
 def test_kernel_core_stays_small():
     """Issue 13, item 3: a small kernel core (everything in ``kernel/`` except ``kernel/float64/``)."""
     root, _ = _package_sources()
-    lines = sum(len(path.read_text("utf-8").splitlines()) for path in (root / "kernel").glob("*.py"))
-    assert lines <= CORE_LINE_CEILING, lines
+    statements = sum(core_statements(path.read_text("utf-8")) for path in (root / "kernel").glob("*.py"))
+    assert statements <= CORE_STATEMENT_CEILING, statements
 
 
 def _operators_for_state_checks():

@@ -250,6 +250,7 @@ def test_witness_regression_cases(kernel):
 # (b) lower certificates
 # --------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", KERNELS)
 @settings(max_examples=60 * SCALE, **SETTINGS)
 @given(data=st.data())
@@ -475,6 +476,7 @@ def test_true_claims_at_equality_are_never_refuted(kernel):
 # (e) the row-block float64 path alone (proofs/rowblock-bounds.md): it proves or declines
 # --------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @settings(max_examples=60 * SCALE, **SETTINGS)
 @given(data=st.data())
 def test_rowblock_path_never_verifies_a_false_claim_and_never_rejects(data):

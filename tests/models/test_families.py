@@ -30,7 +30,8 @@ from softrank_cert.models.dinov2_onnx import INSTALL as DINOV2_INSTALL  # noqa: 
 from softrank_cert.models.hf_capture import capture_attention  # noqa: E402
 from softrank_cert.models.hf_panel import HFCheckpoint, hf_panel, load_image, open_gguf, text_blocks  # noqa: E402
 from softrank_cert.models.packaged import SPLIT_GGUF, package_file  # noqa: E402
-from tests.models.test_gguf import _reference, _softmax  # noqa: E402
+from tests.helpers import operator_softmax as _softmax  # noqa: E402
+from tests.models.test_gguf import _reference  # noqa: E402
 
 APACHE = Path(__file__).resolve().parents[2] / "examples" / "data" / "apache2.txt"
 WIDTH = 24
@@ -72,6 +73,7 @@ def qwen05() -> HFCheckpoint:
     return HFCheckpoint(open_gguf("qwen2.5-0.5b"), blocks=12)
 
 
+@pytest.mark.slow
 @_needs("qwen2.5-0.5b")
 def test_qwen05_captured_probabilities_and_a_verified_head(qwen05, monkeypatch, tmp_path) -> None:
     assert len(qwen05.model.layers) == 12 and qwen05.gguf.layers == 24
@@ -83,6 +85,7 @@ def test_qwen05_captured_probabilities_and_a_verified_head(qwen05, monkeypatch, 
     assert prov["gguf_blocks_loaded"].startswith("blocks 0-11 of 24")
 
 
+@pytest.mark.slow
 @_needs("qwen2.5-0.5b")
 def test_qwen05_block_pricing_is_below_the_whole_model() -> None:
     info = open_gguf("qwen2.5-0.5b")
@@ -119,6 +122,7 @@ def test_qwen15_layer0_logits_in_the_thousands_are_captured(monkeypatch, tmp_pat
     assert prov["gguf_sha256"] == SPLIT_GGUF["qwen2.5-1.5b"].sha256
 
 
+@pytest.mark.slow
 @_needs("gemma3-270m")
 def test_gemma3_captured_probabilities_and_a_verified_head(monkeypatch, tmp_path) -> None:
     ckpt = HFCheckpoint(open_gguf("gemma3-270m"), blocks=6)
@@ -140,6 +144,7 @@ def dinov2() -> HFCheckpoint:
     return HFCheckpoint("dinov2-small")
 
 
+@pytest.mark.slow
 @needs_dinov2
 def test_dinov2_captured_probabilities_and_a_verified_head(dinov2, tmp_path) -> None:
     photo = package_file(*PHOTO)

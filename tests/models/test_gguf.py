@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -33,6 +31,7 @@ from softrank_cert.errors import InvalidInputError  # noqa: E402
 from softrank_cert.models import gguf_file, write_panel  # noqa: E402
 from softrank_cert.models.hf_capture import capture_attention  # noqa: E402
 from softrank_cert.models.hf_panel import HFCheckpoint, hf_panel, open_gguf, text_blocks  # noqa: E402
+from tests.helpers import operator_softmax, softrank_subprocess
 
 APACHE = Path(__file__).resolve().parents[2] / "examples" / "data" / "apache2.txt"
 LAYERS, HEADS = [0, 14, 29], [0, 4, 8]
@@ -59,13 +58,6 @@ def ids(smollm2) -> torch.Tensor:
     return torch.as_tensor(text_blocks(smollm2.tokenizer(), APACHE.read_text("utf-8"), [WIDTH])[WIDTH])[None]
 
 
-def _softmax(op: sc.Operator) -> np.ndarray:
-    beta = 1 / math.sqrt(op.head_dim) if op.beta == "inv_sqrt_d" else float(op.beta)
-    s = np.where(op.allowed(), beta * (op.arrays["Q"] @ op.arrays["K"].T), -np.inf)
-    z = np.exp(s - s.max(axis=1, keepdims=True))
-    return z / z.sum(axis=1, keepdims=True)
-
-
 def _reference(model, ids, monkeypatch) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per layer: the float64 probabilities of the scores eager attention computes (the forward
     itself unchanged), and transformers' own (float32-softmax) attention probabilities."""
@@ -84,20 +76,22 @@ def _reference(model, ids, monkeypatch) -> tuple[list[np.ndarray], list[np.ndarr
     return seen, [a[0].numpy() for a in out.attentions]
 
 
+@pytest.mark.slow
 @needs_file
 def test_captured_probabilities_equal_transformers_float64(smollm2, ids, monkeypatch) -> None:
     ops = sc.capture(smollm2.model, ids, layers=LAYERS, heads=HEADS)
     assert sorted(ops) == sorted(f"L{l}H{h}" for l in LAYERS for h in HEADS)
     float64, own = _reference(smollm2.model, ids, monkeypatch)
     assert len(float64) == 30
-    gaps = [float(np.abs(_softmax(ops[f"L{l}H{h}"]) - float64[l][h]).max()) for l in LAYERS for h in HEADS]
+    gaps = [float(np.abs(operator_softmax(ops[f"L{l}H{h}"]) - float64[l][h]).max()) for l in LAYERS for h in HEADS]
     assert max(gaps) <= 1e-12
-    loose = max(float(np.abs(_softmax(ops[f"L{l}H{h}"]) - own[l][h]).max()) for l in LAYERS for h in HEADS)
+    loose = max(float(np.abs(operator_softmax(ops[f"L{l}H{h}"]) - own[l][h]).max()) for l in LAYERS for h in HEADS)
     assert 1e-12 < loose <= 1e-6  # the model's float32 softmax
     prov = sc.operator_provenance(ops["L14H4"])
     assert prov["gguf_file_type"] == "MOSTLY_Q4_1" and prov["model_type"] == "llama"
 
 
+@pytest.mark.slow
 @needs_file
 def test_grouped_query_keys_and_causal_mask(smollm2, ids) -> None:
     (record,) = capture_attention(smollm2.model, ids, layers=[14])
@@ -113,6 +107,7 @@ def test_grouped_query_keys_and_causal_mask(smollm2, ids) -> None:
     assert all(op.mask == "causal" for op in ops.values())
 
 
+@pytest.mark.slow
 @needs_file
 def test_panel_records_the_file_and_a_head_brackets_and_verifies(smollm2, tmp_path) -> None:
     arrays = hf_panel(smollm2, APACHE, [16], layers=[3], heads=[5])
@@ -132,12 +127,7 @@ def test_panel_records_the_file_and_a_head_brackets_and_verifies(smollm2, tmp_pa
     assert report.ok and report.operator_id == name
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "softrank_cert.cli.main", "panel", *args], check=False,
-                          capture_output=True,
-                          text=True, timeout=120)
-
-
+@pytest.mark.slow
 def test_unknown_architecture_is_refused_naming_it(tmp_path) -> None:
     path = tmp_path / "odd.gguf"
     writer = gguf.GGUFWriter(str(path), "oddformer")
@@ -147,13 +137,14 @@ def test_unknown_architecture_is_refused_naming_it(tmp_path) -> None:
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    run = _cli("--gguf", str(path), "--text", str(APACHE), "--widths", "16", "--out", str(tmp_path / "o.npz"))
+    run = softrank_subprocess("panel", "--gguf", str(path), "--text", str(APACHE), "--widths", "16", "--out", str(tmp_path / "o.npz"))
     assert run.returncode == 2 and "GGUF architecture 'oddformer'" in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1 and not (tmp_path / "o.npz").exists()
 
 
+@pytest.mark.slow
 def test_missing_file_and_package_are_one_line_refusals(tmp_path, monkeypatch) -> None:
-    run = _cli("--gguf", str(tmp_path / "none.gguf"), "--text", str(APACHE), "--widths", "16",
+    run = softrank_subprocess("panel", "--gguf", str(tmp_path / "none.gguf"), "--text", str(APACHE), "--widths", "16",
                "--out", str(tmp_path / "o.npz"))
     assert run.returncode == 2 and "no such file" in run.stderr and len(run.stderr.strip().splitlines()) == 1
     monkeypatch.setitem(gguf_file.SHORTCUTS, "absent", ("no_such_package_xyz", "x.gguf", "pip install absent"))
@@ -164,6 +155,7 @@ def test_missing_file_and_package_are_one_line_refusals(tmp_path, monkeypatch) -
         gguf_file.require_gguf()
 
 
+@pytest.mark.slow
 @needs_file
 def test_memory_is_checked_before_loading(monkeypatch) -> None:
     info = open_gguf("smollm2")

@@ -13,8 +13,6 @@ GGUF name mapping.
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +29,7 @@ from softrank_cert.models.gguf_check import ARCHITECTURES, check_loading_info, l
 from softrank_cert.models.gguf_file import read_gguf  # noqa: E402
 from softrank_cert.models.hf_panel import HFCheckpoint  # noqa: E402
 from tests.models.gguf_forge import BLOCKS, HEAD_DIM, HEADS, KV_HEADS, WIDTH, forge, tensors  # noqa: E402
+from tests.helpers import softrank_subprocess
 
 APACHE = Path(__file__).resolve().parents[2] / "examples" / "data" / "apache2.txt"
 ALL_Q = tuple(f"blk.{b}.attn_q.weight" for b in range(BLOCKS))
@@ -88,18 +87,14 @@ def test_hostile_file_is_refused_before_loading_in_one_line(case, tmp_path, capf
     assert "load model" not in stderr and not out.exists()  # refused before loading
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "softrank_cert.cli.main", "panel", *args], check=False,
-                          capture_output=True, text=True, timeout=120)  # a hang guard: before, this one ran on
-
-
+@pytest.mark.slow
 @pytest.mark.parametrize(("case", "keywords", "fragment"), [
     ("block_count-2^32-1", {"meta": {"block_count": 2**32 - 1}}, "llama.block_count = 4294967295 is outside 1..4096"),
     ("one-attn_k-missing", {"drop": ("blk.1.attn_k.weight",)}, "tensor blk.1.attn_k.weight is missing"),
 ])
 def test_command_refuses_in_one_line_without_transformers_tables(case, keywords, fragment, tmp_path) -> None:
     path = forge(tmp_path / f"{case}.gguf", **keywords)
-    run = _cli("--gguf", str(path), "--text", str(APACHE), "--widths", "16", "--layers", "0", "--heads", "0",
+    run = softrank_subprocess("panel", "--gguf", str(path), "--text", str(APACHE), "--widths", "16", "--layers", "0", "--heads", "0",
                "--out", str(tmp_path / "o.npz"))
     assert run.returncode == 2, run.stderr
     _assert_refused(run.stderr, path, fragment)

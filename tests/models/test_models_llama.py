@@ -32,18 +32,10 @@ from softrank_cert.errors import InvalidInputError  # noqa: E402
 from softrank_cert.models import PROVENANCE_KEY, LlamaModel, build_panel, load_model, provenance_names, write_panel  # noqa: E402
 from softrank_cert.models.common import load_weights, read_config  # noqa: E402
 from softrank_cert.util.operator_files import load_operators  # noqa: E402
+from tests.helpers import hf_text_attentions as _hf, softmax_qk
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 APACHE = DATA / "apache2.txt"
-
-
-def _probs(q: np.ndarray, k: np.ndarray, causal: bool = True) -> np.ndarray:
-    """softmax_rows(Q K^T / sqrt(d) + M), M_ij = -inf for j > i when causal (square blocks)."""
-    s = (q @ k.T) / math.sqrt(q.shape[1])
-    if causal:
-        s = np.where(np.triu(np.ones(s.shape, dtype=bool), k=1), -np.inf, s)
-    z = np.exp(s - s.max(axis=1, keepdims=True))
-    return z / z.sum(axis=1, keepdims=True)
 
 
 def _tokenizer(folder: Path, bos: bool) -> Tokenizer:
@@ -113,12 +105,6 @@ def _float64_transformers(monkeypatch):
         monkeypatch.setattr(getattr(mod, f"{prefix}RotaryEmbedding"), "forward", _rope64)
 
 
-def _hf(hf, ids: np.ndarray):
-    with torch.no_grad():
-        res = hf(input_ids=torch.tensor(ids, dtype=torch.long)[None], output_attentions=True)
-    return [a[0].numpy() for a in res.attentions], res.last_hidden_state[0].numpy()
-
-
 def _compare(arrays: dict, prefix: str, hf, layers: int, heads: int) -> float:
     attentions, _ = _hf(hf, arrays[f"{prefix}/tokens"])
     worst = 0.0
@@ -126,7 +112,7 @@ def _compare(arrays: dict, prefix: str, hf, layers: int, heads: int) -> float:
         for head in range(heads):
             name = f"{prefix}/L{layer}H{head}"
             assert bool(arrays[f"{name}/causal"]) and f"{name}/beta" not in arrays
-            a = _probs(arrays[f"{name}/Q"], arrays[f"{name}/K"])
+            a = softmax_qk(arrays[f"{name}/Q"], arrays[f"{name}/K"], causal=True)
             worst = max(worst, float(np.abs(a - attentions[layer][head]).max()))
     return worst
 
@@ -156,7 +142,7 @@ def test_llama_gqa_reference(gqa, _float64_transformers) -> None:
     # grouped-query attention: heads 0 and 1 share kv head 0
     np.testing.assert_array_equal(arrays["tiny-llama/apache2/w80/L1H0/K"], arrays["tiny-llama/apache2/w80/L1H1/K"])
     assert np.abs(arrays["tiny-llama/apache2/w80/L1H1/K"] - arrays["tiny-llama/apache2/w80/L1H2/K"]).max() > 0.1
-    spread = _probs(arrays["tiny-llama/apache2/w80/L1H3/Q"], arrays["tiny-llama/apache2/w80/L1H3/K"]).max(axis=1)
+    spread = softmax_qk(arrays["tiny-llama/apache2/w80/L1H3/Q"], arrays["tiny-llama/apache2/w80/L1H3/K"], causal=True).max(axis=1)
     assert spread[8:].min() < 0.9  # not all one-hot: the comparison means something
     prov = json.loads(str(arrays[PROVENANCE_KEY][()]))
     assert prov["tiny-llama/apache2/w9/L0H3"]["kv_head"] == 1 and prov["tiny-llama/apache2/w9/L0H3"]["model_type"] == "llama"

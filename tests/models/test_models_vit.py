@@ -9,7 +9,6 @@ the 1e-10 reference comparison patches that one step to float64 (same formula).
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -27,14 +26,9 @@ from transformers.models.vit import modeling_vit  # noqa: E402
 from softrank_cert.errors import InvalidInputError  # noqa: E402
 from softrank_cert.models import PROVENANCE_KEY, ViTModel, build_panel, load_model, provenance_names, write_panel  # noqa: E402
 from softrank_cert.util.operator_files import load_operators  # noqa: E402
+from tests.helpers import softmax_qk
 
 TOKENS = 17  # (32/8)^2 patches + CLS
-
-
-def _probs(q: np.ndarray, k: np.ndarray) -> np.ndarray:
-    s = (q @ k.T) / math.sqrt(q.shape[1])
-    z = np.exp(s - s.max(axis=1, keepdims=True))
-    return z / z.sum(axis=1, keepdims=True)
 
 
 def _eager64(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -87,7 +81,7 @@ def _worst(arrays: dict, prefix: str, attentions: list, layers: int = 2, heads: 
         for head in range(heads):
             name = f"{prefix}/L{layer}H{head}"
             assert f"{name}/causal" not in arrays and f"{name}/beta" not in arrays
-            worst = max(worst, float(np.abs(_probs(arrays[f"{name}/Q"], arrays[f"{name}/K"]) - attentions[layer][head]).max()))
+            worst = max(worst, float(np.abs(softmax_qk(arrays[f"{name}/Q"], arrays[f"{name}/K"]) - attentions[layer][head]).max()))
     return worst
 
 
@@ -104,7 +98,7 @@ def test_reference_transformers(tiny, _float64_transformers) -> None:
     assert _worst(arrays, f"tiny-vit/cat/w{TOKENS}", attentions) <= 1e-10
     q = arrays[f"tiny-vit/cat/w{TOKENS}/L1H2/Q"]
     assert q.shape == (TOKENS, 8)
-    assert _probs(q, arrays[f"tiny-vit/cat/w{TOKENS}/L1H2/K"]).max(axis=1).min() < 0.9
+    assert softmax_qk(q, arrays[f"tiny-vit/cat/w{TOKENS}/L1H2/K"]).max(axis=1).min() < 0.9
     out = model.forward(pixels, probabilities=True)
     assert np.abs(out.hidden - hidden).max() < 1e-10
     assert np.abs(out.probs[1] - attentions[1]).max() < 1e-12

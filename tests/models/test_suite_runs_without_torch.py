@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Runs pytest with torch and transformers unimportable (as on a machine without them).
@@ -29,12 +31,14 @@ def _pytest_without_torch(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
 
 
+@pytest.mark.slow
 def test_every_test_module_collects_without_torch():
     res = _pytest_without_torch("--collect-only", "-q", "tests")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     assert "error" not in res.stdout.lower().split("\n")[-2], res.stdout[-2000:]
 
 
+@pytest.mark.slow
 def test_reference_tests_skip_with_the_cpu_install_hint():
     res = _pytest_without_torch("-q", "-rs", "tests/models/test_models_gpt2.py",
                                 "tests/models/test_models_bert.py", "-k", "reference or gpt2")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import softrank_cert
@@ -18,6 +17,7 @@ import softrank_cert.api
 from softrank_cert.errors import EXIT_INVALID_INPUT, InvalidInputError
 from softrank_cert.plumbing import parallel
 from softrank_cert.verification import verify_certificate_file
+from tests.helpers import softrank_in_process as _cli, write_qk_panel
 
 EPS = "0.1,0.25,0.5"
 NAMES = ("tiny/doc/w6/L0H0", "tiny/doc/w8/L0H0", "tiny/doc/w8/L0H1")
@@ -25,14 +25,7 @@ NAMES = ("tiny/doc/w6/L0H0", "tiny/doc/w8/L0H0", "tiny/doc/w8/L0H1")
 
 @pytest.fixture(scope="module")
 def panel(tmp_path_factory) -> Path:
-    rng = np.random.default_rng(11)
-    arrays = {}
-    for name in NAMES:
-        n = int(name.split("/")[2][1:])
-        arrays[f"{name}/Q"], arrays[f"{name}/K"] = rng.standard_normal((n, 3)), rng.standard_normal((n, 3))
-    path = tmp_path_factory.mktemp("panel") / "tiny.npz"
-    np.savez(path, **arrays)
-    return path
+    return write_qk_panel(tmp_path_factory.mktemp("panel") / "tiny.npz", NAMES, seed=11, d=3)
 
 
 def _claims(folder: Path) -> dict[str, tuple]:
@@ -64,19 +57,6 @@ def in_process_run(panel, tmp_path_factory):
         code, stdout, stderr = _run(panel, "--out", f"{out}/", "--json")
     assert code == 0, stderr
     return out, json.loads(stdout)
-
-
-def _cli(*argv: str) -> tuple[int, str, str]:
-    """``softrank ARGV`` in this process: exit code, stdout, stderr."""
-    import contextlib
-    import io
-
-    from softrank_cert.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as stop:
-        main([str(a) for a in argv])
-    return int(stop.value.code), out.getvalue(), err.getvalue()
 
 
 def _run(panel: Path, *args: str) -> tuple[int, str, str]:

@@ -74,6 +74,7 @@ def _commands(panel: Path, tmp: Path) -> dict[str, list[str]]:
     }
 
 
+@pytest.mark.slow
 def test_every_manifest_write_of_every_command_matches_the_schema(panel, tmp_path, capsys, written, validator):
     for command, args in _commands(panel, tmp_path).items():
         start = len(written)

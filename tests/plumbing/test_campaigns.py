@@ -29,6 +29,7 @@ import pytest
 from softrank_cert.plumbing.campaign import MANIFEST_NAME
 from softrank_cert.errors import EXIT_INVALID_INPUT, EXIT_NOT_CHECKED, EXIT_SOME_FAILED
 from softrank_cert.plumbing.parallel import run_tasks
+from tests.helpers import certificate_contents as contents
 
 EPS = "0.1,0.25,0.5"
 TIMEOUT = 150
@@ -58,16 +59,6 @@ def _default_sigint() -> None:
     """Ctrl-C as at a terminal: a suite started in the background of a non-interactive shell
     inherits SIGINT ignored, and Python then leaves it ignored in every child."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def contents(folder: Path) -> dict[str, tuple]:
-    """Certificate content by relative path: operator and brackets (signatures and times excluded)."""
-    out = {}
-    for path in sorted(folder.rglob("*.json")):
-        if path.name != MANIFEST_NAME:
-            doc = json.loads(path.read_text())
-            out[str(path.relative_to(folder))] = (doc["operator"], doc["brackets"])
-    return out
 
 
 def manifest(folder: Path) -> dict:
@@ -174,6 +165,7 @@ def _alive(pid: int) -> bool:
 # 1. Resume: interrupted (SIGINT, SIGKILL) and resumed == uninterrupted
 # --------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how, jobs", [(signal.SIGINT, "1"), (signal.SIGTERM, "2"), (signal.SIGKILL, "2")],
                          ids=["sigint-serial", "sigterm-jobs2", "sigkill-jobs2"])
 def test_interrupted_campaign_resumes_to_the_same_certificates(panel16, reference16, tmp_path, how, jobs):
@@ -222,6 +214,7 @@ def test_interrupted_campaign_resumes_to_the_same_certificates(panel16, referenc
     assert all(entry["task_seconds"] >= entry["seconds"] for entry in final["operators"].values())
 
 
+@pytest.mark.slow
 def test_resume_recomputes_exactly_what_does_not_check(panel8, reference8, tmp_path):
     out = tmp_path / "certs"
     args = ("bracket", str(panel8), "--all", "--eps", EPS, "--out", str(out), "--budget-seconds", "inf", "--json")
@@ -392,6 +385,7 @@ def test_worker_killed_under_its_task_costs_one_retry(panel8, reference8, tmp_pa
     assert entry["status"] == "done" and entry["attempts"] == 2
 
 
+@pytest.mark.slow
 def test_task_failing_twice_is_recorded_and_the_campaign_completes(panel8, reference8, tmp_path):
     script, env, name = _inject(tmp_path, panel8, "always")
     out = tmp_path / "certs"
@@ -424,6 +418,7 @@ def unverified(eps: str) -> str:
             f"at eps {eps} is REJECTED)")
 
 
+@pytest.mark.slow
 def test_worker_certificate_that_does_not_verify_is_not_written(panel8, reference8, tmp_path):
     """A worker process returns a certificate with a false claim (plain data: nothing vouches for
     it): the campaign re-verifies it in the signing process, writes and signs nothing of it,
@@ -487,6 +482,7 @@ def test_worker_that_answers_with_a_pickle_runs_no_code_in_the_signer(panel8, re
     assert len(got) == 3 and all(reference8[path] == value for path, value in got.items())
 
 
+@pytest.mark.slow
 def test_budgets_certificate_from_a_worker_is_reverified(panel8, tmp_path):
     """budgets --certificates --resume with worker processes: a tampered certificate of the final
     ends is neither stored in the state folder nor signed into --certificates; the operator is
@@ -517,6 +513,7 @@ def test_budgets_certificate_from_a_worker_is_reverified(panel8, tmp_path):
     assert (run_record["skipped"], run_record["computed"]) == (3, 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("resume", [True, False], ids=["campaign", "evidence-only"])
 def test_audit_certificates_from_a_worker_are_reverified(panel8, tmp_path, resume):
     """audit with worker processes: an operator whose evidence (and, with --resume, reproduction)
@@ -554,6 +551,7 @@ def test_audit_certificates_from_a_worker_are_reverified(panel8, tmp_path, resum
     assert (run_record["skipped"], run_record["computed"]) == (3, 1)
 
 
+@pytest.mark.slow
 def test_supports_certificate_from_a_worker_is_reverified(tmp_path):
     """supports --out with worker processes: the tampered point is failed (exit 6), its
     certificate not written; a resume computes it."""
@@ -575,6 +573,7 @@ def test_supports_certificate_from_a_worker_is_reverified(tmp_path):
     assert json.loads(again.stdout)["campaign"]["computed"] == 1 and (folder / f"{target}.json").is_file()
 
 
+@pytest.mark.slow
 def test_pool_worker_killed_from_outside_mid_task_is_retried(tmp_path):
     """A worker killed while it runs a task: the task is retried, the others are unaffected.
     Each task leaves a marker file when it starts, so the kill comes when both workers are
@@ -614,6 +613,7 @@ def test_run_tasks_records_failures_without_stopping():
     assert error.attempts == 1 and "ZeroDivisionError" in error.failure  # a task's own error: no retry
 
 
+@pytest.mark.slow
 def test_dask_worker_killed_mid_campaign(panel16, reference16, tmp_path):
     distributed = pytest.importorskip("dask.distributed")
     import dask

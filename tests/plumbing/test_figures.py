@@ -5,8 +5,6 @@ file name's suffix everywhere (anything else refused before any work)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
@@ -14,24 +12,16 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from softrank_cert.studies.audit.table import RowResult  # noqa: E402
-from softrank_cert.cli.main import main as softrank_main  # noqa: E402
 from softrank_cert.studies.audit.plot import ratio_figure  # noqa: E402
 from softrank_cert.studies.budgets.plot import budgets_figure  # noqa: E402
 from softrank_cert.studies.supports.plot import sweeps_figure  # noqa: E402
 from softrank_cert.plumbing.plotting import figure_format, label_log_axis, log_ticks, plain_number  # noqa: E402
+from tests.helpers import softrank_in_process as run, write_qk_panel
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def run(*argv) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as stop:
-        softrank_main([str(a) for a in argv])
-    return int(stop.value.code), out.getvalue(), err.getvalue()
 
 
 def sweep_doc(support="sphere", dim=2, eps="0.25", n=12) -> dict:
@@ -137,14 +127,8 @@ def test_figure_format_follows_the_suffix():
 
 @pytest.fixture(scope="module")
 def tiny_panel(tmp_path_factory) -> Path:
-    rng = np.random.default_rng(5)
-    arrays = {}
-    for name in ("tiny/doc/w4/L0H0", "tiny/doc/w6/L0H0"):
-        n = int(name.split("/")[2][1:])
-        arrays[f"{name}/Q"], arrays[f"{name}/K"] = rng.standard_normal((n, 2)), rng.standard_normal((n, 2))
-    path = tmp_path_factory.mktemp("panel") / "tiny.npz"
-    np.savez(path, **arrays)
-    return path
+    return write_qk_panel(tmp_path_factory.mktemp("panel") / "tiny.npz", ("tiny/doc/w4/L0H0", "tiny/doc/w6/L0H0"),
+                          seed=5)
 
 
 def _kind(path: Path) -> str:

@@ -12,8 +12,6 @@ prove every feasible / impossible class), ``--operator`` on budgets and geometry
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import re
@@ -22,12 +20,11 @@ from fractions import Fraction
 from pathlib import Path
 
 import jsonschema
-import numpy as np
 import pytest
 
 from softrank_cert.cli.main import main as softrank_main
-from softrank_cert.cli.verify import main as verify_main
 from softrank_cert.plumbing.reports import COMMANDS, bound_down, bound_up, report_schema, validate_report
+from tests.helpers import softrank_in_process as run, write_qk_panel
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "certificates" / "schema"
@@ -35,14 +32,6 @@ EXAMPLES = ROOT / "certificates" / "examples"
 PANEL = ROOT / "examples" / "panels" / "minilm-apache2-w32.npz"
 NAMES = ["tiny/doc/w4/L0H1", "tiny/doc/w4/L0H2", "tiny/doc/w8/L0H1"]
 CERTIFIED = re.compile(r"^(0|-?[1-9]\.[0-9]{16}e[+-][0-9]{2,})$")
-
-
-def run(*argv, verify: bool = False) -> tuple[int, str, str]:
-    """``softrank ARGV`` (or ``softrank-verify ARGV``) in-process: exit code, stdout, stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as stop:
-        (verify_main if verify else softrank_main)([str(a) for a in argv])
-    return int(stop.value.code), out.getvalue(), err.getvalue()
 
 
 def run_json(*argv, verify: bool = False, code: int = 0) -> dict:
@@ -53,15 +42,7 @@ def run_json(*argv, verify: bool = False, code: int = 0) -> dict:
 
 @pytest.fixture(scope="module")
 def tiny_panel(tmp_path_factory) -> Path:
-    rng = np.random.default_rng(3)
-    arrays = {}
-    for name in NAMES:
-        n = int(name.split("/")[2][1:])
-        arrays[f"{name}/Q"] = rng.standard_normal((n, 2))
-        arrays[f"{name}/K"] = rng.standard_normal((n, 2))
-    path = tmp_path_factory.mktemp("panel") / "tiny.npz"
-    np.savez(path, **arrays)
-    return path
+    return write_qk_panel(tmp_path_factory.mktemp("panel") / "tiny.npz", NAMES, seed=3)
 
 
 @pytest.fixture(scope="module")

@@ -48,6 +48,7 @@ def test_the_widest_measured_heads_fit_their_estimate() -> None:
 
 #: The child reads its peak from /proc/self/status (VmHWM): ru_maxrss would also count the parent's
 #: resident memory at the fork (Linux keeps it across exec), i.e. pytest's, torch included.
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="VmHWM is Linux's")
 def test_a_high_rank_bracket_stays_within_its_estimate() -> None:
     proc = subprocess.run([sys.executable, "-c", CHILD, "192", "60000"], capture_output=True, text=True,

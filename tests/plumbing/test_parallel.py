@@ -22,9 +22,9 @@ from softrank_cert.studies.audit.table import audit_table
 from softrank_cert.errors import EXIT_INVALID_INPUT
 from softrank_cert.errors import WorkerError
 from softrank_cert.plumbing.parallel import pack_operator, run_ordered, unpack_operator
+from tests.helpers import certificate_contents as contents, softrank_subprocess as softrank
 
 EPS = "0.1,0.25,0.5"
-TIMEOUT = 120
 
 
 def assert_same(a: object, b: object) -> None:
@@ -41,22 +41,6 @@ def panel(tmp_path_factory) -> Path:
     return write_panel(tmp_path_factory.mktemp("panel") / "tiny.npz", arrays)
 
 
-def softrank(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "softrank_cert.cli.main", *args], capture_output=True, text=True,
-                          timeout=TIMEOUT)
-
-
-def contents(folder: Path) -> dict[str, tuple]:
-    """Certificate content by relative path: operator and brackets (signatures and times excluded)."""
-    out = {}
-    for path in sorted(folder.rglob("*.json")):
-        if path.name == "softrank-campaign.json":  # the campaign manifest, not a certificate
-            continue
-        doc = json.loads(path.read_text())
-        out[str(path.relative_to(folder))] = (doc["operator"], doc["brackets"])
-    return out
-
-
 @pytest.fixture(scope="module")
 def serial(panel, tmp_path_factory) -> dict[str, tuple]:
     out = tmp_path_factory.mktemp("serial") / "certs"
@@ -65,6 +49,7 @@ def serial(panel, tmp_path_factory) -> dict[str, tuple]:
     return contents(out)
 
 
+@pytest.mark.slow
 def test_jobs_give_identical_certificates(panel, serial, tmp_path):
     run = softrank("bracket", str(panel), "--all", "--eps", EPS, "--out", str(tmp_path / "c"), "--jobs", "2", "--json",
                    "--budget-seconds", "inf")
@@ -76,6 +61,7 @@ def test_jobs_give_identical_certificates(panel, serial, tmp_path):
     assert_same(got, serial)
 
 
+@pytest.mark.slow
 def test_dask_local_cluster_matches_local_run(panel, serial, tmp_path):
     distributed = pytest.importorskip("dask.distributed")
     with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1, host="127.0.0.1",
@@ -88,6 +74,7 @@ def test_dask_local_cluster_matches_local_run(panel, serial, tmp_path):
     assert_same(got, serial)
 
 
+@pytest.mark.slow
 def test_bad_scheduler_is_one_line_exit_2(panel, tmp_path):
     pytest.importorskip("dask.distributed")
     run = softrank("bracket", str(panel), "--all", "--eps", "0.25", "--out", str(tmp_path / "c"),
@@ -131,6 +118,7 @@ def test_audit_jobs_identical(panel, tmp_path):
                 {p: (d["operator"], d["brackets"]) for p, d in two.evidence_files.items()})
 
 
+@pytest.mark.slow
 def test_supports_jobs_identical():
     args = ["supports", "sphere", "--dim", "2", "--n", "8", "--kappas", "0.5,4", "--budget-seconds", "inf", "--json"]
     one, two = softrank(*args), softrank(*args, "--jobs", "2")
@@ -140,6 +128,7 @@ def test_supports_jobs_identical():
     assert_same(drop(json.loads(one.stdout)), drop(json.loads(two.stdout)))
 
 
+@pytest.mark.slow
 def test_plainly_started_dask_worker_gives_the_local_certificates(panel, serial, tmp_path):
     """A ``dask worker`` started as docs/campaigns.md says (it imports numpy before softrank_cert,
     so it cannot pin its kernels itself) gets pinned by the client's nanny plugin: the local run's

@@ -130,6 +130,7 @@ def _scheduler_address(path: Path, process: subprocess.Popen) -> str:
     raise AssertionError("no scheduler file after 60 s")
 
 
+@pytest.mark.slow
 def test_the_documented_tls_recipe_admits_only_the_clusters_certificates(tmp_path, monkeypatch):
     """docs/campaigns.md's certificate block, run as written; a scheduler and a worker started
     with its files on 127.0.0.1: the tasks run with the client's certificate from Dask's

@@ -72,6 +72,7 @@ def test_lbfgs_on_torch_follows_the_numpy_iterates() -> None:
     np.testing.assert_allclose(x_t.numpy(), x_np, rtol=1e-8, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_work_is_charged_at_the_device_cost() -> None:
     d = Dense.of(_op(HEADS[0]))
     used = []
@@ -96,6 +97,7 @@ def test_large_k_key_sides_on_torch_match_numpy() -> None:
     assert t_t == pytest.approx(t_np, rel=0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", HEADS)
 def test_torch_ends_are_as_good_as_numpy_ones(name: str) -> None:
     op = _op(name)
@@ -106,6 +108,7 @@ def test_torch_ends_are_as_good_as_numpy_ones(name: str) -> None:
         assert abs(torch_result.lower[eps] - numpy_result.lower[eps]) <= 2, (eps, torch_result, numpy_result)
 
 
+@pytest.mark.slow
 def test_torch_certificates_verify_and_record_the_device() -> None:
     result = sc.bracket(_op(HEADS[0]), EPS, work=WORK, device="cpu")
     document = result.to_certificate()
@@ -117,6 +120,7 @@ def test_torch_certificates_verify_and_record_the_device() -> None:
     assert any(b.upper.construction == "smooth" for b in result.brackets)
 
 
+@pytest.mark.slow
 def test_numpy_path_is_the_default_and_records_nothing() -> None:
     op = _op(HEADS[2])
     plain = sc.bracket(op, EPS, work=3000.0).to_certificate()
@@ -161,6 +165,7 @@ def test_without_torch_cpu_is_the_numpy_path_and_cuda_is_refused(monkeypatch) ->
     assert PROVENANCE_KEY not in result.provenance
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_cli_device_cuda_without_cuda_is_exit_2(tmp_path: Path) -> None:
     res = run_softrank("bracket", PANEL, "--operator", HEADS[0], "--eps", "0.25", "--work", "2000",
@@ -172,6 +177,7 @@ def test_cli_device_cuda_without_cuda_is_exit_2(tmp_path: Path) -> None:
     assert_one_line_error(res, 2)
 
 
+@pytest.mark.slow
 def test_cli_bracket_on_torch_cpu_writes_a_verified_certificate(tmp_path: Path) -> None:
     out = tmp_path / "c.json"
     res = run_softrank("bracket", PANEL, "--operator", HEADS[0], "--eps", "0.25,0.5", "--work", "4000",
@@ -192,6 +198,7 @@ def test_importing_the_package_and_help_do_not_import_torch() -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.slow
 def test_cli_supports_on_torch_cpu_records_the_device_in_every_certificate(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
     res = run_softrank("supports", "sphere", "--dim", "2", "--n", "12", "--kappas", "0.5,2", "--eps", "0.25",
@@ -204,6 +211,7 @@ def test_cli_supports_on_torch_cpu_records_the_device_in_every_certificate(tmp_p
         assert sc.verify(path).ok
 
 
+@pytest.mark.slow
 def test_cli_resume_on_torch_cpu_keeps_what_that_device_wrote(tmp_path: Path) -> None:
     out = tmp_path / "campaign"
     args = ["bracket", PANEL, "--operator", HEADS[2], "--operator", HEADS[1], "--eps", "0.25", "--work", "3000",

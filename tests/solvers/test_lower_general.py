@@ -3,33 +3,23 @@ and the LP-optimal general key side, checked by the trusted kernel."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from scipy.optimize import linprog
 
 from softrank_cert.kernel import Status, verify_lower
-from softrank_cert.util.operator_files import load_operators
-from softrank_cert.util.dense import Dense, threshold
+from softrank_cert.util.dense import threshold
 from softrank_cert.solvers.lower.general import KeyLP, alternate, key_support
 from softrank_cert.solvers.lower.lp import RowLP
 from softrank_cert.solvers.lower.search import LowerSearch
 from softrank_cert.solvers.lower.starts import qr_queries, selection
 from softrank_cert.solvers.work import Budget
-
-PANEL = Path(__file__).resolve().parents[2] / "examples" / "panels" / "minilm-apache2-w32.npz"
-HEAD = "minilm/apache2/w32/L0H0"
+from tests.helpers import down_eps, w32_head
 
 
 @pytest.fixture(scope="module")
 def head():
-    (item,) = load_operators(PANEL, [HEAD])
-    return item.operator, Dense.of(item.operator)
-
-
-def down_eps(t: float) -> str:
-    return f"{t * 0.999:.12f}"
+    return w32_head()
 
 
 def test_key_lp_is_the_optimal_general_y(head) -> None:

@@ -18,14 +18,10 @@ from softrank_cert.solvers.lower.moves import key_moves
 from softrank_cert.solvers.lower.search import LowerSearch
 from softrank_cert.solvers.candidates import LowerCandidate
 from softrank_cert.solvers.work import Budget, Until, one_blas_thread, seconds_units
+from tests.helpers import down_eps
 
 PANEL = Path(__file__).resolve().parents[2] / "examples" / "panels" / "minilm-apache2-w32.npz"
 EPS = [0.1, 0.25, 0.5]
-
-
-def down_eps(t: float) -> str:
-    """A decimal tolerance just below a float64 threshold."""
-    return f"{t * 0.999:.12f}"
 
 
 def for_seconds(seconds: float) -> Until:
@@ -51,6 +47,7 @@ def heads() -> list[Operator]:
     return [item.operator for item in load_operators(PANEL, ["minilm/apache2/w32/L0H0", "minilm/apache2/w32/L5H2"])]
 
 
+@pytest.mark.slow
 def test_every_certificate_handed_over_verifies(heads: list[Operator]) -> None:
     for op in heads + [qk_operator(1, 24)]:
         s, got = search(op, EPS)
@@ -105,6 +102,7 @@ def test_key_moves_never_raise_the_inverse_norm() -> None:
     assert moved and after < before
 
 
+@pytest.mark.slow
 def test_run_returns_near_its_stop_point_on_256() -> None:
     """The lower search stops at its work stop point, overdrawing it by at most a few calls'
     charges (that the charges track CPU seconds is benchmarks/bench_solvers.py's business)."""
@@ -118,6 +116,7 @@ def test_run_returns_near_its_stop_point_on_256() -> None:
         assert budget.used >= 0.5 * work and budget.used <= 1.05 * work, (budget.used, work)
 
 
+@pytest.mark.slow
 def test_planted_blocks_at_least_pooled() -> None:
     rng = np.random.default_rng(0)
     blocks = np.kron(np.eye(6), np.ones((8, 8)))

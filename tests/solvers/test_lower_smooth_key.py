@@ -4,8 +4,6 @@ checked by the trusted kernel."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -16,20 +14,12 @@ from softrank_cert.solvers.lower.smooth_key import SmoothCharges, smooth_key_sid
 from softrank_cert.solvers.lower.starts import qr_queries, selection
 from softrank_cert.solvers.work import Budget
 from softrank_cert.util.dense import Dense, threshold
-from softrank_cert.util.operator_files import load_operators
-
-PANEL = Path(__file__).resolve().parents[2] / "examples" / "panels" / "minilm-apache2-w32.npz"
-HEAD = "minilm/apache2/w32/L0H0"
+from tests.helpers import down_eps, w32_head
 
 
 @pytest.fixture(scope="module")
 def head():
-    (item,) = load_operators(PANEL, [HEAD])
-    return item.operator, Dense.of(item.operator)
-
-
-def down_eps(t: float) -> str:
-    return f"{t * 0.999:.12f}"
+    return w32_head()
 
 
 def test_smoothed_key_side_is_close_to_the_lp_optimum_and_verifies(head) -> None:
@@ -56,6 +46,7 @@ def _search(d: Dense, smooth: tuple[str, ...], got: list, work: float = 6000.0) 
     return s
 
 
+@pytest.mark.slow
 def test_large_k_family_lifts_the_search_deterministically(head) -> None:
     """With the LP family off and general_max_k lowered to 4, the large-k family lifts eps 0.25
     from the signed groups' k = 7 to 8 (as the LP family does); every handed-over pair

@@ -37,6 +37,7 @@ def _bracket(out: Path, threads: str) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_same_bracket_under_a_cpu_hog_and_other_blas_threads(tmp_path: Path) -> None:
     quiet = _bracket(tmp_path / "quiet.json", threads="1")
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # a competing CPU-bound process
@@ -51,6 +52,7 @@ def test_same_bracket_under_a_cpu_hog_and_other_blas_threads(tmp_path: Path) -> 
     assert ends[0][1] > 1 and all(1 <= k <= r for k, r in ends)
 
 
+@pytest.mark.slow
 def test_work_bound_counts_work_not_seconds() -> None:
     """The default bound is work: a time-sliced view of the same work gives the same ends, and
     a smaller work bound stops the search earlier (it is a real bound)."""
@@ -123,6 +125,7 @@ def test_numpy_imported_first_leaves_the_workers_unpinned_too(monkeypatch) -> No
     assert pin_kernels(environ) == {} and environ == {UNPINNED: "numpy-first"}
 
 
+@pytest.mark.slow
 @needs_avx2
 def test_same_profile_whatever_kernels_the_machine_would_pick() -> None:
     """With nothing set (OpenBLAS and numpy would pick this CPU's own kernels: AVX-512 ones where it

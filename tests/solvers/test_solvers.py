@@ -9,6 +9,7 @@ from softrank_cert.kernel import Operator, Status, verify_lower, verify_upper
 from softrank_cert.solvers import CandidatePool, Dense, bracket_operator, threshold, witness_error
 from softrank_cert.util.dense import attention_matrix
 from softrank_cert.solvers.work import Budget
+from tests.helpers import down_eps
 
 
 def qk_operator(seed: int, n: int = 24, d: int = 8, scale: float = 2.0, mask: str = "none") -> Operator:
@@ -19,10 +20,6 @@ def qk_operator(seed: int, n: int = 24, d: int = 8, scale: float = 2.0, mask: st
 def up_eps(error: float) -> str:
     """A decimal tolerance just above a float64 error."""
     return f"{error * 1.0001 + 1e-9:.12f}"
-
-
-def down_eps(t: float) -> str:
-    return f"{t * 0.999:.12f}"
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +80,7 @@ def test_spent_pool_runs_nothing_but_the_truncated_svd(dense: tuple[Operator, De
 EPS = ["0.05", "0.1", "0.25", "0.5", "0.9"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_brackets_sound_and_monotone(seed: int) -> None:
     op = qk_operator(seed, scale=1.0 + seed)

@@ -69,6 +69,7 @@ def test_smooth_witnesses_verify() -> None:
         assert verify_upper(op, up_eps(error), r, U, W).status is Status.VERIFIED
 
 
+@pytest.mark.slow
 def test_upper_search_is_resumable_and_reports_every_improvement() -> None:
     op = qk(4, 48)
     d = Dense.of(op)
@@ -99,6 +100,7 @@ def test_default_budget_scales_with_size() -> None:
     assert default_budget_seconds(8, 8) == 4.0 and default_budget_seconds(10 ** 5, 10 ** 5) == 600.0
 
 
+@pytest.mark.slow
 def test_tiny_work_on_a_256_wide_operator_is_respected() -> None:
     """A small work budget (what 2 s buy on the calibration machine) is not overdrawn by more
     than a few calls' charges, and every end is still VERIFIED.  Whether the charges match CPU
@@ -156,6 +158,7 @@ def _recorded_search(monkeypatch: pytest.MonkeyPatch, wide: bool, work: float) -
     return search, probes
 
 
+@pytest.mark.slow
 def test_wide_operators_probe_two_stages_with_the_iterations_of_all() -> None:
     """From WIDE_FROM entries on, a bisection probe runs WIDE_STAGES continuation stages with
     len(STAGES) / WIDE_STAGES times the iterations per stage; below it, probes run every stage."""

@@ -201,6 +201,7 @@ def toy(tmp_path_factory):
     return panel, certs
 
 
+@pytest.mark.slow
 def test_analyze_end_to_end(toy, tmp_path, capsys):
     panel, certs = toy
     out, plot, table = tmp_path / "r.json", tmp_path / "f.png", tmp_path / "r.md"
@@ -273,6 +274,7 @@ def test_analyze_refuses_a_causal_operator_and_computes_nothing_for_it(tmp_path,
     assert len(err.strip().splitlines()) == 1 and not out and not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.slow
 def test_analyze_refuses_a_certificate_that_does_not_match_the_panel(toy, tmp_path, capsys):
     panel, certs = toy
     with np.load(panel) as data:
@@ -294,6 +296,7 @@ def test_analyze_refuses_a_certificate_that_does_not_match_the_panel(toy, tmp_pa
     assert code == EXIT_INVALID_INPUT and "is not in the panels" in err
 
 
+@pytest.mark.slow
 def test_analyze_refuses_a_rejected_claim_unless_asked_to_drop_it(toy, tmp_path, capsys):
     panel, certs = toy
     documents = [json.loads(path.read_text()) for path in sorted(certs.rglob("*.json"))]
@@ -314,6 +317,7 @@ def test_analyze_refuses_a_rejected_claim_unless_asked_to_drop_it(toy, tmp_path,
     assert report["counts"]["dropped_rows"] == 1 and {row["eps"] for row in report["operators"]} == {"0.25", "0.5"}
 
 
+@pytest.mark.slow
 def test_analyze_resume_keeps_finished_operators_after_an_interruption(toy, tmp_path, capsys, monkeypatch):
     """Ctrl-C after five operators: exit 130, five results in REPORT-cache/; --resume computes
     only the other seven and gives the report of one uninterrupted run."""
@@ -357,6 +361,7 @@ def test_analyze_resume_keeps_finished_operators_after_an_interruption(toy, tmp_
     assert strip(resumed) == strip(whole)
 
 
+@pytest.mark.slow
 def test_analyze_resume_planted_cache_entry_cannot_count_a_rejected_certificate(toy, tmp_path, capsys):
     """Issue 25 point 3: the cache key is computable from public inputs, so an entry can be
     planted that claims a REJECTED certificate's bracket [1, 2] verified.  The certificate is

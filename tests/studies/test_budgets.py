@@ -7,8 +7,6 @@ budget in the runs that are compared, so every run does the same computation.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,15 +19,10 @@ from softrank_cert.kernel import Status, verify_lower, verify_upper
 from softrank_cert.util.operator_files import load_operators
 from softrank_cert.plumbing.parallel import pack_operator
 from conftest import run_in_process as cli
+from tests.helpers import softrank_subprocess as softrank
 
 ROOT = Path(__file__).resolve().parents[2]
 PANEL = ROOT / "examples" / "panels" / "minilm-apache2-w32.npz"
-TIMEOUT = 120
-
-
-def softrank(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "softrank_cert.cli.main", *args], capture_output=True, text=True,
-                          timeout=TIMEOUT)
 
 
 def deterministic(report: dict) -> dict:
@@ -159,6 +152,7 @@ def synthetic(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_cli_json_plot_table(tmp_path, synthetic):
     run = softrank("budgets", str(PANEL), str(synthetic), "--budgets", "4,8,16", "--eps", "0.25", "--json",
                    "--out", str(tmp_path / "r.json"), "--plot", str(tmp_path / "b.png"), "--table", str(tmp_path / "b.md"))
@@ -190,6 +184,7 @@ def test_cli_table_output(capsys):
     assert "softrank budgets at eps 0.5" in out and "apache2" in out and "6 operators" in out
 
 
+@pytest.mark.slow
 def test_jobs_give_identical_results(tmp_path, synthetic):
     base = ["budgets", str(PANEL), str(synthetic), "--budgets", "4,8,16", "--eps", "0.25", "--json",
             "--budget-seconds", "inf"]

@@ -152,6 +152,7 @@ def test_profile_figure(prof, tmp_path):
 # softrank profile
 # --------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_cli_profile_writes_plot_json_and_certificate(head_file, tmp_path):
     plot, cert = tmp_path / "out" / "profile.svg", tmp_path / "cert.json"
     res = run_softrank("profile", head_file, "--plot", plot, "--json", "--eps", "0.1,0.25", "--out", cert,

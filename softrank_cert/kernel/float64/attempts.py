@@ -51,7 +51,8 @@ def _outcome(engine: str, attempt: Callable[[], FastAttempt]) -> FastAttempt:
         return None, None, None, f"{engine} path: {OUT_OF_MEMORY}"
 
 
-def float64_stage(attempt: Callable[[], FastAttempt], engine: str = "float64") -> tuple[str, int, Callable[[], FastAttempt]]:
+def float64_stage(attempt: Callable[[], FastAttempt],
+                  engine: str = "float64") -> tuple[str, int, Callable[[], FastAttempt]]:
     """A float64 path as one stage of :func:`softrank_cert.kernel.verdict.decide` (``engine``
     "float64" or "rowblock", precision 53): ``attempt`` is one of the attempts below or of
     :mod:`.rowblock`; out of memory is undecided (the next stage decides), never a verdict, and
@@ -60,7 +61,8 @@ def float64_stage(attempt: Callable[[], FastAttempt], engine: str = "float64") -
 
 
 def float64_stages(engine: str, float64_attempt: Callable[[], FastAttempt],
-                   rowblock_attempt: Callable[[], FastAttempt] | None) -> Iterator[tuple[str, int, Callable[[], FastAttempt]]]:
+                   rowblock_attempt: Callable[[], FastAttempt] | None
+                   ) -> Iterator[tuple[str, int, Callable[[], FastAttempt]]]:
     """The float64 stages of a check: the row-block path (engines auto/rowblock; upper and lower
     ends, ``proofs/rowblock-bounds.md``), then the float64 path (auto/float64).  Norm claims have no
     row-block attempt: for them engine "rowblock" is the float64 path."""

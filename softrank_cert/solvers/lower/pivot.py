@@ -20,7 +20,7 @@ def pivot_order(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rows, cols = np.arange(m), np.arange(n)
     for s in range(min(m, n)):
         sub = np.abs(R[s:, s:])
-        i, j = np.unravel_index(int(np.argmax(sub)), sub.shape)
+        i, j = map(int, np.unravel_index(int(np.argmax(sub)), sub.shape))
         i, j = i + s, j + s
         R[[s, i]], rows[[s, i]] = R[[i, s]], rows[[i, s]]
         R[:, [s, j]], cols[[s, j]] = R[:, [j, s]], cols[[j, s]]

@@ -11,6 +11,8 @@ another cluster or none) are kept while they raise the threshold.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy.cluster.vq import kmeans2
 
@@ -21,8 +23,8 @@ def inv_norms(Ms: np.ndarray) -> np.ndarray:
     """``||M^{-1}||`` (max-row-l1) for a stack of square matrices; inf where singular."""
     out = np.full(len(Ms), np.inf)
     try:
-        invs = np.linalg.inv(Ms)
-        ok = np.arange(len(Ms))
+        invs: Any = np.linalg.inv(Ms)  # a list of them where one is singular (below)
+        ok: Any = np.arange(len(Ms))
     except np.linalg.LinAlgError:
         ok, invs = [], []
         for i, M in enumerate(Ms):
@@ -136,7 +138,7 @@ def pooled(A: Dense | np.ndarray, k: int, *, kinds: tuple[str, ...] = ("plain", 
            seeds: int = 1, passes: int = 3) -> tuple[np.ndarray, np.ndarray]:
     """Best pooled ``(X, Y)`` over the clusterings tried (threshold ``1/||(XAY)^{-1}||``)."""
     a = as_dense(A).A
-    best = (-1.0, None, None)
+    best: tuple[float, Any, Any] = (-1.0, None, None)
     for kind in kinds:
         for seed in range(seeds):
             qlab = cluster_queries(a, k, kind, seed)

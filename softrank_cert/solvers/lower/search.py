@@ -78,7 +78,7 @@ class State:
 #: A proposed state: (k, lab, sign, X, method).
 Candidate = tuple[int, np.ndarray, np.ndarray, np.ndarray, str]
 #: One unit of work: its key and the function doing it (argument: the deadline).
-Unit = tuple[tuple, Callable[[float], "Candidate | None"]]
+Unit = tuple[tuple, Callable[[Until], "Candidate | None"]]
 
 
 class LowerSearch:

@@ -215,7 +215,7 @@ def build_report(results: list[dict[str, Any]], stems: dict[str, str], eps_list:
         side, meaning = DEFINITIONS[name]
         score_table[name] = {"certified": side, "meaning": meaning,
                              **score_concordance(LO, UP, S, W, eps_list, groups)}
-    added = [name for name in ("intrinsic", "native", "interaction_dim") if name in score_table]
+    added: list[str] = [name for name in ("intrinsic", "native", "interaction_dim") if name in score_table]
     held: dict[str, Any] = {}
     for scheme in ("document", "layer"):
         held[scheme] = heldout(rows, op_index_a, n, groups[scheme], added, W)

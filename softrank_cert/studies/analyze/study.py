@@ -119,6 +119,7 @@ def verified_brackets(op: Any, name: str, raw: bytes, source: str, eps_list: lis
                                       require_signature=bool(options.get("require_signature")),
                                       max_prec=options.get("max_prec", 512))
     certificate = report.certificate
+    assert certificate is not None  # verify_certificate_bytes always decodes it
     reason = operator_mismatch(op, certificate.operator)
     if certificate.operator_id != name or reason:
         raise InvalidInputError(f"{source}: certificate is not about the panel operator {name!r}: "
@@ -131,9 +132,9 @@ def verified_brackets(op: Any, name: str, raw: bytes, source: str, eps_list: lis
     if op.kind not in ("qk", "scores"):
         raise InvalidInputError(f"{name}: softrank analyze needs unmasked 'qk' or 'scores' operators (the theorem "
                                 "assumes one common positive support and needs scores)")
-    by_eps: dict[Fraction, tuple[Any, Any]] = {}
-    for bracket, pair in zip(certificate.brackets, report.pairs):
-        by_eps[bracket.eps_value] = pair
+    by_eps: dict[Fraction | None, tuple[Any, Any]] = {}
+    for bracket, ends in zip(certificate.brackets, report.pairs):
+        by_eps[bracket.eps_value] = ends
     brackets: dict[str, dict[str, Any]] = {}
     dropped: list[str] = []
     for eps in eps_list:

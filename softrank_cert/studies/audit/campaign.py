@@ -72,7 +72,7 @@ class AuditCampaign(Campaign):
     def _reaudit(self, item: Any, task: tuple, entry: dict[str, Any]) -> OperatorAudit | None:
         """The operator's audit again from its re-checked reproduction certificate (None: recompute)."""
         name, _spec, rows, raw, table_dir, evidence_path, _budget, trusted_keys, provenance, _keep = task
-        recorded = entry.get("result") if isinstance(entry.get("result"), dict) else {}
+        recorded = got if isinstance(got := entry.get("result"), dict) else {}
         seconds = recorded.get("solver_seconds")
         seconds = seconds if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else None
         state = self._state_path(name)

@@ -61,12 +61,13 @@ def audit_with_certificate(row: PublishedRow, op: Operator, checked: CheckedCert
     evidence: dict[str, Any] = {"source": "certificate", "certificate": shown_path, "signer": checked.signer}
     reason = checked.error
     if reason is None:
+        assert checked.certificate is not None  # no error: the certificate decoded
         reason = operator_mismatch(op, checked.certificate.operator)
         if reason is not None:
             reason = f"certificate is about another operator ({checked.certificate.operator_id}): {reason}"
     pair = None
     if reason is None:
-        pair = next((ends for b, ends in zip(checked.certificate.brackets, checked.pairs) if b.eps_value == row.eps_value),
+        pair = next((ends for b, ends in zip(checked.certificate.brackets, checked.pairs) if b.eps_value == row.eps_value),  # type: ignore[union-attr]  # no error: decoded
                     None)
         if pair is None:
             reason = f"certificate has no bracket at eps {row.eps}"
@@ -74,6 +75,7 @@ def audit_with_certificate(row: PublishedRow, op: Operator, checked: CheckedCert
         evidence["reason"] = reason
         return RowResult(row.line, row.operator, row.eps, "invalid-certificate", row.lower, row.upper, evidence=evidence,
                          error=reason)
+    assert checked.certificate is not None and pair is not None  # no reason: the certificate and its bracket
     evidence["operator_id"] = checked.certificate.operator_id
     lower, upper = pair
     ok = lambda v: v if v.status is Status.VERIFIED else None  # noqa: E731  (INCONCLUSIVE: not verified)

@@ -32,8 +32,8 @@ def ratio_figure(rows: list[Any]) -> Any:
     values: list[float] = [1.0]
     plotted = 0
     for status in ("confirmed", "tightened", "reproduced", "refuted", "unresolved"):
-        pts = [(ratio(r.published_lower, r.published_upper), ratio(r.lower, r.upper)) for r in rows if r.status == status]
-        pts = [(x, y) for x, y in pts if x is not None and y is not None]
+        ends = [(ratio(r.published_lower, r.published_upper), ratio(r.lower, r.upper)) for r in rows if r.status == status]
+        pts = [(x, y) for x, y in ends if x is not None and y is not None]
         if not pts:
             continue
         counts: dict[tuple[float, float], int] = {}

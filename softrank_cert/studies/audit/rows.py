@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeGuard
 
 from ...errors import InvalidInputError, SoftrankError
 from ...kernel import Status, Verdict, parse_tolerance
@@ -89,7 +89,7 @@ class AuditResult:
 
 # --------------------------------------------------------------------------- reading the table
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

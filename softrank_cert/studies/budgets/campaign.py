@@ -41,7 +41,7 @@ def _load(paths: list[str], names: list[str] | None = None) -> list[tuple[NamedO
     wanted = None if names is None else list(dict.fromkeys(names))
     selected = {path: None if wanted is None else [n for n in operator_names(path) if n in wanted] for path in paths}
     if wanted is not None:
-        found = {name for chosen in selected.values() for name in chosen}
+        found = {name for chosen in selected.values() for name in chosen}  # type: ignore[union-attr]  # wanted: lists
         missing = [name for name in wanted if name not in found]
         if missing:
             held = [n for path in paths for n in operator_names(path)]
@@ -86,7 +86,8 @@ def study(panels: list[str], eps: str, budgets: list[int], budget_seconds: float
     want = certificates is not None
     tasks = [(pack_operator(item.operator), item.name, stem, eps, budgets, budget_seconds, True,
               want or manifest is not None, item.provenance or None) for item, stem in selected]
-    targets = certificate_paths(Path(certificates), [item.name for item, _stem in selected],
+    targets = certificate_paths(Path(certificates),  # type: ignore[arg-type]  # want: a path
+                                [item.name for item, _stem in selected],
                                 reserve_manifest=False) if want else []
     start = time.perf_counter()
     results: dict[int, OperatorBudgets] = {}
@@ -219,7 +220,9 @@ def _rechecked(outcome: Any, operator: tuple[NamedOperator, str], task: tuple) -
                                                       provenance=named.provenance)
     if verified is None:
         return worker_failure(outcome, why, code)
-    result = OperatorBudgets.from_verified(name, stem, named.operator, report.certificate.brackets[0], report.pairs[0],
+    result = OperatorBudgets.from_verified(name, stem, named.operator,
+                                           report.certificate.brackets[0],  # type: ignore[union-attr]  # verified: a report
+                                           report.pairs[0],  # type: ignore[union-attr]
                                            budgets, item.sharpened, item.seconds)
     result.certificate = verified
     return dataclasses.replace(outcome, value=result)
@@ -264,7 +267,7 @@ class _BudgetsCampaign(Campaign):
             if report is None:
                 self.note(item.name, f"recomputed: {why}")
                 continue
-            recorded = entry.get("result") if isinstance(entry.get("result"), dict) else {}
+            recorded = got if isinstance(got := entry.get("result"), dict) else {}
             result = OperatorBudgets.from_verified(item.name, stem, item.operator, report.certificate.brackets[0],
                                                    report.pairs[0], budgets, recorded.get("sharpened"),
                                                    entry.get("seconds"))

@@ -146,7 +146,7 @@ def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], 
     prof = CandidatePool(Dense.of(op), budget.until())
     notes: list[str] = []
     for b in sorted((b for b in budgets if k <= b < r), reverse=True):
-        found = first_verified(op, ((eps, w) for c in ("tsvd", "smooth")
+        found: tuple[str, Any, Any] | None = first_verified(op, ((eps, w) for c in ("tsvd", "smooth")
                                     if (w := prof.witness(c, b)) is not None and w.error <= value * (1 + 1e-12)))
         if found is None:
             break

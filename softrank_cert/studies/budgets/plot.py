@@ -88,7 +88,8 @@ def budgets_figure(report: dict[str, Any]) -> Any:
     axes[0][0].set_ylabel("fraction of heads")
     handles = [Line2D([], [], color=colours[i % len(colours)], linewidth=2, label=f"budget $b = {b}$")
                for i, b in enumerate(report["budgets"])]
-    handles += [Line2D([], [], color="gray", linestyle=line, marker=marker, label=CLASS_MEANING[cls])
+    handles += [Line2D([], [], color="gray", linestyle=line,  # type: ignore[arg-type]  # "-", "--", ":" (stubs: Literal)
+                       marker=marker, label=CLASS_MEANING[cls])
                 for cls, (line, marker) in styles.items()]
     fig.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
     fig.suptitle(f"softrank budgets: fraction of heads per rank budget $b$ at {eps_text}", fontsize=11)

@@ -70,7 +70,7 @@ def _recheck_record(folder: Path, record: dict[str, Any]) -> int:
     """Re-verify the budgets of one head's ``record`` in place (a budget not backed by its
     certificate is dropped; the lower ends become the ones the policy certificates verify, None
     where none does); returns how many budgets stayed."""
-    files = record.get("certificates") if isinstance(record.get("certificates"), dict) else {}
+    files = got if isinstance(got := record.get("certificates"), dict) else {}
     ends: dict[str, dict[tuple[str, str], tuple[int, int]] | str] = {}
     lowers: dict[str, int] = {}
     kept = 0

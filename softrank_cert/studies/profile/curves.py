@@ -118,7 +118,7 @@ class Profile:
             value = parse_tolerance(e)
             trivial = Ends(self.operator, e)  # k = 1 (or 0), and r = p (or 0)
             lower = sorted((s for s in self.lower if value <= s.value), key=lambda s: -s.k)
-            found = first_verified(self.operator, ((e, s) for s in lower))
+            found: tuple[str, Any, Any] | None = first_verified(self.operator, ((e, s) for s in lower))
             lower_end = trivial.lower if found is None or found[1].k <= trivial.lower.k else found[2]
             upper = sorted((s for s in self.upper if s.everywhere or value >= s.value), key=lambda s: s.r)
             found = first_verified(self.operator, ((e, s) for s in upper))

@@ -74,8 +74,8 @@ def profile_figure(profile: Profile, *, marks: Sequence[str] = (), ax: Any = Non
     right = Fraction(1)
     inner = sorted({s.value for s in profile.lower} | {s.value for s in profile.upper if not s.everywhere})
     edges = [left] + [x for x in inner if left < x < right] + [right]
-    lows, ups = _curve_values(profile, edges)
-    lows = [v if v > 0 else (0.5 if yscale == "log" else 0) for v in lows]  # k = 0: off a log axis
+    ranks_below, ups = _curve_values(profile, edges)
+    lows = [v if v > 0 else (0.5 if yscale == "log" else 0) for v in ranks_below]  # k = 0: off a log axis
     xs = np.array([float(x) for x in edges])
     blue, red, green, band = "#1f4e99", "#b2182b", "#1a9850", "#cfd8e6"
     ax.fill_between(xs, np.append(lows, lows[-1]), np.append(ups, ups[-1]), step="post", color=band, alpha=0.9,

@@ -144,7 +144,7 @@ def lower_steps(op: Operator, pool: Any, ends: Iterable[Any], floor_eps: str) ->
         threshold = norm if k == 1 else proposals[k].threshold if k in proposals else None
         attempts = []
         for units in ((1, 2) if threshold is not None else ()):
-            eps = decimal_below(threshold, units=units)
+            eps = decimal_below(threshold, units=units)  # type: ignore[arg-type]  # set: the loop runs
             if eps is None or (floor is not None and parse_tolerance(eps) <= floor):
                 break
             c = None if k == 1 else proposals[k]

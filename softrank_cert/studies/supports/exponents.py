@@ -122,7 +122,7 @@ def exponents_document(points: Sequence[Any], theory: float) -> dict[str, Any]:
     x, else the last consecutive one (None for fewer than two points)."""
     rows = local_exponents(points, theory)
     decade_rows = local_exponents(points, theory, decades=True)
-    largest = (decade_rows or rows or [None])[-1]
+    largest = next(reversed(decade_rows or rows), None)
     return {"local_exponents": rows, "decade_exponents": decade_rows, "largest_scale": largest,
             "exponent_note": "certified: log(lower_2/upper_1)/log(x2/x1) <= local exponent <= "
                              "log(upper_2/lower_1)/log(x2/x1) between consecutive points (decade_exponents: each point and the "

@@ -122,8 +122,8 @@ def _draw_exponents(ax: Any, doc: dict[str, Any], color: str, name: str, shift: 
         if lo is None and hi is None:
             continue
         x = math.sqrt(row["x1"] * row["x2"]) * shift
-        bottom = lo if lo is not None else (hi - _OPEN_END)
-        top = hi if hi is not None else (lo + _OPEN_END)
+        bottom = lo if lo is not None else (hi - _OPEN_END)  # type: ignore[operator]  # both None: `continue` above
+        top = hi if hi is not None else (lo + _OPEN_END)  # type: ignore[operator]  # both None: `continue` above
         ax.plot([x, x], [bottom, top], "-", marker="_", markersize=12, markeredgewidth=2.5, color=color,
                 linewidth=3.0, label="_nolegend_" if drawn else f"{name}: certified local-exponent interval "
                                                                  "(thin line: its span)")

@@ -27,7 +27,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -104,7 +104,7 @@ def _neighbour(instance: Instance, rng: np.random.Generator) -> Instance:
     return replace(instance, n=min(N_RANGE[1], max(N_RANGE[0], n)))
 
 
-def search(*, eps: str = "0.25", ranks: tuple[int, ...] = (1, 2, 3, 4), evaluations: int = 40, start: int = 12,
+def search(*, eps: str = "0.25", ranks: Sequence[int] = (1, 2, 3, 4), evaluations: int = 40, start: int = 12,
            budget_seconds: float = 1.0, seed: int = 24, kappa_factors: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0),
            progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """Search (see the module docstring); ``evaluations`` bounds the search proper (``start`` of
@@ -129,7 +129,7 @@ def search(*, eps: str = "0.25", ranks: tuple[int, ...] = (1, 2, 3, 4), evaluati
     def consider(result: dict[str, Any]) -> None:
         for r in ranks:
             value = ratio(result, r)
-            if value is not None and (r not in best or value > ratio(best[r], r)):
+            if value is not None and (r not in best or value > ratio(best[r], r)):  # type: ignore[operator]  # kept: a ratio
                 best[r] = result
 
     for _ in range(min(start, evaluations)):
@@ -142,7 +142,7 @@ def search(*, eps: str = "0.25", ranks: tuple[int, ...] = (1, 2, 3, 4), evaluati
         r = ranks[step % len(ranks)] if ranks[step % len(ranks)] in best else next(iter(best))
         candidate = _neighbour(Instance(**{**best[r]["instance"], "stretch": tuple(best[r]["instance"]["stretch"])}), rng)
         consider(run(candidate, f"hill climb r={r}"))
-    per_rank = []
+    per_rank: list[dict[str, Any]] = []
     for r in ranks:
         if r not in best:
             per_rank.append({"r": r, "lower_over_phi": None, "instance": None, "kappa_trend": []})
@@ -152,7 +152,7 @@ def search(*, eps: str = "0.25", ranks: tuple[int, ...] = (1, 2, 3, 4), evaluati
         for factor in kappa_factors:
             result = run(replace(base, kappa=float(f"{base.kappa * factor:.6g}")), f"kappa trend r={r}")
             value = ratio(result, r)
-            row = next((g for g in result["geometry"] if g["r"] == r), {})
+            row: dict[str, Any] = next((g for g in result["geometry"] if g["r"] == r), {})
             trend.append({"kappa": result["instance"]["kappa"], "lower": result["lower"], "upper": result["upper"],
                           "phi": row.get("phi"), "tau": row.get("tau"),
                           "lower_over_phi": None if value is None else row["lower_over_phi"]})

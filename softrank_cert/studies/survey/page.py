@@ -194,7 +194,7 @@ def _kv_figures(certs: Path, report: dict[str, Any]) -> dict[str, Path]:
     from ..kv_budgets.study import OUTPUT_FOLDER
 
     inside = (certs / OUTPUT_FOLDER).resolve()
-    named = report.get("figures") if isinstance(report.get("figures"), dict) else {}
+    named = got if isinstance(got := report.get("figures"), dict) else {}
     paths = {str(model): (certs / str(relative)).resolve() for model, relative in named.items()}
     return {model: path for model, path in paths.items() if path.is_relative_to(inside) and path.is_file()}
 
