@@ -8,20 +8,22 @@ real weights this project has, at the driver's default work, every end kernel-VE
 certificate re-checked by ``softrank-verify`` before its record is written:
 
     family          capture                          widths (heads sampled)
-    minilm          --model minilm                   64 (40), 128 (16), 256 (6)
-    smollm2         --gguf smollm2                   64 (40), 128 (16), 256 (6)
-    qwen2.5-0.5b    --gguf qwen2.5-0.5b              64 (40), 128 (16), 256 (6)
-    qwen2.5-1.5b    --gguf qwen2.5-1.5b              64 (40), 128 (16), 256 (6)
-    gemma3-270m     --gguf gemma3-270m               64 (40), 128 (16), 256 (6)
+    minilm          --model minilm                   64 (60), 128 (16), 256 (4)
+    smollm2         --gguf smollm2                   64 (60), 128 (16), 256 (4)
+    qwen2.5-0.5b    --gguf qwen2.5-0.5b              64 (60), 128 (16), 256 (4)
+    qwen2.5-1.5b    --gguf qwen2.5-1.5b              64 (60), 128 (16), 256 (4)
+    gemma3-270m     --gguf gemma3-270m               64 (60), 128 (16), 256 (4)
     dinov2-small    --hf dinov2-small (a photograph) 257 (12): a ViT's one width at 224 px
 
 Heads: per family a fixed random order of all (layer, head) pairs (``numpy.random.default_rng``
 seeded with :data:`SEED` and the family's name, :func:`head_order`); a width takes the first n
-of that order, so the heads of width 256 are bracketed at 64 and 128 as well.  Text: the first w
+of that order, so the heads of width 256 are bracketed at 64 and 128 as well.  The 412 operators
+cost about 75 CPU minutes at the driver's nominal seconds (about 60 measured), most of them at
+width 64, so that the comparison's panel passes 300 operators early.  Text: the first w
 tokens of ``examples/data/py-specialnames.txt`` (a document no earlier run or calibration used:
 held out); image: matplotlib's ``grace_hopper.jpg`` (a real photograph shipped offline).
 
-A **unit** is one family at one width.  It is captured once per family (``softrank panel``, all
+A **unit** is one family at one width (at most :data:`CHUNK` heads: width 64 is two units).  It is captured once per family (``softrank panel``, all
 its widths, the sampled layers), bracketed and verified by ``seed_scale.run_unit`` (the same
 record, store and sample as the seed-scale campaign, under ``benchmarks/results/family_table/``),
 then compared with the truncated SVD (:func:`svd_unit`): per operator and eps, the least rank r
@@ -61,7 +63,9 @@ SEED = 46
 HEADLINE_EPS = "0.25"
 DOCUMENT = "py-specialnames"
 #: width -> heads sampled, for the text families (nested: a width's heads are the first of the order)
-TEXT_SAMPLE = {64: 40, 128: 16, 256: 6}
+TEXT_SAMPLE = {64: 60, 128: 16, 256: 4}
+#: The most heads of one unit (a width's sample is cut into units of this many, in order).
+CHUNK = 40
 RESULTS = ROOT / "benchmarks" / "results" / "family_table"
 RESEARCH = {"ratio": "2.6-3.8 (median upper/lower by family, eps 0.25, 2,302 operators, float64, no certificates)",
             "svd": "1.62x (truncated SVD against alternating l1, held-out panel of 1,152 operators)",
@@ -113,17 +117,19 @@ def head_order(family: Family) -> list[tuple[int, int]]:
 
 @dataclass(frozen=True)
 class Unit:
-    """One family at one width: the first ``len(heads)`` heads of its order (duck-types
-    ``seed_scale.Unit`` for ``run_unit``)."""
+    """One family at one width: ``heads``, the heads ``first``, ``first + 1``, ... of its order
+    (duck-types ``seed_scale.Unit`` for ``run_unit``)."""
 
     model: str
     document: str
     width: int
     heads: tuple[tuple[int, int], ...]
+    first: int = 0
 
     @property
     def name(self) -> str:
-        return f"{self.model}-{self.document}-w{self.width}-n{len(self.heads)}"
+        stem = f"{self.model}-{self.document}-w{self.width}"
+        return f"{stem}-n{len(self.heads)}" if self.first == 0 else f"{stem}-h{self.first}-{self.first + len(self.heads) - 1}"
 
     @property
     def layers(self) -> tuple[int, ...]:
@@ -134,10 +140,16 @@ class Unit:
 
 
 def plan() -> list[Unit]:
-    """Every unit, narrow widths first (any prefix of the campaign is whole widths)."""
-    units = [Unit(f.label, source(f).stem, width, tuple(head_order(f)[:n])) for f in FAMILIES.values()
-             for width, n in f.sample]
-    return sorted(units, key=lambda u: u.width)
+    """Every unit: each family's first unit, then each family's second, ... (narrow widths first
+    within a family; any prefix of the campaign has a row of every family it reached)."""
+    units = []
+    for family in FAMILIES.values():
+        order, mine = head_order(family), []
+        for width, n in family.sample:
+            mine += [Unit(family.label, source(family).stem, width, tuple(order[i:min(i + CHUNK, n)]), i)
+                     for i in range(0, n, CHUNK)]
+        units += list(enumerate(mine))
+    return [unit for _, unit in sorted(units, key=lambda pair: pair[0])]
 
 
 def estimated_cpu_seconds(units: list[Unit]) -> float:
@@ -291,16 +303,17 @@ def load_svd(results: Path) -> list[dict]:
     return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
 
 
-def comparison(svd_records: list[dict]) -> list[dict]:
-    """Per family x eps (all widths together): operators, median SVD/upper and SVD/lower, the
-    median bracket upper/lower beside them, and how often the kernel rejected the SVD below."""
-    cells: dict[tuple[str, str], list[dict]] = {}
+def comparison(svd_records: list[dict], by_width: bool = False) -> list[dict]:
+    """Per family x eps (all widths together, or per width too): operators, median SVD/upper and
+    SVD/lower, the median bracket upper/lower beside them, and how often the kernel rejected the
+    SVD below."""
+    cells: dict[tuple[str, int, str], list[dict]] = {}
     for record in svd_records:
         for row in record["rows"]:
-            cells.setdefault((record["model"], row["eps"]), []).append(row)
+            cells.setdefault((record["model"], record["width"] if by_width else 0, row["eps"]), []).append(row)
     out = []
-    for (model, eps), rows in sorted(cells.items(), key=lambda kv: (kv[0][0], float(kv[0][1]))):
-        out.append({"model": model, "eps": eps, "operators": len(rows),
+    for (model, width, eps), rows in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1], float(kv[0][2]))):
+        out.append({"model": model, **({"width": width} if by_width else {}), "eps": eps, "operators": len(rows),
                     "median_svd_over_upper": round(_median([r["svd"] / max(r["upper"], 1) for r in rows]), 2),
                     "median_svd_over_lower": round(_median([r["svd"] / max(r["lower"], 1) for r in rows]), 2),
                     "median_upper_over_lower": round(_median([r["upper"] / max(r["lower"], 1) for r in rows]), 2),
@@ -397,6 +410,13 @@ def write_summary(units: list[Unit], results: Path | None = None) -> str:
     lines += [f"| {c['model']} | {c['eps']} | {c['operators']} | {c['median_svd_over_upper']:.2f} | "
               f"{c['median_svd_over_lower']:.2f} | {c['median_upper_over_lower']:.2f} | {c['svd_is_upper_percent']:.1f} % | "
               f"{c['below_rejected']} of {c['below_checked']} | {c['not_verified_at_float64_rank']} |" for c in compared]
+    widths = [c for c in comparison(svd_records, by_width=True) if c["eps"] == HEADLINE_EPS]
+    stats["comparison_by_width"] = widths
+    lines += ["", f"By width at eps {HEADLINE_EPS}:", "",
+              "| family | width | operators | median SVD/upper | median SVD/lower | median upper/lower |",
+              "|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {c['model']} | {c['width']} | {c['operators']} | {c['median_svd_over_upper']:.2f} | "
+              f"{c['median_svd_over_lower']:.2f} | {c['median_upper_over_lower']:.2f} |" for c in widths]
     lines += ["", f"Families' range at eps {HEADLINE_EPS}: SVD/upper {family_ratios(compared, 'median_svd_over_upper')}, "
               f"SVD/lower {family_ratios(compared, 'median_svd_over_lower')}, best witness/lower "
               f"{family_ratios(compared, 'median_upper_over_lower')}. The research: {RESEARCH['svd']}; {RESEARCH['best']}.",

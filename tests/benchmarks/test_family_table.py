@@ -24,8 +24,12 @@ def test_plan_covers_the_issue_within_its_cost():
     assert {u.model for u in units} == {"minilm", "smollm2", "qwen2.5-0.5b", "qwen2.5-1.5b", "gemma3-270m",
                                         "dinov2-small"}
     assert {u.width for u in units if u.model == "qwen2.5-1.5b"} == {64, 128, 256}
-    assert [u.width for u in units] == sorted(u.width for u in units)  # whole widths first
-    assert family_table.estimated_cpu_seconds(units) <= 75 * 60
+    assert [u.width for u in units[:6]] == [64] * 5 + [257]  # a row of every family first
+    assert [u.width for u in units[6:]] == [64] * 5 + [128] * 5 + [256] * 5
+    first, second = (u for u in units if u.model == "minilm" and u.width == 64)
+    assert (first.name, second.name) == ("minilm-py-specialnames-w64-n40", "minilm-py-specialnames-w64-h40-59")
+    assert len(set(first.heads + second.heads)) == 60
+    assert family_table.estimated_cpu_seconds(units) <= 76 * 60  # nominal; about 0.8x that measured
     assert all(family_table.source(family_table.FAMILIES[u.model]).is_file() for u in units)
     held_out = {u.document for u in seed_scale.plan()}
     assert family_table.DOCUMENT not in held_out
@@ -37,7 +41,9 @@ def test_the_sample_is_seeded_nested_and_per_family():
         order = family_table.head_order(family)
         assert order == family_table.head_order(family)
         assert sorted(order) == [(la, h) for la in range(family.layers) for h in range(family.heads)]
-    units = {(u.model, u.width): set(u.heads) for u in family_table.plan()}
+    units: dict[tuple[str, int], set] = {}
+    for unit in family_table.plan():
+        units.setdefault((unit.model, unit.width), set()).update(unit.heads)
     assert units[("smollm2", 256)] < units[("smollm2", 128)] < units[("smollm2", 64)]
     minilm, qwen = (family_table.head_order(family_table.FAMILIES[m]) for m in ("minilm", "qwen2.5-0.5b"))
     assert minilm[:10] != qwen[:10]
@@ -57,6 +63,10 @@ def test_comparison_takes_medians_of_ratios_per_family():
     assert (a["below_rejected"], a["below_checked"]) == (1, 2)
     assert b["median_svd_over_lower"] == 1.0
     assert family_table.family_ratios([a, b], "median_svd_over_upper") == "1.00-2.00"
+    records[0]["width"], records[1]["width"] = 64, 128
+    wide = records[0] | {"width": 128, "rows": [_row(3, 3, 1)]}
+    a64, a128, b128 = family_table.comparison(records + [wide], by_width=True)
+    assert (a64["width"], a64["operators"], a128["median_svd_over_lower"], b128["model"]) == (64, 3, 3.0, "b")
 
 
 @pytest.fixture
