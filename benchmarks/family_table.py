@@ -23,7 +23,8 @@ width 64, so that the comparison's panel passes 300 operators early.  Text: the 
 tokens of ``examples/data/py-specialnames.txt`` (a document no earlier run or calibration used:
 held out); image: matplotlib's ``grace_hopper.jpg`` (a real photograph shipped offline).
 
-A **unit** is one family at one width (at most :data:`CHUNK` heads: width 64 is two units).  It is captured once per family (``softrank panel``, all
+A **unit** is one family at one width (at most ``Family.chunk`` heads: width 64 is two units,
+DINOv2's width two).  It is captured once per family (``softrank panel``, all
 its widths, the sampled layers), bracketed and verified by ``seed_scale.run_unit`` (the same
 record, store and sample as the seed-scale campaign, under ``benchmarks/results/family_table/``),
 then compared with the truncated SVD (:func:`svd_unit`): per operator and eps, the least rank r
@@ -64,8 +65,6 @@ HEADLINE_EPS = "0.25"
 DOCUMENT = "py-specialnames"
 #: width -> heads sampled, for the text families (nested: a width's heads are the first of the order)
 TEXT_SAMPLE = {64: 60, 128: 16, 256: 4}
-#: The most heads of one unit (a width's sample is cut into units of this many, in order).
-CHUNK = 40
 RESULTS = ROOT / "benchmarks" / "results" / "family_table"
 RESEARCH = {"ratio": "2.6-3.8 (median upper/lower by family, eps 0.25, 2,302 operators, float64, no certificates)",
             "svd": "1.62x (truncated SVD against alternating l1, held-out panel of 1,152 operators)",
@@ -83,6 +82,8 @@ class Family:
     sample: tuple[tuple[int, int], ...]  # (width, heads sampled), narrow first
     image: bool = False
     causal: bool = True
+    chunk: int = 40  # the most heads of one unit (a width's sample is cut into units of this many)
+    start: int = 0  # the step of the campaign's order at which the family's first unit comes
 
 
 FAMILIES = {f.label: f for f in (
@@ -91,7 +92,7 @@ FAMILIES = {f.label: f for f in (
     Family("qwen2.5-0.5b", ("--gguf", "qwen2.5-0.5b"), 24, 14, tuple(TEXT_SAMPLE.items())),
     Family("qwen2.5-1.5b", ("--gguf", "qwen2.5-1.5b"), 28, 12, tuple(TEXT_SAMPLE.items())),
     Family("gemma3-270m", ("--gguf", "gemma3-270m"), 18, 4, tuple(TEXT_SAMPLE.items())),
-    Family("dinov2-small", ("--hf", "dinov2-small"), 12, 6, ((257, 12),), image=True, causal=False),
+    Family("dinov2-small", ("--hf", "dinov2-small"), 12, 6, ((257, 12),), image=True, causal=False, chunk=6, start=2),
 )}
 
 
@@ -140,16 +141,18 @@ class Unit:
 
 
 def plan() -> list[Unit]:
-    """Every unit: each family's first unit, then each family's second, ... (narrow widths first
-    within a family; any prefix of the campaign has a row of every family it reached)."""
+    """Every unit in the campaign's order: step by step, each family's next unit (narrow widths
+    first within a family; a family enters at its ``start`` step), the widest first within a step.
+    So the text families' 300 width-64 heads come first (the comparison's panel), then DINOv2's
+    and the wider units."""
     units = []
     for family in FAMILIES.values():
         order, mine = head_order(family), []
         for width, n in family.sample:
-            mine += [Unit(family.label, source(family).stem, width, tuple(order[i:min(i + CHUNK, n)]), i)
-                     for i in range(0, n, CHUNK)]
-        units += list(enumerate(mine))
-    return [unit for _, unit in sorted(units, key=lambda pair: pair[0])]
+            mine += [Unit(family.label, source(family).stem, width, tuple(order[i:min(i + family.chunk, n)]), i)
+                     for i in range(0, n, family.chunk)]
+        units += [(family.start + step, unit) for step, unit in enumerate(mine)]
+    return [unit for _, unit in sorted(units, key=lambda pair: (pair[0], -pair[1].width))]
 
 
 def estimated_cpu_seconds(units: list[Unit]) -> float:

@@ -24,8 +24,8 @@ def test_plan_covers_the_issue_within_its_cost():
     assert {u.model for u in units} == {"minilm", "smollm2", "qwen2.5-0.5b", "qwen2.5-1.5b", "gemma3-270m",
                                         "dinov2-small"}
     assert {u.width for u in units if u.model == "qwen2.5-1.5b"} == {64, 128, 256}
-    assert [u.width for u in units[:6]] == [64] * 5 + [257]  # a row of every family first
-    assert [u.width for u in units[6:]] == [64] * 5 + [128] * 5 + [256] * 5
+    assert [u.width for u in units[:10]] == [64] * 10  # the comparison's 300 text operators first
+    assert [u.width for u in units[10:]] == [257] + [128] * 5 + [257] + [256] * 5
     first, second = (u for u in units if u.model == "minilm" and u.width == 64)
     assert (first.name, second.name) == ("minilm-py-specialnames-w64-n40", "minilm-py-specialnames-w64-h40-59")
     assert len(set(first.heads + second.heads)) == 60
