@@ -350,17 +350,24 @@ def figure(table: list[dict], compared: list[dict], path: Path) -> bool:
             left.plot(*zip(*mine), "-o", label=model)
     left.axhspan(2.6, 3.8, color="grey", alpha=0.2, label="the research: 2.6-3.8")
     left.set_xscale("log", base=2)
-    left.set_xlabel("width (tokens)")
+    ticks = sorted({r["width"] for r in rows})
+    left.set_xticks(ticks, [str(w) for w in ticks])
+    left.set_ylim(0.9, 4.0)
+    left.set_xlabel("width (tokens; DINOv2: 256 patches + class token)")
     left.set_ylabel(f"median upper / lower, eps {HEADLINE_EPS}")
-    left.legend(fontsize=7)
+    left.legend(fontsize=7, loc="upper left")
     mine = [c for c in compared if c["eps"] == HEADLINE_EPS]
     x = np.arange(len(mine))
-    right.bar(x - 0.2, [c["median_svd_over_upper"] for c in mine], 0.4, label="SVD / best witness (upper end)")
-    right.bar(x + 0.2, [c["median_svd_over_lower"] for c in mine], 0.4, label="SVD / lower end")
-    right.axhline(1.62, color="C2", linestyle="--", label="the research: SVD / alternating l1, 1.62")
+    for shift, key, label in ((-0.27, "median_svd_over_upper", "SVD / best witness (upper end)"),
+                              (0.0, "median_svd_over_lower", "SVD / lower end"),
+                              (0.27, "median_upper_over_lower", "best witness / lower end")):
+        right.bar(x + shift, [c[key] for c in mine], 0.27, label=label)
+    right.axhline(1.62, color="C3", linestyle="--", label="the research: SVD / alternating l1, 1.62")
+    right.axhspan(2.6, 3.7, color="grey", alpha=0.2, label="the research: best / lower, 2.6-3.7")
+    right.set_ylim(0, 4.0)
     right.set_xticks(x, [c["model"] for c in mine], rotation=20, fontsize=8)
     right.set_ylabel(f"median ratio of verified ranks, eps {HEADLINE_EPS}")
-    right.legend(fontsize=7)
+    right.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     from softrank_cert.util.files import replace_atomically
 
