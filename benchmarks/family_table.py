@@ -84,14 +84,15 @@ class Family:
     causal: bool = True
     chunk: int = 40  # the most heads of one unit (a width's sample is cut into units of this many)
     start: int = 0  # the step of the campaign's order at which the family's first unit comes
+    capture_gb: float = 2.0  # the capture's measured peak memory (docs/hf-models.md), checked before it starts
 
 
 FAMILIES = {f.label: f for f in (
     Family("minilm", ("--model", "minilm"), 6, 12, tuple(TEXT_SAMPLE.items()), causal=False),
     Family("smollm2", ("--gguf", "smollm2"), 30, 9, tuple(TEXT_SAMPLE.items())),
-    Family("qwen2.5-0.5b", ("--gguf", "qwen2.5-0.5b"), 24, 14, tuple(TEXT_SAMPLE.items())),
-    Family("qwen2.5-1.5b", ("--gguf", "qwen2.5-1.5b"), 28, 12, tuple(TEXT_SAMPLE.items())),
-    Family("gemma3-270m", ("--gguf", "gemma3-270m"), 18, 4, tuple(TEXT_SAMPLE.items())),
+    Family("qwen2.5-0.5b", ("--gguf", "qwen2.5-0.5b"), 24, 14, tuple(TEXT_SAMPLE.items()), capture_gb=4.0),
+    Family("qwen2.5-1.5b", ("--gguf", "qwen2.5-1.5b"), 28, 12, tuple(TEXT_SAMPLE.items()), capture_gb=9.0),
+    Family("gemma3-270m", ("--gguf", "gemma3-270m"), 18, 4, tuple(TEXT_SAMPLE.items()), capture_gb=3.4),
     Family("dinov2-small", ("--hf", "dinov2-small"), 12, 6, ((257, 12),), image=True, causal=False, chunk=6, start=2),
 )}
 
@@ -162,6 +163,10 @@ def estimated_cpu_seconds(units: list[Unit]) -> float:
 
 # --- capture ------------------------------------------------------------------------------------
 
+class CaptureError(Exception):
+    """A family could not be captured now (too little memory free, or ``softrank panel`` failed)."""
+
+
 class Panels(seed_scale.Panels):
     """Each family captured once (all its widths, the layers its sample needs) by ``softrank
     panel`` in a child process; ``seed_scale.Panels`` cuts it per unit."""
@@ -176,6 +181,12 @@ class Panels(seed_scale.Panels):
         if path.is_file():
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
+        from softrank_cert.util.memory import available_memory
+
+        free = available_memory()
+        if free is not None and free < family.capture_gb * 2**30:
+            raise CaptureError(f"capturing {family.label} takes about {family.capture_gb:g} GB; "
+                               f"{free / 2**30:.1f} GiB available now")
         layers = sorted({layer for layer, _ in head_order(family)[:max(n for _, n in family.sample)]})
         command = [sys.executable, "-m", "softrank_cert.cli.main", "panel", *family.capture,
                    "--image" if family.image else "--text", str(source(family)), "--layers", ",".join(map(str, layers)),
@@ -185,7 +196,7 @@ class Panels(seed_scale.Panels):
         print(f"[stage capture] {family.label}: layers {','.join(map(str, layers))}", file=sys.stderr, flush=True)
         rc, _, wall, cpu = _run(command, self.log)
         if rc != 0 or not path.is_file():
-            raise SystemExit(f"family_table: capturing {family.label} exited {rc} (see {self.log})")
+            raise CaptureError(f"capturing {family.label} exited {rc} (see {self.log})")
         costs = captures(self.results)
         costs[family.label] = {"layers": layers, "cpu_s": round(cpu, 1), "wall_s": round(wall, 1),
                                "command": " ".join(["softrank", *command[3:]])}
@@ -453,16 +464,26 @@ def run(units: list[Unit], work: Path, max_hours: float, results: Path) -> int:
     panels, deadline, failed = Panels(work, log, results), time.monotonic() + 3600 * max_hours, 0
     sample = seed_scale.sample_operators(units)
     todo = [u for u in units if not svd_path(u, results).is_file()]
-    for index, unit in enumerate(todo, 1):
+    deferred: set[str] = set()
+    while todo:
+        unit = todo.pop(0)
         if time.monotonic() > deadline:
-            print(f"[stage bracket] --max-hours {max_hours:g} reached: {len(todo) - index + 1} units left", flush=True)
+            print(f"[stage bracket] --max-hours {max_hours:g} reached: {len(todo) + 1} units left", flush=True)
             break
-        print(f"[stage bracket] unit {index}/{len(todo)}: {unit.name} ({len(unit.operators())} operators)", flush=True)
-        if not seed_scale.record_path(unit, results).is_file():
-            if not seed_scale.run_unit(unit, panels, work, log, sample, results):
-                failed += 1
-                continue
-        failed += not svd_unit(unit, panels.unit_panel(unit), work, log, results)
+        print(f"[stage bracket] {unit.name} ({len(unit.operators())} operators; {len(todo)} units after it)",
+              flush=True)
+        try:
+            if not seed_scale.record_path(unit, results).is_file():
+                if not seed_scale.run_unit(unit, panels, work, log, sample, results):
+                    failed += 1
+                    continue
+            failed += not svd_unit(unit, panels.unit_panel(unit), work, log, results)
+        except CaptureError as exc:  # once more after the other units, then given up for this run
+            print(f"  {unit.name}: {exc}; {'given up' if unit.name in deferred else 'tried again last'}", flush=True)
+            failed += unit.name in deferred
+            todo += [] if unit.name in deferred else [unit]
+            deferred.add(unit.name)
+            continue
         write_summary(units, results)
     return failed
 

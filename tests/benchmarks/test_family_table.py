@@ -115,3 +115,17 @@ def test_an_svd_certificate_that_does_not_check_is_not_recorded(tiny):
     panel = family_table.Panels(work, work / "log", results).unit_panel(unit)
     assert not family_table.svd_unit(unit, panel, work, work / "log", results)
     assert not family_table.svd_path(unit, results).exists()
+
+
+def test_a_family_that_cannot_be_captured_now_is_tried_again_last_then_given_up(tmp_path, monkeypatch, capsys):
+    """Too little memory for a capture: no record, the other units go on, the unit is tried once more at the end."""
+    big = family_table.Family("minilm", ("--model", "minilm"), 1, 2, ((16, 1), (32, 1)), causal=False,
+                              capture_gb=1e9)
+    monkeypatch.setattr(family_table, "FAMILIES", {"minilm": big})
+    units, work = family_table.plan(), tmp_path / "work"
+    work.mkdir()
+    assert family_table.run(units, work, 1.0, tmp_path / "results") == 2
+    out = capsys.readouterr().out
+    assert out.count("tried again last") == 2 and out.count("given up") == 2
+    assert out.index("w32-n1: capturing") < out.rindex("w16-n1: capturing")  # the other unit went first
+    assert not (tmp_path / "results" / "units").exists() and not list((work / "panels").rglob("*.npz"))
