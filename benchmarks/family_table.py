@@ -410,7 +410,14 @@ def write_summary(units: list[Unit], results: Path | None = None) -> str:
              f"written. CPU {stats['cpu_hours']:.2f} h in all (captures, brackets, SVD ends, verification). Plan, "
              f"sample (seed {SEED}) and method: `benchmarks/family_table.py`; text: the first w tokens of "
              f"`examples/data/{DOCUMENT}.txt`, image: `grace_hopper.jpg`.", "",
-             "| unit | complete |", "|---|---|"]
+             "| family | layers x heads | heads sampled by width | the last width's heads (every width has them) |",
+             "|---|---|---|---|"]
+    for family in FAMILIES.values():
+        last = head_order(family)[:family.sample[-1][1]]
+        lines.append(f"| {family.label} | {family.layers} x {family.heads} | "
+                     f"{', '.join(f'{w}: {n}' for w, n in family.sample)} | "
+                     f"{' '.join(f'L{la}H{h}' for la, h in sorted(last))} |")
+    lines += ["", "| unit | complete |", "|---|---|"]
     lines += [f"| `{u.name}` | {'yes' if u.name in done else 'no (not run yet)'} |" for u in units]
     lines += ["", "## Median upper/lower by family", "",
               "| family | width | eps | operators | median upper/lower | resolved | median lower | median upper |",
