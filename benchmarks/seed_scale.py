@@ -134,8 +134,9 @@ def sample_operators(units: list[Unit]) -> set[str]:
     return {min(names, key=lambda n: hashlib.sha256(n.encode()).hexdigest()) for names in groups.values()}
 
 
-def record_path(unit: Unit) -> Path:
-    return RESULTS / "units" / f"{unit.name}.json"
+def record_path(unit: Unit, results: Path | None = None) -> Path:
+    """Where ``unit``'s record goes: ``RESULTS/units/`` (or that folder of ``results``)."""
+    return (results or RESULTS) / "units" / f"{unit.name}.json"
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -262,8 +263,10 @@ def verified_rows(report: dict, unit: Unit) -> tuple[list[dict], list[str]]:
     return rows, problems
 
 
-def run_unit(unit: Unit, panels: Panels, work: Path, log: Path, sample: set[str]) -> bool:
-    """Bracket, verify and record ``unit``; False (nothing recorded) when anything does not check."""
+def run_unit(unit: Unit, panels: Panels, work: Path, log: Path, sample: set[str], results: Path | None = None) -> bool:
+    """Bracket, verify and record ``unit`` (under ``results``, default :data:`RESULTS`); False
+    (nothing recorded) when anything does not check."""
+    results = results or RESULTS
     panel = panels.unit_panel(unit)
     out = work / "certs" / unit.name
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -299,15 +302,15 @@ def run_unit(unit: Unit, panels: Panels, work: Path, log: Path, sample: set[str]
         if not (store / f"{digest}.json").is_file():
             shutil.copyfile(entry["path"], store / f"{digest}.json")
         if entry["operator"] in sample:
-            (RESULTS / "sample").mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(entry["path"], RESULTS / "sample" / f"{digest}.json")
+            (results / "sample").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(entry["path"], results / "sample" / f"{digest}.json")
     record = {"unit": unit.name, "model": unit.model, "document": unit.document, "width": unit.width,
               "layers": list(unit.layers), "operators": len(unit.operators()), "eps": list(EPS), "jobs": JOBS,
               "work": "default", "started": started, "bracket_wall_s": round(wall, 1), "bracket_cpu_s": round(cpu, 1),
               "verify": {"exit_code": vrc, "wall_s": round(vwall, 1), "cpu_s": round(vcpu, 1),
                          "claims": report["summary"].get("claims"), "verified": report["summary"].get("verified")},
               "runs": len(runs), **_commit(), "rows": rows}
-    write_atomic(record_path(unit), json.dumps(record, indent=0, sort_keys=True) + "\n")
+    write_atomic(record_path(unit, results), json.dumps(record, indent=0, sort_keys=True) + "\n")
     print(f"  {unit.name}: {len(unit.operators())} operators, {wall:.0f} s wall, {cpu:.0f} s CPU, "
           f"{report['summary'].get('verified')} claims VERIFIED", flush=True)
     return True
@@ -346,8 +349,9 @@ def reproduce_unit(unit: Unit, panels: Panels, work: Path, log: Path) -> bool:
 
 # --- summary ------------------------------------------------------------------------------------
 
-def load_records() -> list[dict]:
-    folder = RESULTS / "units"
+def load_records(results: Path | None = None) -> list[dict]:
+    """Every unit record under ``results`` (default :data:`RESULTS`), by file name."""
+    folder = (results or RESULTS) / "units"
     return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
 
 
