@@ -79,6 +79,7 @@ def tiny(tmp_path, monkeypatch):
     return family_table.plan(), work, tmp_path / "results"
 
 
+@pytest.mark.slow
 def test_a_unit_end_to_end_and_resumed(tiny, monkeypatch):
     units, work, results = tiny
     assert family_table.run(units, work, 1.0, results) == 0
@@ -103,6 +104,7 @@ def test_a_unit_end_to_end_and_resumed(tiny, monkeypatch):
     assert family_table.run(units, work, 1.0, results) == 0 and calls == []  # recorded: nothing again
 
 
+@pytest.mark.slow
 def test_an_svd_certificate_that_does_not_check_is_not_recorded(tiny):
     units, work, results = tiny
     assert family_table.run(units, work, 1.0, results) == 0

@@ -131,6 +131,7 @@ def test_an_estimate_over_the_limit_is_refused_before_any_search(tmp_path):
     assert not (tmp_path / "out" / "certs").exists()
 
 
+@pytest.mark.slow
 def test_resume_keeps_what_verifies_and_recomputes_the_rest(copy):
     tampered = copy / "certs" / f"{NAMES[0]}.json"
     document = json.loads(tampered.read_text())
@@ -201,6 +202,7 @@ def test_work_levels_and_the_estimate():
     assert found["shapes"][1]["levels"]["default"] == 16.0 and found["shapes"][1]["levels"]["quick"] == 2.0
 
 
+@pytest.mark.slow
 def test_jobs_and_key_give_the_same_brackets_signed(surveyed, tmp_path, issuer_key):
     """``--jobs 2`` runs the heads in worker processes (each certificate re-verified here before it
     is signed): the same brackets as one job, every certificate signed by ``--key``."""
