@@ -39,9 +39,9 @@ HEADS = {"L15H6": "sink-heavy", "L2H1": "local", "L2H0": "broad", "L10H4": "issu
 EPS = ["0.1", "0.25", "0.5"]
 
 
-def out_path(name: str, scale: float, suffix: str) -> Path:
-    tag = "" if scale == 1 else f"_work{scale:g}"
-    return ROOT / "benchmarks" / "results" / f"long_context_{name}{tag}{suffix}"
+def out_path(args: argparse.Namespace, suffix: str) -> Path:
+    tag = "" if args.work_scale == 1 else f"_work{args.work_scale:g}"
+    return args.out_dir / f"long_context_{args.name}{tag}{suffix}"
 
 
 def finished(path: Path) -> dict[str, dict]:
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> None:
     from softrank_cert.solvers.work import default_work, one_blas_thread
 
     ops = load_panel(args.panel)
-    path = out_path(args.name, args.work_scale, ".jsonl")
+    path = out_path(args, ".jsonl")
     done = finished(path)
     wanted = [w for w in (int(x) for x in args.widths.split(","))]
     for width in wanted:
@@ -82,8 +82,9 @@ def report(args: argparse.Namespace) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = list(finished(out_path(args.name, args.work_scale, ".jsonl")).values())
-    heads = [h for h in HEADS if any(r["head"] == h for r in rows)]
+    rows = list(finished(out_path(args, ".jsonl")).values())
+    order = list(HEADS)
+    heads = sorted({r["head"] for r in rows}, key=lambda h: (order.index(h) if h in order else len(order), h))
     widths = sorted({r["width"] for r in rows})
     label = "the default work" if args.work_scale == 1 else f"{args.work_scale:g} x the default work of each width"
     lines = [f"# Rank against width: SmolLM2 on lgpl21 ({label})", "",
@@ -97,8 +98,8 @@ def report(args: argparse.Namespace) -> None:
             r = next((r for r in rows if r["head"] == h and r["width"] == w), None)
             cells.append("-" if r is None else " ".join(f"[{b['lower']}, {b['upper']}]" for b in r["brackets"])
                          + f" ({r['cpu_seconds']:.0f} s)")
-        lines.append(f"| {h} | {HEADS[h]} | " + " | ".join(cells) + " |")
-    out_path(args.name, args.work_scale, ".md").write_text("\n".join(lines) + "\n")
+        lines.append(f"| {h} | {HEADS.get(h, '')} | " + " | ".join(cells) + " |")
+    out_path(args, ".md").write_text("\n".join(lines) + "\n")
     fig, axes = plt.subplots(1, len(EPS), figsize=(4.2 * len(EPS), 3.8), sharey=True)
     for i, (ax, eps) in enumerate(zip(axes, EPS)):
         for h in heads:
@@ -106,7 +107,7 @@ def report(args: argparse.Namespace) -> None:
             x = [r["width"] for r in mine]
             lo = [max(r["brackets"][i]["lower"], 1) for r in mine]
             hi = [r["brackets"][i]["upper"] for r in mine]
-            line, = ax.plot(x, hi, marker="v", label=f"{h} ({HEADS[h]})")
+            line, = ax.plot(x, hi, marker="v", label=f"{h} ({HEADS.get(h, '')})")
             ax.plot(x, lo, marker="^", color=line.get_color(), linestyle="--")
             ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15)
         ax.plot(widths, widths, color="grey", linewidth=0.8, label="r = w")
@@ -118,7 +119,7 @@ def report(args: argparse.Namespace) -> None:
     axes[-1].legend(fontsize=7, loc="upper left")
     fig.suptitle(f"SmolLM2-135M on lgpl21: verified rank bracket against width ({label})", fontsize=10)
     fig.tight_layout()
-    fig.savefig(out_path(args.name, args.work_scale, ".png"), dpi=110)
+    fig.savefig(out_path(args, ".png"), dpi=110)
 
 
 def main() -> None:
@@ -129,6 +130,7 @@ def main() -> None:
     parser.add_argument("--heads", default=",".join(HEADS))
     parser.add_argument("--work-scale", type=float, default=1.0, help="fraction of the default work of each width")
     parser.add_argument("--name", default="smollm2_lgpl21")
+    parser.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
     if args.step == "run":
         if args.panel is None:
