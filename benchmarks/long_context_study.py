@@ -116,9 +116,10 @@ def report(args: argparse.Namespace) -> None:
         ax.set_title(f"eps {eps}")
         ax.set_xlabel("width (tokens)")
     axes[0].set_ylabel("certified rank: upper (solid) / lower (dashed)")
-    axes[-1].legend(fontsize=7, loc="upper left")
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=8, frameon=False)
     fig.suptitle(f"SmolLM2-135M on lgpl21: verified rank bracket against width ({label})", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(out_path(args, ".png"), dpi=110)
 
 
