@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import cProfile
 import functools
+import hashlib
 import importlib
 import json
 import pstats
@@ -171,9 +172,21 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def panel_operators(path: Path, width: int) -> tuple[dict, dict]:
+    """The width-``width`` operators of a panel file (``softrank panel`` output) by name, and
+    what the report records of the file."""
+    from softrank_cert.api import load_panel
+
+    ops = {name: op for name, op in load_panel(path).items() if f"/w{width}/" in name}
+    return ops, {"panel": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pydoc-topic", default="import")
+    parser.add_argument("--doc", default=None, help="MiniLM on examples/data/DOC.txt instead of a pydoc topic")
+    parser.add_argument("--panel", type=Path, default=None,
+                        help="operators of a `softrank panel` file instead (e.g. --gguf smollm2), by --width and --heads")
     parser.add_argument("--width", type=int, default=512)
     parser.add_argument("--heads", default="L1H1,L4H6", help="comma list of LxHy")
     parser.add_argument("--eps", default="0.1,0.25,0.5")
@@ -191,8 +204,16 @@ def main() -> None:
 
     windows = max(args.width // MINILM_WINDOW, 1)
     chars = args.chars or 8000 * windows
-    path, digest = pydoc_text(args.pydoc_topic, Path(tempfile.mkdtemp()), chars)
-    panel = dict(stacked_panel(args.width, path) if args.width > MINILM_WINDOW else minilm_panel(args.width, path=path))
+    if args.panel is not None:
+        panel, document = panel_operators(args.panel, args.width)
+    else:
+        if args.doc is not None:
+            path = ROOT / "examples" / "data" / f"{args.doc}.txt"
+            document = {"doc": args.doc, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+        else:
+            path, digest = pydoc_text(args.pydoc_topic, Path(tempfile.mkdtemp()), chars)
+            document = {"pydoc_topic": args.pydoc_topic, "chars": chars, "sha256": digest}
+        panel = dict(stacked_panel(args.width, path) if args.width > MINILM_WINDOW else minilm_panel(args.width, path=path))
     wanted = args.heads.split(",")
     heads = []
     with threadpool_limits(1, "blas"):
@@ -200,8 +221,8 @@ def main() -> None:
             if name.rsplit("/", 1)[-1] in wanted:
                 heads.append(profile_head(name, op, args.eps.split(","), args.work, not args.no_cprofile))
                 print(json.dumps(heads[-1]), flush=True)
-    name = args.name or f"w{args.width}_{args.pydoc_topic}"
-    report = {"name": name, "document": {"pydoc_topic": args.pydoc_topic, "chars": chars, "sha256": digest},
+    name = args.name or f"w{args.width}_{args.doc or args.pydoc_topic}"
+    report = {"name": name, "document": document,
               "work": args.work, "clock": "cpu", "heads": heads}
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / f"{args.prefix}_{name}.json").write_text(json.dumps(report, indent=1))

@@ -80,6 +80,14 @@ class NumpyBackend:
         """float64 ``max_i sum_j |A - U W^T|_ij``."""
         return float(row_errors(A, U, W).max())
 
+    def row_errors(self, A: Any, U: Any, W: Any) -> Any:
+        """float64 ``sum_j |A - U W^T|_ij`` of every row (a vector of this back end)."""
+        return row_errors(A, U, W)
+
+    def rows_at_least(self, values: Any, level: float) -> Any:
+        """Indices (ascending, an index array of this back end) of the entries ``>= level``."""
+        return np.flatnonzero(values >= level)
+
     def smooth_witness(self, A_eval: Any, U: Any, W: Any, tau: float, delta: float) -> tuple[float, Any]:
         """Value and float64 gradient (flat, as :meth:`flat`) of the smoothed objective of
         :mod:`.upper.smooth` at ``(U, W)``, evaluated in ``A_eval``'s precision."""

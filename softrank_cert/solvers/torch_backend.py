@@ -81,9 +81,15 @@ class TorchBackend:
         return U @ rr.T, q
 
     def max_row_error(self, A: Any, U: Any, W: Any) -> float:
+        return _f64(self.row_errors(A, U, W).max())
+
+    def row_errors(self, A: Any, U: Any, W: Any) -> Any:
         R = torch.addmm(A, U, W.T, alpha=-1.0)
         R.abs_()
-        return _f64(R.sum(dim=1).max())
+        return R.sum(dim=1)
+
+    def rows_at_least(self, values: Any, level: float) -> Any:
+        return torch.nonzero(values >= level).flatten()
 
     def smooth_witness(self, A_eval: Any, U: Any, W: Any, tau: float, delta: float) -> tuple[float, Any]:
         n = A_eval.shape[1]

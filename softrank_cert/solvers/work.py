@@ -130,10 +130,15 @@ def key_lp_scale(m: int, n: int) -> float:
     return units_per_second(m, n) / 4300.0
 
 
-def evaluation_units(m: int, n: int, r: int) -> float:
-    """Work units of one smoothed-objective evaluation at rank r (with its L-BFGS step)."""
-    flops = 6.0 * r * m * n / 1e6
-    seconds = EVAL_FIXED + EVAL_PER_ENTRY * m * n + EVAL_PER_MFLOP * flops * _size(m, n) ** EVAL_MFLOP_EXPONENT
+def evaluation_units(m: int, n: int, r: int, rows: int | None = None) -> float:
+    """Work units of one smoothed-objective evaluation at rank r (with its L-BFGS step) on an
+    m x N operator, on ``rows`` of its rows (default all; the active rows of
+    :mod:`~softrank_cert.solvers.upper.smooth`): the seconds of a ``rows x N`` evaluation,
+    converted at the m x N operator's unit rate."""
+    rows = m if rows is None else rows
+    flops = 6.0 * r * rows * n / 1e6
+    seconds = (EVAL_FIXED + EVAL_PER_ENTRY * rows * n
+               + EVAL_PER_MFLOP * flops * _size(rows, n) ** EVAL_MFLOP_EXPONENT)
     return seconds_units(m, n, seconds * _search_fit(m, n))
 
 

@@ -29,15 +29,13 @@ import numpy as np
 from ...util.dense import Dense
 from ..backend import NUMPY, NumpyBackend
 from ..candidates import UpperCandidate
-from .smooth import ABORT, CHECK_EVERY, STAGES, SmoothState, run_stages, tsvd_start
+from .smooth import ABORT, CHECK_EVERY, EVALS_PER_ITERATION, STAGES, SmoothState, run_stages, tsvd_start
 from ..work import Until, check_units, evaluation_units
 
 #: L-BFGS iterations per continuation stage in a probe: as many as the tolerance's share of
 #: work allows for the probes its bisection will need, within these bounds (more iterations
 #: per stage lower the error markedly: 60 -> 400 takes one 128-wide head from 0.256 to 0.209).
 MIN_ITERATIONS, MAX_ITERATIONS = 60, 1000
-#: Evaluations per L-BFGS iteration (line searches), for the work estimates.
-EVALS_PER_ITERATION = 1.15
 #: Continuation stages a squeeze may add beyond :data:`STAGES`.
 SQUEEZE_EXTRA_STAGES = 3
 #: Passes over all tolerances with ever longer squeezes, for work the shares leave unused.

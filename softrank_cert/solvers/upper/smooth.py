@@ -14,10 +14,19 @@ re-orthonormalised (QR, the triangle folded into ``U``).  The float64 true error
 iterate is measured every few evaluations and the best pair seen is what comes back: the
 surrogate only steers.  ``F`` and its gradient may be evaluated in float32 (the error that
 decides is always float64).  Figures behind the defaults: docs/design.md section 7 (solver notes) and docs/solvers.md.
+
+Active rows: from stage :data:`ACTIVE_FROM_STAGE` on, on operators of at least :data:`ACTIVE_FROM`
+entries, a stage evaluates ``F`` only on the rows whose float64 error is within ``ACTIVE_MARGIN /
+tau_units`` (relative) of the largest; in ``p = softmax(tau f)`` the others weigh less than
+``exp(-ACTIVE_MARGIN)`` of the top row, and their factors ``u_i`` are held.  Every error check
+still measures all rows; when a held row comes within half the margin of the top, the stage
+selects its rows again and continues (L-BFGS restarted).  Every product of an evaluation then
+has ``|rows|`` rows instead of ``m``, and it is charged so (:func:`~softrank_cert.solvers.work.evaluation_units`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,10 +43,25 @@ STAGES: tuple[tuple[float, float], ...] = ((30.0, 3e-2), (100.0, 1e-2), (300.0, 
 ABORT: tuple[float, ...] = (1.2, 1.06, 1.02, 1.006)
 #: The true (float64) error is measured every this many evaluations.
 CHECK_EVERY = 25
+#: Evaluations per L-BFGS iteration (line searches), for the work estimates.
+EVALS_PER_ITERATION = 1.15
+#: Active rows (module docstring): the first stage (0-based) that uses them, the least operator
+#: size (entries), the margin (rows held weigh less than ``exp(-ACTIVE_MARGIN)`` of the top one)
+#: and how often one stage may select its rows again.
+ACTIVE_FROM_STAGE, ACTIVE_FROM, ACTIVE_MARGIN, ACTIVE_RESELECT = 1, 512 * 512, math.log(1e6), 20
 
 
 class _Stop(Exception):
     """Raised inside an evaluation to leave L-BFGS: target reached or work (or time) up."""
+
+
+class _Reselect(Exception):
+    """Raised at an error check of an active-row stage when a held row has come near the top:
+    ``x`` is the point checked (the stage continues from it with its rows selected again)."""
+
+    def __init__(self, x: Any) -> None:
+        super().__init__()
+        self.x = x
 
 
 @dataclass
@@ -79,33 +103,59 @@ def tsvd_start(d: Dense, r: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _Objective:
-    """``F`` and its gradient at one ``(tau, delta)``; tracks the float64 true error."""
+    """``F`` and its gradient at one ``(tau, delta)``; tracks the float64 true error.
+
+    ``rows`` (None: all): the active rows ``A_eval`` holds (an index array of ``ops``); the
+    variables are then those rows of ``U`` and all of ``W``, the other rows of ``U`` are
+    ``U_held``'s, and a check raises :class:`_Reselect` when a held row's error is within
+    ``margin / 2`` (relative) of the largest (``margin`` None: never)."""
 
     def __init__(self, A: Any, A_eval: Any, state: SmoothState, tau: float, delta: float,
-                 target: float | None, until: Until | None, ops: NumpyBackend = NUMPY) -> None:
+                 target: float | None, until: Until | None, ops: NumpyBackend = NUMPY, rows: Any = None,
+                 U_held: Any = None, margin: float | None = None) -> None:
         self.A, self.A_eval, self.state, self.ops = A, A_eval, state, ops
         self.m, self.n = A.shape
+        self.m_eval = A_eval.shape[0]
         self.r = state.rank
         self.tau, self.delta = tau, delta
+        self.rows, self.U_held, self.margin = rows, U_held, margin
         self.stop_at = None if target is None else target * (1 - 1e-9)
         self.until = until
         self.calls = 0
 
     def split(self, x: Any) -> tuple[Any, Any]:
-        k = self.m * self.r
-        return x[:k].reshape(self.m, self.r), x[k:].reshape(self.n, self.r)
+        k = self.m_eval * self.r
+        return x[:k].reshape(self.m_eval, self.r), x[k:].reshape(self.n, self.r)
+
+    def full(self, x: Any) -> tuple[Any, Any]:
+        """Copies of the whole factors ``(U, W)`` at ``x`` (held rows of ``U`` filled in)."""
+        U, W = self.split(x)
+        if self.rows is None:
+            return self.ops.clone(U), self.ops.clone(W)
+        U_full = self.ops.clone(self.U_held)
+        U_full[self.rows] = U
+        return U_full, self.ops.clone(W)
 
     def _check_true_error(self, x: Any) -> None:
-        U, W = self.split(x)
+        U, W = self.full(x) if self.rows is not None else self.split(x)
         if self.until is not None:
             self.until.charge(self.ops.cost * check_units(self.m, self.n, self.r))
-        error = self.ops.max_row_error(self.A, U, W)
+        held = None
+        if self.rows is None:
+            error = self.ops.max_row_error(self.A, U, W)
+        else:
+            errors = self.ops.row_errors(self.A, U, W)
+            error = float(errors.max())
+            errors[self.rows] = -1.0
+            held = float(errors.max())
         st = self.state
         st.history.append(error)
         if error < st.best_error:
             st.best_U, st.best_W, st.best_error = self.ops.clone(U), self.ops.clone(W), error
         if self.stop_at is not None and st.best_error <= self.stop_at:
             raise _Stop
+        if held is not None and self.margin is not None and held >= error * (1 - 0.5 * self.margin):
+            raise _Reselect(x)
 
     def __call__(self, x: Any) -> tuple[float, Any]:
         self.calls += 1
@@ -115,8 +165,54 @@ class _Objective:
         if self.until is not None:
             if self.until.reached():
                 raise _Stop
-            self.until.charge(self.ops.cost * evaluation_units(self.m, self.n, self.r))
+            self.until.charge(self.ops.cost * evaluation_units(self.m, self.n, self.r, self.m_eval))
         return self.ops.smooth_witness(self.A_eval, *self.split(x), self.tau, self.delta)
+
+
+def _active_rows(A: Any, U: Any, W: Any, margin: float, until: Until | None, ops: NumpyBackend) -> Any:
+    """The rows whose float64 error is within ``margin`` (relative) of the largest; None when
+    that is every row.  Charged as one error check."""
+    m, n = A.shape
+    if until is not None:
+        until.charge(ops.cost * check_units(m, n, U.shape[1]))
+    errors = ops.row_errors(A, U, W)
+    rows = ops.rows_at_least(errors, float(errors.max()) * (1.0 - margin))
+    return None if len(rows) == m else rows
+
+
+def _stage(A: Any, A_eval: Any, state: SmoothState, tau_units: float, delta_units: float, iterations: int,
+           target: float | None, until: Until | None, ops: NumpyBackend) -> tuple[_Objective, Any]:
+    """One continuation stage from ``state``'s iterate: L-BFGS on all rows, or (:data:`ACTIVE_FROM_STAGE`
+    on, :data:`ACTIVE_FROM` entries) on the active rows, selected again when a held row comes
+    near the top.  Leaves the stage's last point in ``state.U``, ``state.W``; returns its
+    objective and that point (for the final check).  Raises :class:`_Stop` (``state`` then holds its best pair)."""
+    m, n = A.shape
+    e = state.best_error
+    tau, delta = tau_units / e, delta_units * e / n
+    U, W = ops.rebalance(state.U, state.W)
+    active = state.stage >= ACTIVE_FROM_STAGE and m * n >= ACTIVE_FROM
+    margin = ACTIVE_MARGIN / tau_units
+    evaluations, used = 2 * iterations + 20, 0
+    for attempt in range(ACTIVE_RESELECT + 1):
+        rows = _active_rows(A, U, W, margin, until, ops) if active else None
+        again = margin if attempt < ACTIVE_RESELECT else None
+        obj = (_Objective(A, A_eval, state, tau, delta, target, until, ops) if rows is None else
+               _Objective(A, A_eval[rows], state, tau, delta, target, until, ops, rows, U, again))
+        x0 = ops.flat(U if rows is None else U[rows], W)
+        steps = iterations if used == 0 else max(iterations - int(used / EVALS_PER_ITERATION), 1)
+        try:
+            x = minimise(obj, x0, iterations=steps, evaluations=max(evaluations - used, 1), memory=5, ops=ops)
+        except _Reselect as moved:
+            used += obj.calls
+            U, W = obj.full(moved.x)
+            continue
+        except _Stop:
+            state.U, state.W = ops.clone(state.best_U), ops.clone(state.best_W)
+            raise
+        state.U, state.W = obj.full(x)
+        obj.margin = None
+        return obj, x
+    raise AssertionError("unreachable: the last attempt never reselects")
 
 
 def run_stages(d: Dense, state: SmoothState, *, stages: int, iterations: int, target: float | None = None,
@@ -132,27 +228,14 @@ def run_stages(d: Dense, state: SmoothState, *, stages: int, iterations: int, ta
     """
     A = ops.matrix(d.memo, d.A, np.float64)
     A_eval = ops.matrix(d.memo, d.A, dtype)
-    m, n = A.shape
     try:
         for _ in range(stages):
             if state.best_error == 0.0 or (until is not None and until.reached()):
                 return target is not None and state.best_error <= target * (1 - 1e-9)
             s = state.stage
             tau_units, delta_units = STAGES[min(s, len(STAGES) - 1)]
-            e = state.best_error
-            U, W = ops.rebalance(state.U, state.W)
-            obj = _Objective(A, A_eval, state, tau_units / e, delta_units * e / n, target, until, ops)
-            x0 = ops.flat(U, W)
-            try:
-                x = minimise(obj, x0, iterations=iterations, evaluations=2 * iterations + 20, memory=5, ops=ops)
-            except _Stop:
-                x = None
-            if x is not None:
-                state.U, state.W = (ops.clone(f) for f in obj.split(x))
-                obj._check_true_error(x)  # may raise _Stop (target reached)
-            else:
-                state.U, state.W = ops.clone(state.best_U), ops.clone(state.best_W)
-                raise _Stop
+            obj, x = _stage(A, A_eval, state, tau_units, delta_units, iterations, target, until, ops)
+            obj._check_true_error(x)  # may raise _Stop (target reached)
             state.stage += 1
             if abort and target is not None and s < len(ABORT) and state.best_error > target * ABORT[s]:
                 return False
