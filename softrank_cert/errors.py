@@ -120,6 +120,12 @@ class WireError(ValueError):
     reason in one line).  Never reaches a user: the task is reported failed with it."""
 
 
+class HeadRefusedError(Exception):
+    """A head of a bracket folder whose certificate cannot be used for its KV budgets
+    (``studies/kv_budgets/heads.py``; the reason in one line).  Never reaches a user as an error:
+    the head is listed as failed with it."""
+
+
 #: The most characters of an unexpected exception's own message that :func:`describe` keeps.
 DESCRIBE_CHARS = 300
 

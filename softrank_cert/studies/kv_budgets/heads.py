@@ -6,7 +6,7 @@ signature when the campaign names a signer) and seals every bracket again with t
 kernel (:func:`~softrank_cert.certio.verified.verify_bracket`): the head's verified lower ends are
 the certified minimum cache sizes, and they travel into the policy certificates as sealed ends.
 A certificate that does not decode, is about another operator, or has a claim the kernel does
-not VERIFY gives a :class:`HeadRefused` with the reason (the operator is then listed as failed).
+not VERIFY gives a :class:`~softrank_cert.errors.HeadRefusedError` with the reason (the operator is then listed as failed).
 """
 
 from __future__ import annotations
@@ -17,13 +17,9 @@ from typing import Any
 
 from ...certio.certificate import decode_certificate, parse_json_strict, read_certificate_bytes
 from ...certio.verified import VerifiedBracket, verify_bracket
-from ...errors import FloatingPointEnvironmentError, InternalInvariantError, SoftrankError
+from ...errors import FloatingPointEnvironmentError, HeadRefusedError, InternalInvariantError, SoftrankError
 from ...kernel import Operator
 from ...verification import check_signature
-
-
-class HeadRefused(Exception):
-    """A head whose certificate cannot be used (its message says why)."""
 
 
 @dataclass(frozen=True)
@@ -49,16 +45,16 @@ def read_head(name: str, path: Path, signer: str | None = None) -> Head:
     except (FloatingPointEnvironmentError, InternalInvariantError):
         raise
     except SoftrankError as exc:
-        raise HeadRefused(f"{path}: does not verify: {exc}") from None
+        raise HeadRefusedError(f"{path}: does not verify: {exc}") from None
     if certificate.operator_id != name:
-        raise HeadRefused(f"{path}: the certificate is about {certificate.operator_id!r}, not {name!r}")
+        raise HeadRefusedError(f"{path}: the certificate is about {certificate.operator_id!r}, not {name!r}")
     brackets: dict[str, VerifiedBracket] = {}
     for bracket in certificate.brackets:
         sealed = verify_bracket(certificate.operator, bracket)
         if sealed is None:
-            raise HeadRefused(f"{path}: a claim at eps {bracket.eps} is not VERIFIED by the kernel")
+            raise HeadRefusedError(f"{path}: a claim at eps {bracket.eps} is not VERIFIED by the kernel")
         brackets[bracket.eps] = sealed
     return Head(name, Path(path), certificate.operator, dict(certificate.provenance or {}), brackets)
 
 
-__all__ = ["Head", "HeadRefused", "read_head"]
+__all__ = ["Head", "read_head"]

@@ -215,7 +215,8 @@ def run_study(entries: list[tuple[str, Path | None, str]], policies: list[Policy
     """Every head of ``entries`` (``(name, certificate path or None, why missing)``, in order):
     its record (:func:`head_record` / :func:`failed_record`), its certificates written as it is
     done.  ``advance(done, total, name)`` after each head."""
-    from .heads import HeadRefused, read_head
+    from ...errors import HeadRefusedError
+    from .heads import read_head
 
     records = []
     for index, (name, path, why_missing) in enumerate(entries):
@@ -224,7 +225,7 @@ def run_study(entries: list[tuple[str, Path | None, str]], policies: list[Policy
         else:
             try:
                 head = read_head(name, path, signer)
-            except HeadRefused as exc:
+            except HeadRefusedError as exc:
                 records.append(failed_record(name, str(exc)))
             else:
                 missing = [eps for eps in tolerances if eps not in head.brackets]
