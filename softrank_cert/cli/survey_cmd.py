@@ -151,15 +151,24 @@ def run_survey_command(args: Any) -> int:
 
 def _say_levels(survey: Any) -> None:
     """Before any work: the CPU seconds per head at each width, at the chosen work and each level,
-    and the total when --layers and --heads give the heads (else it follows once the capture knows
-    them, before any search)."""
-    from ..studies.survey.plan import estimate, estimate_lines
+    and the total for the heads --layers and --heads select (counted from the model's metadata
+    where they are not given); a total over --max-cpu-minutes is refused here, before the capture.
+    Without the widths (a vision model: its width comes from the model) the estimate follows the
+    capture, before any search."""
+    from ..models.capture import head_counts
+    from ..studies.survey.plan import check_estimate, estimate, estimate_lines
 
     if not survey.widths:
         return
-    lines = estimate_lines("softrank survey", estimate(survey.work, [(w, w) for w in survey.widths]))[:-1]
-    if survey.layers and survey.heads:  # the heads are known before the capture: the total too
-        count = len(set(survey.layers)) * len(set(survey.heads))
-        lines = estimate_lines("softrank survey", estimate(survey.work, [(w, w) for w in survey.widths] * count))
-    for line in lines:
+    per_width = [(w, w) for w in survey.widths]
+    counts = None if (survey.layers and survey.heads) else head_counts(survey.source)
+    layers = len(set(survey.layers)) if survey.layers else (counts[0] if counts else None)
+    heads = len(set(survey.heads)) if survey.heads else (counts[1] if counts else None)
+    if layers is None or heads is None:
+        for line in estimate_lines("softrank survey", estimate(survey.work, per_width))[:-1]:
+            survey.say(line)
+        return
+    found = estimate(survey.work, per_width * layers * heads)
+    for line in estimate_lines("softrank survey", found):
         survey.say(line)
+    check_estimate(found, survey.max_cpu_seconds)

@@ -52,6 +52,41 @@ def check_packages(source: ModelSource) -> None:
             require_gguf_loader()
 
 
+def _config_counts(config: dict[str, Any]) -> tuple[int, int] | None:
+    """``(layers, heads)`` of a transformers ``config.json`` (its text part when nested)."""
+    part = text if isinstance(text := config.get("text_config"), dict) else config
+    layers, heads = part.get("num_hidden_layers"), part.get("num_attention_heads")
+    counts = (layers, heads)
+    if all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in counts):
+        return layers, heads  # type: ignore[return-value]  # both checked int just above
+    return None
+
+
+def head_counts(source: ModelSource) -> tuple[int, int] | None:
+    """``(layers, heads per layer)`` of ``source`` from its metadata alone (a GGUF file's header,
+    a checkpoint folder's ``config.json``), before any forward pass; None when the source does not
+    say it without being converted first (``--hf dinov2-small``).  Bad input is one line (exit 2)."""
+    if source.gguf is not None:
+        from .hf_panel import open_gguf
+
+        gguf = open_gguf(source.gguf)
+        return (gguf.layers, gguf.heads) if gguf.layers > 0 and gguf.heads > 0 else None
+    given = source.hf if source.hf is not None else source.model
+    from .dinov2_onnx import SHORTCUT as DINOV2
+
+    if given is None or given == DINOV2:
+        return None
+    from ..util.files import loads_unique
+    from .common import read_input_file, resolve_model
+
+    _, folder = resolve_model(given, ("config.json",))
+    try:
+        config = loads_unique(read_input_file(folder / "config.json", "config"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None  # the capture refuses it with its own line
+    return _config_counts(config) if isinstance(config, dict) else None
+
+
 def capture_panel(source: ModelSource, document: str | Path, widths: Iterable[int] | None, *,
                   layers: Iterable[int] | None = None, heads: Iterable[int] | None = None, image: bool = False,
                   round_beta: bool = False, stage: Stage | None = None) -> dict[str, np.ndarray]:

@@ -131,6 +131,27 @@ def test_an_estimate_over_the_limit_is_refused_before_any_search(tmp_path):
     assert not (tmp_path / "out" / "certs").exists()
 
 
+def test_without_layers_and_heads_the_model_config_gives_the_total_before_the_capture(tmp_path):
+    """MiniLM's config.json says 6 layers x 12 heads: the total is priced, and refused over the
+    limit, before the model runs (no panel is written)."""
+    base = [a for a in BASE[:-2] if a not in ("--layers", "0,1", "--heads")]
+    assert "--layers" not in base and "--heads" not in base and "0,1" not in base
+    res = run_softrank(*base, "--work", "1e7", "--max-cpu-minutes", "1", "--out", tmp_path / "out")
+    assert res.returncode == 2, res.stderr
+    assert any("estimate: 72 heads" in line for line in res.stderr.splitlines()), res.stderr
+    assert "--max-cpu-minutes" in res.stderr.splitlines()[-1]
+    assert "stage panel" not in res.stderr and not (tmp_path / "out" / "panel.npz").exists()
+
+
+def test_head_counts_come_from_metadata_alone():
+    from softrank_cert.models.capture import ModelSource, _config_counts, head_counts
+
+    assert head_counts(ModelSource(model="minilm")) == (6, 12)
+    assert head_counts(ModelSource(hf="dinov2-small")) is None  # known only once converted
+    assert _config_counts({"text_config": {"num_hidden_layers": 28, "num_attention_heads": 12}}) == (28, 12)
+    assert _config_counts({"num_hidden_layers": True, "num_attention_heads": 12}) is None
+
+
 @pytest.mark.slow
 def test_resume_keeps_what_verifies_and_recomputes_the_rest(copy):
     tampered = copy / "certs" / f"{NAMES[0]}.json"

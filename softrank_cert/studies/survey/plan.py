@@ -101,6 +101,16 @@ def estimate(work: Work, shapes: list[tuple[int, int]]) -> dict[str, Any]:
     return {"work": work.name, "shapes": rows, "heads": len(shapes), "cpu_seconds": round(total, 1)}
 
 
+def check_estimate(found: dict[str, Any], max_cpu_seconds: float | None) -> None:
+    """Refuse (one line, exit 2) an estimate ``found`` (:func:`estimate`) over ``max_cpu_seconds``."""
+    if max_cpu_seconds is not None and found["cpu_seconds"] > max_cpu_seconds:
+        from ...errors import InvalidInputError
+
+        raise InvalidInputError(f"the estimate, {found['cpu_seconds'] / 60:.1f} CPU minutes, is over --max-cpu-minutes "
+                                f"{max_cpu_seconds / 60:g}: choose fewer --layers/--heads, --work quick, or raise "
+                                "--max-cpu-minutes")
+
+
 def estimate_lines(prog: str, found: dict[str, Any]) -> list[str]:
     """The estimate in words, one line per shape and one for the total."""
     from ...util.progress import seconds_text

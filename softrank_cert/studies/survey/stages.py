@@ -106,7 +106,7 @@ def brackets(survey: Survey) -> dict[str, Any]:
     from ...util.files import check_output_file, check_output_folder
     from ...util.operator_files import load_operators
     from ...util.progress import OperatorProgress
-    from .plan import estimate, estimate_lines
+    from .plan import check_estimate, estimate, estimate_lines
 
     panel, certs = survey.out / PANEL_NAME, survey.out / CERTS_NAME
     operators = load_operators(panel, None)
@@ -117,10 +117,7 @@ def brackets(survey: Survey) -> dict[str, Any]:
     if survey.manifest is not None:
         survey.manifest.data["estimate"] = found
         survey.manifest.save()
-    if survey.max_cpu_seconds is not None and found["cpu_seconds"] > survey.max_cpu_seconds:
-        raise InvalidInputError(f"the estimate, {found['cpu_seconds'] / 60:.1f} CPU minutes, is over --max-cpu-minutes "
-                                f"{survey.max_cpu_seconds / 60:g}: choose fewer --layers/--heads, --work quick, or "
-                                "raise --max-cpu-minutes")
+    check_estimate(found, survey.max_cpu_seconds)
     names = [item.name for item in operators]
     check_manifest_clear(names)
     check_output_folder(certs, "--out")
