@@ -121,7 +121,9 @@ def test_progress_names_stages() -> None:
     bracket_operator(qk(6, 40), ["0.25"], budget_seconds=2.0, progress=lambda *a: stages.append(a))
     names = [s[0] for s in stages]
     assert names[:2] == ["tsvd", "pivot"] and any(n.startswith("smooth") for n in names)
-    assert all(0 <= elapsed <= budget == 2.0 for _, elapsed, budget in stages)
+    # elapsed is the true wall time since the search began (it may pass the nominal budget on a busy machine)
+    assert all(elapsed >= 0 and budget == 2.0 for _, elapsed, budget in stages)
+    assert [e for _, e, _ in stages] == sorted(e for _, e, _ in stages)
 
 
 def _recorded_search(monkeypatch: pytest.MonkeyPatch, wide: bool, work: float) -> tuple[UpperSearch, list[tuple]]:
