@@ -130,12 +130,18 @@ def key_lp_scale(m: int, n: int) -> float:
     return units_per_second(m, n) / 4300.0
 
 
+#: The fewest rows an evaluation on active rows is charged for (docs/solvers.md, "Active rows").
+MIN_CHARGED_ROWS = 64
+
+
 def evaluation_units(m: int, n: int, r: int, rows: int | None = None) -> float:
     """Work units of one smoothed-objective evaluation at rank r (with its L-BFGS step) on an
     m x N operator, on ``rows`` of its rows (default all; the active rows of
     :mod:`~softrank_cert.solvers.upper.smooth`): the seconds of a ``rows x N`` evaluation,
-    converted at the m x N operator's unit rate."""
-    rows = m if rows is None else rows
+    converted at the m x N operator's unit rate.  At least :data:`MIN_CHARGED_ROWS` rows are
+    charged: L-BFGS's vector work on the ``(rows + N) r`` variables and the fixed cost of a call
+    do not shrink with the rows (measured: a 1-row evaluation cost 5x its rows' share at 512)."""
+    rows = m if rows is None else max(rows, min(m, MIN_CHARGED_ROWS))
     flops = 6.0 * r * rows * n / 1e6
     seconds = (EVAL_FIXED + EVAL_PER_ENTRY * rows * n
                + EVAL_PER_MFLOP * flops * _size(rows, n) ** EVAL_MFLOP_EXPONENT)

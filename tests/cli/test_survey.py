@@ -60,35 +60,45 @@ def test_one_command_writes_the_documented_folder(surveyed):
     assert 'id="kv-budgets"' in page and "Certified KV-cache budgets" in page
 
 
-def _first_budget(report: dict) -> tuple[dict, dict]:
-    return next((r, b) for r in report["operators"] for b in r["budgets"] if b["budget"] is not None)
+def _budgets(report: dict) -> dict:
+    return {(r["operator"], b["policy"], b["eps"]): (b["budget"], b["minimal"]) for r in report["operators"]
+            for b in r["budgets"]}
 
 
-def test_the_page_shows_only_budgets_their_certificates_back(copy):
-    """kv_budgets.json is not believed: a budget changed in it, or a certificate named outside the
-    folder, is shown as not certified; the untouched budgets stay."""
+def test_the_page_shows_only_budgets_their_certificates_back(copy, surveyed):
+    """The page's budgets are derived again from the certificates: numbers, places and labels
+    edited in kv_budgets.json change nothing; another head's certificate put in place, or one
+    removed, leaves that head without a budget; a report that does not say what was studied is
+    one line, exit 2."""
+    from softrank_cert.errors import InvalidInputError
     from softrank_cert.studies.kv_budgets.recheck import rechecked_report
 
     certs = copy / "certs"
     honest = rechecked_report(certs)
-    assert honest is not None and honest["rechecked"] > 0
+    assert honest is not None and honest["rechecked"] > 0 and not honest["not_reverified"]
     path = certs / "kv_budgets.json"
     report = json.loads(path.read_text())
-    record, budget = _first_budget(report)
-    budget["budget"] -= 1
-    other = next(r for r in report["operators"] if r is not record)
-    other["certificates"] = {policy: "../../survey.json" for policy in other["certificates"]}
+    for record in report["operators"]:
+        record.update(model="gpt-5", layer=7)
+        for budget in record["budgets"]:
+            budget.update(budget=1, minimal=True, minimal_by="rejected-below")
+    report["operators"] += report["operators"]
     path.write_text(json.dumps(report))
+    assert _budgets(rechecked_report(certs)) == _budgets(honest)
+    assert [r["layer"] for r in rechecked_report(certs)["layers"]] == [r["layer"] for r in honest["layers"]]
+    first, second = NAMES[0], NAMES[1]
+    target = certs / "kv-budgets" / "h2o" / f"{first}.json"
+    shutil.copy(certs / "kv-budgets" / "h2o" / f"{second}.json", target)
+    (certs / "kv-budgets" / "streaming-llm" / f"{second}.json").unlink()
     found = rechecked_report(certs)
-    assert found is not None
-    changed, dropped = _first_budget(found)[0], next(r for r in found["operators"] if r["operator"] == record["operator"])
-    lost = [b for b in dropped["budgets"] if b.get("not_reverified")]
-    assert len(lost) == 1 and lost[0]["policy"] == budget["policy"] and lost[0]["eps"] == budget["eps"]
-    moved = next(r for r in found["operators"] if r["operator"] == other["operator"])
-    assert all(b["budget"] is None and b["not_reverified"] == "no certificate file"
-               for b in moved["budgets"] if b.get("not_reverified"))
-    assert all(b["lower"] is None for b in moved["brackets"])
-    assert found["rechecked"] < honest["rechecked"] and changed is not None
+    assert {(m["operator"], m["policy"]) for m in found["not_reverified"]} == {(first, "h2o"), (second, "streaming-llm")}
+    assert all(v[0] is None for k, v in _budgets(found).items() if (k[0], k[1]) in {(first, "h2o"),
+                                                                                   (second, "streaming-llm")})
+    assert found["rechecked"] < honest["rechecked"]
+    report["policies"] = [{"name": "h2o", "parameters": {"recent_share": 0.5}}]
+    path.write_text(json.dumps(report))
+    with pytest.raises(InvalidInputError, match="policy entry"):
+        rechecked_report(certs)
 
 
 def test_the_kv_outputs_are_not_reported_as_unread_files(copy):
@@ -239,3 +249,13 @@ def test_jobs_and_key_give_the_same_brackets_signed(surveyed, tmp_path, issuer_k
     check = run_verify(tmp_path / "signed" / "certs", "--trusted-keys", f"{issuer_key}.pub", "--require-signature")
     assert check.returncode == 0, check.stdout
     assert json.loads((tmp_path / "signed" / "survey.json").read_text())["parameters"]["signer"].startswith("did:key:")
+
+
+def test_kv_budgets_resume_with_a_key_does_not_keep_unsigned_certificates(copy, issuer_key):
+    """--resume --key re-signs: an unsigned policy certificate is not kept as if it were signed."""
+    res = run_softrank("kv-budgets", copy / "certs", "--resume", "--key", issuer_key, "--json", "--quiet")
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    assert report["signed_certificates"] and all(r["kept"] == [] for r in report["operators"])
+    check = run_verify(copy / "certs" / "kv-budgets", "--trusted-keys", f"{issuer_key}.pub", "--require-signature")
+    assert check.returncode == 0, check.stdout + check.stderr

@@ -16,7 +16,7 @@ from softrank_cert.solvers import bracket_operator, norm
 from softrank_cert.solvers.backend import NUMPY, NumpyBackend
 from softrank_cert.solvers.upper import smooth as sm
 from softrank_cert.solvers.upper.smooth import SmoothState, run_stages, tsvd_start
-from softrank_cert.solvers.work import Budget, evaluation_units, units_per_second
+from softrank_cert.solvers.work import MIN_CHARGED_ROWS, Budget, evaluation_units, units_per_second
 from softrank_cert.util.dense import Dense
 
 PANEL = Path(__file__).resolve().parents[2] / "examples" / "panels" / "minilm-apache2-w32.npz"
@@ -85,6 +85,8 @@ def test_fewer_rows_are_charged_less_at_the_operators_unit_rate() -> None:
     assert evaluation_units(m, n, r) / 2 < half < evaluation_units(m, n, r)
     # the rows' seconds converted at the m x N rate, not at the smaller rows x N one
     assert half > evaluation_units(m // 2, n, r) * units_per_second(m, n) / units_per_second(m // 2, n) * 0.99
+    # a handful of rows is charged as MIN_CHARGED_ROWS: the optimiser's own work does not shrink with them
+    assert evaluation_units(m, n, r, 1) == evaluation_units(m, n, r, MIN_CHARGED_ROWS) < evaluation_units(m, n, r, 65)
 
 
 @pytest.mark.parametrize("name", HEADS)

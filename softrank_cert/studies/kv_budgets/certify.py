@@ -9,7 +9,8 @@ gives a budget; a proposal the kernel does not verify moves the search up by one
 below it that the kernel also verifies moves it down (a float64 rounding either way), each at
 most :data:`MAX_STEPS` times.
 
-A certified budget ``s`` is labelled **minimal** -- the policy's exact minimum -- when either
+A certified budget ``s`` is labelled **minimal** -- the policy's minimum (as applied in float64,
+when by rejection: ``proofs/kv-budgets.md``) -- when either
 the head's verified lower end is ``s`` (no common-set compression with fewer slots exists,
 ``proofs/kv-budgets.md`` Theorem KV1), or the kernel REJECTS the policy's witness at ``s - 1``
 (:func:`~softrank_cert.kernel.verify_upper`: its error is proved ``> eps``; the kept sets are

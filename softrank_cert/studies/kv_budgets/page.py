@@ -31,10 +31,10 @@ def _n(value: float | None) -> str:
 THEOREM = ("For every head and tolerance eps, the <b>certified lower bound</b> is the head's kernel-verified lower "
            "end k of r<sub>eps</sub>: no cache that keeps a common set of fewer than k key slots for these queries "
            "&mdash; eviction with renormalisation, token merging, a projection along the sequence as in Linformer; "
-           "any output A&prime;V with rank A&prime; &lt; k &mdash; keeps every output of this head within eps for "
+           "any output A&prime;V with rank A&prime; &lt; k, A&prime; chosen without looking at the values &mdash; keeps every output of this head within eps for "
            "every value matrix with entries in [&minus;1, 1]. A policy's budget is the smallest number of slots "
            "at which the kernel verified its worst-case error &le; eps (certificates in <code>kv-budgets/</code>). "
-           "Not covered: per-query top-k selection (Quest, Loki), quantisation, errors on typical rather than "
+           "Not covered: per-query top-k selection (Quest, Loki), value-aware selection or merging, quantisation, errors on typical rather than "
            "worst-case values (proofs/kv-budgets.md).")
 
 

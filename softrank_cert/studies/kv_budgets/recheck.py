@@ -1,30 +1,28 @@
-"""A written KV-budget report read back for a page, every budget re-verified (UNTRUSTED
-orchestration; every verdict is the kernel's).
+"""The KV budgets of a bracket folder derived again for a page, from the certificates alone
+(UNTRUSTED orchestration; every verdict is the kernel's).
 
-:func:`rechecked_report` reads ``FOLDER/kv_budgets.json`` (bounded) and re-verifies each policy
-certificate it names with :func:`softrank_cert.verification.verify_certificate_bytes` (what
-``softrank-verify`` runs).  A budget stays on the page only when its certificate's claims all
-verified, the certificate is about the same operator, and its verified upper end at that
-tolerance is the budget, made by that policy; any other budget is shown as not certified, with
-the reason, and the per-layer summary is derived again from what remains (the lower ends too:
-those the policy certificates verify).  A budget "minimal" because it equals the lower end is
-checked again; one "minimal" because the kernel rejected one slot fewer keeps that label from
-the ``kv-budgets`` run (``softrank kv-budgets --resume`` re-derives it with the kernel).  Nothing in the report
-is believed: a page drawn from a tampered ``kv_budgets.json`` loses budgets, never gains one.
+:func:`rechecked_report` takes from ``FOLDER/kv_budgets.json`` only which policies (and their
+parameters) and tolerances were studied; everything the page shows is derived again as
+``softrank kv-budgets --resume`` derives a kept certificate (:func:`~.study.kept_results`), with
+nothing computed or written: every head's bracket certificate is re-verified by the kernel
+(signed by the campaign's signer when it names one), and a policy certificate counts only when
+it re-verifies about that head's exact operator, with this policy's provenance and parameters
+and a witness bit for bit the policy's kept set; its budgets' minimality is decided by the
+kernel again (the lower end, or a REJECTED witness one slot smaller).  The model, document,
+width, layer and head of a record come from its operator's name.  So a page drawn from a
+tampered report or folder can lose budgets, never gain one, and never moves one to another head.
 """
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidInputError
 from ...util.files import loads_unique, read_regular_file
-from .certify import BY_LOWER_END
-from .study import OUTPUT_FOLDER, REPORT_NAME
+from .policies import Policy
+from .study import REPORT_NAME, run_study
 from .summary import layer_summary
-from .witnesses import construction
 
 #: The most bytes of ``kv_budgets.json`` read for a page.
 MAX_REPORT_BYTES = 64 << 20
@@ -38,76 +36,65 @@ def _read(folder: Path) -> dict[str, Any] | None:
         report = loads_unique(read_regular_file(path, MAX_REPORT_BYTES, REPORT_NAME))
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise InvalidInputError(f"{path}: not readable JSON ({exc})") from None
-    if not (isinstance(report, dict) and report.get("format") == "softrank-kv-budgets-report"
-            and isinstance(report.get("operators"), list)):
+    if not (isinstance(report, dict) and report.get("format") == "softrank-kv-budgets-report"):
         raise InvalidInputError(f"{path}: not a KV-budget report softrank wrote")
     return report
 
 
-def _certificate(folder: Path, relative: Any) -> Path | None:
-    """The policy certificate ``relative`` names, when it lies in ``FOLDER/kv-budgets`` (else None)."""
-    if not isinstance(relative, str):
-        return None
-    inside = (folder / OUTPUT_FOLDER).resolve()
-    path = (folder / relative).resolve()
-    return path if path.is_relative_to(inside) and path.is_file() else None
+def _policy(entry: Any, path: Path) -> Policy:
+    """The policy a report entry ``{"name", "parameters"}`` names (one line, exit 2, otherwise)."""
+    bad = InvalidInputError(f"{path}: a policy entry is not one softrank kv-budgets writes")
+    if not (isinstance(entry, dict) and isinstance(entry.get("name"), str) and isinstance(entry.get("parameters"), dict)):
+        raise bad
+    params = entry["parameters"]
+    try:
+        policy = Policy(entry["name"], sinks=int(params.get("sinks", 4)),
+                        recent_share=float(params.get("recent_share", 0.5)),
+                        keep=tuple(int(j) for j in params.get("keep", ())))
+    except (TypeError, ValueError):
+        raise bad from None
+    if policy.parameters() != params:
+        raise bad
+    return policy
 
 
-def _verified_ends(path: Path, operator: str) -> dict[tuple[str, str], tuple[int, int]] | str:
-    """``{(eps, construction): (lower, upper)}`` of the certificate at ``path``, or why it does not count."""
-    from ..report.certificates import check_file
-    from ..report.folder import Planned
-
-    checked = check_file(Planned(operator, path, path.stat().st_size))
-    if checked.operator is None:
-        return checked.reason or "does not verify"
-    if checked.operator != operator:
-        return f"a certificate of {checked.operator!r}, not of {operator!r}"
-    return {(str(b["eps"]), str(b["upper_construction"])): (int(b["lower"]), int(b["upper"])) for b in checked.brackets}
-
-
-def _recheck_record(folder: Path, record: dict[str, Any]) -> int:
-    """Re-verify the budgets of one head's ``record`` in place (a budget not backed by its
-    certificate is dropped; the lower ends become the ones the policy certificates verify, None
-    where none does); returns how many budgets stayed."""
-    files = got if isinstance(got := record.get("certificates"), dict) else {}
-    ends: dict[str, dict[tuple[str, str], tuple[int, int]] | str] = {}
-    lowers: dict[str, int] = {}
-    kept = 0
-    for budget in record.get("budgets", []):
-        policy, eps = str(budget.get("policy")), str(budget.get("eps"))
-        if policy not in ends:
-            path = _certificate(folder, files.get(policy))
-            ends[policy] = "no certificate file" if path is None else _verified_ends(path, str(record["operator"]))
-        found = ends[policy]
-        pair = found.get((eps, construction(policy))) if isinstance(found, dict) else None
-        if pair is not None:
-            lowers[eps] = pair[0]
-        if budget.get("budget") is None:
-            continue
-        if pair is not None and pair[1] == budget["budget"]:
-            kept += 1
-            if budget.get("minimal_by") == BY_LOWER_END and pair[0] != pair[1]:
-                budget.update(minimal=False, minimal_by=None)
-            continue
-        reason = found if isinstance(found, str) else "the certificate's verified upper end is not this budget"
-        budget.update(budget=None, minimal=False, minimal_by=None, not_reverified=reason)
-    for bracket in record.get("brackets", []):
-        bracket["lower"] = lowers.get(str(bracket.get("eps")))
-    return kept
+def _studied_set(report: dict[str, Any], path: Path, held: list[str]) -> tuple[list[Policy], list[str]]:
+    """The policies and tolerances ``report`` says were studied (tolerances among the campaign's ``held``)."""
+    entries, tolerances = report.get("policies"), report.get("tolerances")
+    if not isinstance(entries, list) or not entries:
+        raise InvalidInputError(f"{path}: names no policies")
+    policies = [_policy(entry, path) for entry in entries]
+    if len({p.name for p in policies}) != len(policies):
+        raise InvalidInputError(f"{path}: a policy is named twice")
+    if not (isinstance(tolerances, list) and tolerances and all(isinstance(e, str) and e in held for e in tolerances)):
+        raise InvalidInputError(f"{path}: its tolerances are not among the campaign's ({', '.join(held)})")
+    return policies, list(dict.fromkeys(tolerances))
 
 
 def rechecked_report(folder: Path) -> dict[str, Any] | None:
-    """The KV-budget report of the bracket folder ``folder`` with every budget re-verified (module
-    docstring), or None when the folder has none.  An unreadable report is one line, exit 2."""
-    report = _read(Path(folder))
+    """The KV-budget report of the bracket folder ``folder`` derived again from its certificates
+    (module docstring), or None when the folder has no ``kv_budgets.json``.  A report that does
+    not say which policies and tolerances were studied is one line, exit 2."""
+    from ..report.folder import plan, read_manifest
+
+    folder = Path(folder)
+    report = _read(folder)
     if report is None:
         return None
-    report = copy.deepcopy(report)
-    records = [r for r in report["operators"] if isinstance(r, dict) and r.get("status") == "done"]
-    report["rechecked"] = sum(_recheck_record(Path(folder), r) for r in records)
-    report["layers"] = layer_summary(records)
-    return report
+    manifest = read_manifest(folder)
+    policies, tolerances = _studied_set(report, folder / REPORT_NAME, list(manifest["tolerances"]))
+    signer = manifest.get("signer") if isinstance(manifest.get("signer"), str) else None
+    entries = [(p.name, p.path if p.size is not None else None, p.why_missing) for p in plan(folder, manifest)]
+    records = run_study(entries, policies, tolerances, folder=folder, signer=signer, compute=False)
+    studied = [r for r in records if r["status"] == "done"]
+    missing = [{"operator": r["operator"], "policy": p.name} for r in studied for p in policies
+               if p.name not in r["kept"]]
+    return {"folder": str(folder), "tolerances": tolerances,
+            "policies": [{"name": p.name, "parameters": p.parameters()} for p in policies],
+            "operators": records, "layers": layer_summary(records),
+            "failed": [{"operator": r["operator"], "reason": r["reason"]} for r in records if r["status"] == "failed"],
+            "not_reverified": missing,
+            "rechecked": sum(1 for r in studied for b in r["budgets"] if b["budget"] is not None)}
 
 
 __all__ = ["MAX_REPORT_BYTES", "rechecked_report"]

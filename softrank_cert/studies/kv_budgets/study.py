@@ -47,8 +47,9 @@ OUTPUT_FOLDER = "kv-budgets"
 REPORT_NAME = "kv_budgets.json"
 #: The claim a verified lower end makes about cache sizes, with its conditions (report and page).
 LOWER_END_MEANING = ("certified minimum number of cache slots for any common-set compression: no cache that keeps a "
-                     "common set of fewer slots for these queries (eviction with renormalisation, token merging, a "
-                     "projection along the sequence as in Linformer: any output A'V with rank A' below it) keeps "
+                     "common set of fewer slots for these queries, chosen without looking at the values (eviction "
+                     "with renormalisation, token merging, a projection along the sequence as in Linformer: any "
+                     "output A'V with rank A' below it and A' independent of V) keeps "
                      "every output of this head within eps for every value matrix with entries in [-1, 1]")
 
 
@@ -97,16 +98,17 @@ def study_policy(head: Head, A: np.ndarray, policy: Policy, tolerances: list[str
 
 
 def kept_results(head: Head, A: np.ndarray, policy: Policy, tolerances: list[str],
-                 path: Path) -> list[BudgetResult] | None:
+                 path: Path, signer: str | None = None) -> list[BudgetResult] | None:
     """The results of a policy certificate already at ``path`` (``--resume``), re-derived with the
-    kernel (module docstring); None when there is none or it cannot be kept."""
+    kernel (module docstring; signed by ``signer`` when one is given); None when there is none or
+    it cannot be kept."""
     from ...plumbing.campaign import recheck_certificate
     from ...plumbing.campaign_inputs import read_kept_bytes
 
     if not path.is_file():
         return None
     report, _why = recheck_certificate(read_kept_bytes(path), str(path), head.name, head.operator, None,
-                                       provenance=policy_provenance(head, policy, tolerances))
+                                       signer=signer, provenance=policy_provenance(head, policy, tolerances))
     if report is None:
         return None
     order = priority_order(policy, A)
@@ -140,21 +142,36 @@ def _rederived(head: Head, A: np.ndarray, order: np.ndarray, errors: np.ndarray,
     return BudgetResult(eps, budget, None, why is not None, why, float(errors[budget - 1]), checks)
 
 
+def _signer_of(key: Any) -> str | None:
+    """The ``did:key`` of ``key`` (a key file or an ``Ed25519PrivateKey``; None: none)."""
+    from ...certio.signing import did_key, load_private_key
+
+    if key is None:
+        return None
+    return did_key((key if hasattr(key, "public_key") else load_private_key(key)).public_key())
+
+
 def study_head(head: Head, policies: list[Policy], tolerances: list[str], *, folder: Path, resume: bool = False,
-               key: Any = None) -> HeadStudy:
-    """Every policy on ``head`` (kept ones re-derived with ``resume``: :func:`kept_results`)."""
+               key: Any = None, compute: bool = True, signer: str | None = None) -> HeadStudy:
+    """Every policy on ``head`` (kept ones re-derived with ``resume``: :func:`kept_results`, signed
+    by ``key``'s signer, or ``signer``, when either is given).  Without ``compute`` nothing is
+    searched or written: a policy without a certificate that re-verifies has no budget."""
     A = attention_matrix(head.operator)
     results: dict[str, list[BudgetResult]] = {}
     documents: dict[str, dict[str, Any] | None] = {}
     kept: dict[str, bool] = {}
+    signer = _signer_of(key) or signer
     for policy in policies:
-        previous = kept_results(head, A, policy, tolerances, policy_certificate_path(folder, policy.name, head.name)) \
-            if resume else None
+        path = policy_certificate_path(folder, policy.name, head.name)
+        previous = kept_results(head, A, policy, tolerances, path, signer) if resume or not compute else None
         kept[policy.name] = previous is not None
         if previous is not None:
             results[policy.name], documents[policy.name] = previous, None
-        else:
+        elif compute:
             results[policy.name], documents[policy.name] = study_policy(head, A, policy, tolerances, key)
+        else:
+            results[policy.name] = [BudgetResult(eps, None, None, False, None, None, 0) for eps in tolerances]
+            documents[policy.name] = None
     return HeadStudy(head, results, documents, kept)
 
 
@@ -211,10 +228,11 @@ def failed_record(name: str, reason: str) -> dict[str, Any]:
 
 def run_study(entries: list[tuple[str, Path | None, str]], policies: list[Policy], tolerances: list[str], *,
               folder: Path, resume: bool = False, key: Any = None, signer: str | None = None,
-              advance: Callable[[int, int, str], None] | None = None) -> list[dict[str, Any]]:
+              advance: Callable[[int, int, str], None] | None = None, compute: bool = True) -> list[dict[str, Any]]:
     """Every head of ``entries`` (``(name, certificate path or None, why missing)``, in order):
     its record (:func:`head_record` / :func:`failed_record`), its certificates written as it is
-    done.  ``advance(done, total, name)`` after each head."""
+    done (without ``compute``: only the certificates there that re-verify, nothing written).
+    ``advance(done, total, name)`` after each head."""
     from ...errors import HeadRefusedError
     from .heads import read_head
 
@@ -232,20 +250,21 @@ def run_study(entries: list[tuple[str, Path | None, str]], policies: list[Policy
                 if missing:
                     records.append(failed_record(name, f"{path}: holds no bracket at eps {','.join(missing)}"))
                 else:
-                    records.append(_studied(head, policies, tolerances, folder, resume, key))
+                    records.append(_studied(head, policies, tolerances, folder, resume, key, compute, signer))
         if advance is not None:
             advance(index + 1, len(entries), name)
     return records
 
 
 def _studied(head: Head, policies: list[Policy], tolerances: list[str], folder: Path, resume: bool,
-             key: Any) -> dict[str, Any]:
+             key: Any, compute: bool = True, signer: str | None = None) -> dict[str, Any]:
     """:func:`study_head` and its certificates written, or the failed record of a head the
     policies do not fit (a ``--keep`` position beyond its keys): nothing of it is written then."""
     from ...errors import InvalidInputError
 
     try:
-        result = study_head(head, policies, tolerances, folder=folder, resume=resume, key=key)
+        result = study_head(head, policies, tolerances, folder=folder, resume=resume, key=key, compute=compute,
+                            signer=signer)
     except InvalidInputError as exc:
         return failed_record(head.name, str(exc))
     return head_record(result, write_head(result, folder))
@@ -262,9 +281,11 @@ def report_body(folder: Path, records: list[dict[str, Any]], policies: list[Poli
             "meaning": {"lower": LOWER_END_MEANING,
                         "budget": "the smallest budget of the policy whose witness (the kept set, renormalised) "
                                   "the trusted kernel VERIFIED with worst-case error <= eps",
-                        "minimal": "the budget is the policy's exact minimum: it equals the certified lower end, "
-                                   "or the kernel REJECTED the policy's witness one slot smaller; otherwise it is an "
-                                   "upper bound on the policy's minimum"},
+                        "minimal": "the budget is the policy's minimum: it equals the certified lower end (no "
+                                   "common-set compression does with fewer slots), or the kernel REJECTED the "
+                                   "policy's float64 witness one slot smaller (minimal for the policy as applied in "
+                                   "float64: proofs/kv-budgets.md); otherwise it is an upper bound on the policy's "
+                                   "minimum"},
             "certificates": OUTPUT_FOLDER, "signed_certificates": signed,
             "operators": records, "layers": layer_summary(records),
             "failed": [{"operator": r["operator"], "reason": r["reason"]} for r in records if r["status"] == "failed"],

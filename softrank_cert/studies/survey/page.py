@@ -189,28 +189,21 @@ def _stages(doc: dict[str, Any], page: Path) -> list[str]:
     return out
 
 
-def _kv_figures(certs: Path, report: dict[str, Any]) -> dict[str, Path]:
-    """The KV-budget figures ``report`` names that are files in ``certs/kv-budgets/`` (others are not linked)."""
-    from ..kv_budgets.study import OUTPUT_FOLDER
-
-    inside = (certs / OUTPUT_FOLDER).resolve()
-    named = got if isinstance(got := report.get("figures"), dict) else {}
-    paths = {str(model): (certs / str(relative)).resolve() for model, relative in named.items()}
-    return {model: path for model, path in paths.items() if path.is_relative_to(inside) and path.is_file()}
-
-
 def _kv_budgets(doc: dict[str, Any], page: Path) -> list[str]:
     report = doc["survey"].get("kv_budgets")
     if report is None:
         return []
     from ..kv_budgets.page import kv_budgets_section
-    from .plan import CERTS_NAME
 
-    certs = Path(doc["survey"]["folder"]) / CERTS_NAME
-    return [kv_budgets_section(report, page, _kv_figures(certs, report)),
-            f"<p class=\"note\">{report['rechecked']} budget(s) re-verified for this page from their certificates "
-            "(a budget whose certificate does not verify is shown as not certified); a budget proved minimal by a "
-            "rejection one slot below carries the label of the kv-budgets stage.</p>"]
+    figures = {model: Path(path) for model, path in report.get("figures", {}).items()}
+    missing = report["not_reverified"]
+    note = (f"Every budget above was derived again for this page from its certificate ({report['rechecked']} "
+            "budgets, their minimality decided by the kernel again); the figure is drawn from them.")
+    if missing:
+        shown = "; ".join(f"{_e(m['operator'])} ({_e(m['policy'])})" for m in missing[:5])
+        note += (f" {len(missing)} policy certificate(s) missing or not re-verified, shown as no budget: {shown}"
+                 + ("; ..." if len(missing) > 5 else "") + ".")
+    return [kv_budgets_section(report, page, figures), f"<p class=\"note\">{note}</p>"]
 
 
 #: The survey's sections of the page, in order (another section joins this list).
@@ -253,6 +246,14 @@ def survey_document(out: Path, page: Path, figures: Path, *, max_certificates: i
 
     progress.stage("KV budgets")
     kv_report = rechecked_report(certs)
+    if kv_report is not None:
+        from ..kv_budgets.plot import figure_name, kv_figures
+
+        kv_report["figures"] = {}
+        for model, figure in kv_figures(kv_report).items():
+            path = figures / figure_name(model)
+            drawn.append((figure, path))
+            kv_report["figures"][model] = str(path)
     recorded = manifest.get("estimate")
     estimate: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
     doc["survey"] = {"folder": str(out), "parameters": manifest["parameters"], "work": work,
