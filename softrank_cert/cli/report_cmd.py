@@ -173,7 +173,7 @@ def run_report(args: Any) -> int:
 
 def _run_survey_report(args: Any, folder: Path, max_bytes: int) -> int:
     """The page of a survey folder (``studies/survey/page.py``): every certificate re-verified."""
-    from ..studies.survey.page import write_survey_page
+    from ..studies.survey.page import kv_shortfall, write_survey_page
     from ..util.progress import StageProgress
 
     if args.trusted_keys or args.require_signature:
@@ -194,4 +194,6 @@ def _run_survey_report(args: Any, folder: Path, max_bytes: int) -> int:
     else:
         print(f"{summary['verified']} verified, {summary['failed']} failed, {summary['missing']} missing of "
               f"{summary['operators']} heads of the survey (re-verified in {summary['seconds']:.1f} s); page: {page}")
-    return EXIT_SOME_FAILED if summary["failed"] or summary["missing"] else 0
+        if kv_shortfall(doc):
+            print(f"{kv_shortfall(doc)} KV-budget certificate(s) missing or not re-verified (named on the page)")
+    return EXIT_SOME_FAILED if summary["failed"] or summary["missing"] or kv_shortfall(doc) else 0

@@ -95,6 +95,8 @@ def test_the_page_shows_only_budgets_their_certificates_back(copy, surveyed):
     assert all(v[0] is None for k, v in _budgets(found).items() if (k[0], k[1]) in {(first, "h2o"),
                                                                                    (second, "streaming-llm")})
     assert found["rechecked"] < honest["rechecked"]
+    res = run_softrank("report", copy, "--out", copy / "again.html", "--force")
+    assert res.returncode == 6 and "2 KV-budget certificate(s) missing or not re-verified" in res.stdout, res.stdout
     report["policies"] = [{"name": "h2o", "parameters": {"recent_share": 0.5}}]
     path.write_text(json.dumps(report))
     with pytest.raises(InvalidInputError, match="policy entry"):

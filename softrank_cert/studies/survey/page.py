@@ -271,6 +271,12 @@ def _drawn_tolerances(tolerances: list[str]) -> str:
     return "" if len(shown) == len(tolerances) else f" Tolerances drawn: {', '.join(shown)} (the tables hold all)."
 
 
+def kv_shortfall(doc: dict[str, Any]) -> int:
+    """How many policy certificates the page's KV section found missing or not re-verified (0: none, or no section)."""
+    report = doc["survey"].get("kv_budgets")
+    return 0 if report is None else len(report["not_reverified"]) + len(report["failed"])
+
+
 def write_survey_page(out: Path, page: Path, *, progress: Any, max_certificates: int = 10_000,
                       max_bytes: int = 4 << 30) -> dict[str, Any]:
     """Write the survey folder ``out``'s page at ``page`` and its figures beside it (``PAGE-figures/``),

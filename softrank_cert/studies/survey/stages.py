@@ -140,11 +140,11 @@ def report(survey: Survey) -> dict[str, Any]:
     """Stage ``report``: the page ``OUT/report.html`` and its figures (every certificate
     re-verified), written together."""
     from ...util.progress import StageProgress
-    from .page import write_survey_page
+    from .page import kv_shortfall, write_survey_page
 
     with StageProgress(PROG, survey.bar, unit="certificates") as progress:
         doc = write_survey_page(survey.out, survey.out / PAGE_NAME, progress=progress)
-    survey.failed = survey.failed or bool(doc["summary"]["failed"] or doc["summary"]["missing"])
+    survey.failed = survey.failed or bool(doc["summary"]["failed"] or doc["summary"]["missing"] or kv_shortfall(doc))
     return {"page": str(survey.out / PAGE_NAME), "figures": str(survey.out / FIGURES_NAME), "summary": doc["summary"]}
 
 
