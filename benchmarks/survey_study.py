@@ -10,9 +10,9 @@ resumed, which re-verifies every certificate and recomputes nothing that still v
   then looser, so the policy / lower-bound ratios at 512 overstate the gap; said in the table);
 * eps 0.1 / 0.25 / 0.5; the survey's kv-budgets stage certifies StreamingLLM and H2O budgets.
 
-The summary reads each survey's KV report through
-:func:`softrank_cert.studies.kv_budgets.recheck.rechecked_report` (every budget re-verified from
-its certificate) and the survey manifests' CPU seconds, and writes
+The summary derives each survey's KV budgets again from its certificates
+(:func:`softrank_cert.studies.kv_budgets.recheck.rechecked_report`: every bracket and policy
+certificate re-verified, minimality re-decided by the kernel) and the survey manifests' CPU seconds, and writes
 ``benchmarks/results/survey_study/survey_study.{md,json}`` with each unit's KV figure and page
 heatmaps copied beside them.
 
@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from softrank_cert.studies.kv_budgets.plot import kv_figures  # noqa: E402
 from softrank_cert.studies.kv_budgets.recheck import rechecked_report  # noqa: E402
 from softrank_cert.util.files import write_json_atomic, write_text_atomic  # noqa: E402
 
@@ -116,11 +117,16 @@ def summarize_unit(unit: Unit, work: Path) -> dict | None:
     brackets = stages.get("brackets", {}).get("cpu_seconds")
     figures = RESULTS / unit.name
     figures.mkdir(parents=True, exist_ok=True)
-    for relative in report.get("figures", {}).values():
-        shutil.copy(out / "certs" / relative, figures / "kv-budgets.png")
+    for figure in kv_figures(report).values():  # one model a unit: drawn from the re-derived budgets
+        figure.savefig(figures / "kv-budgets.png", dpi=110)
     for png in sorted((out / "report-figures").glob("heatmap-*.png")):
         shutil.copy(png, figures / png.name)
+    budgets = [b for r in report["operators"] if r.get("status") == "done" for b in r["budgets"]]
+    certified = [b for b in budgets if b["budget"] is not None]
+    kv_cpu = stages.get("kv-budgets", {}).get("cpu_seconds")
     return {"unit": unit.name, "model": unit.model, "width": unit.width, "work": unit.work, "state": manifest["state"],
+            "budgets": len(budgets), "certified": len(certified), "minimal": sum(bool(b["minimal"]) for b in certified),
+            "kv_cpu_per_head": None if not (kv_cpu and heads) else kv_cpu / heads,
             "heads": heads, "rechecked_budgets": report["rechecked"],
             "cpu_seconds": {name: s.get("cpu_seconds") for name, s in stages.items()},
             "brackets_cpu_per_head": None if not (brackets and heads) else brackets / heads,
@@ -137,13 +143,15 @@ def markdown(rows: list[dict]) -> str:
              "heads); width 128 at the default work, width 512 at `--work quick` (looser lower ends: the ratios at "
              "512 overstate the gap). Every budget below was re-verified from its certificate when this table was "
              "written. Reproduce: `python benchmarks/survey_study.py`.", "",
-             "| unit | state | heads | brackets CPU s / head | StreamingLLM budget / lower (eps 0.1 / 0.25 / 0.5) "
-             "| H2O budget / lower |", "|---|---|---:|---:|---|---|"]
+             "| unit | state | heads | brackets CPU s / head | kv-budgets CPU s / head | budgets certified (minimal) "
+             "| StreamingLLM budget / lower (eps 0.1 / 0.25 / 0.5) | H2O budget / lower |",
+             "|---|---|---:|---:|---:|---:|---|---|"]
     for r in rows:
         cells = [" / ".join(_fmt(r["overall"].get(p, {}).get(e)) for e in EPS.split(","))
                  for p in ("streaming-llm", "h2o")]
         lines.append(f"| {r['unit']} ({r['work']}) | {r['state']} | {r['heads']} | "
-                     f"{_fmt(r['brackets_cpu_per_head'], '.1f')} | {cells[0]} | {cells[1]} |")
+                     f"{_fmt(r['brackets_cpu_per_head'], '.1f')} | {_fmt(r['kv_cpu_per_head'], '.2f')} | "
+                     f"{r['certified']} of {r['budgets']} ({r['minimal']}) | {cells[0]} | {cells[1]} |")
     lines += ["", "Per layer (median over the layer's heads: certified lower bound -> policy budget, ratio):", ""]
     for r in rows:
         lines += [f"### {r['unit']}", "", "| layer | eps | lower | StreamingLLM | H2O |", "|---:|---:|---:|---|---|"]
