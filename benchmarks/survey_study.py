@@ -103,7 +103,8 @@ def _overall(report: dict) -> dict[str, dict[str, float | None]]:
     return {p: {e: float(statistics.median(v)) for e, v in by.items()} for p, by in ratios.items()}
 
 
-def summarize_unit(unit: Unit, work: Path) -> dict | None:
+def summarize_unit(unit: Unit, work: Path, results: Path = RESULTS) -> dict | None:
+    """The unit's row (None: its survey is not there), its figures copied into ``results/NAME``."""
     out = work / unit.name
     manifest_path = out / "survey.json"
     if not manifest_path.is_file():
@@ -115,7 +116,7 @@ def summarize_unit(unit: Unit, work: Path) -> dict | None:
     stages = {s["name"]: s for s in manifest["stages"]}
     heads = sum(1 for r in report["operators"] if r.get("status") == "done")
     brackets = stages.get("brackets", {}).get("cpu_seconds")
-    figures = RESULTS / unit.name
+    figures = results / unit.name
     figures.mkdir(parents=True, exist_ok=True)
     for figure in kv_figures(report).values():  # one model a unit: drawn from the re-derived budgets
         figure.savefig(figures / "kv-budgets.png", dpi=110)
