@@ -261,3 +261,23 @@ def test_kv_budgets_resume_with_a_key_does_not_keep_unsigned_certificates(copy, 
     assert report["signed_certificates"] and all(r["kept"] == [] for r in report["operators"])
     check = run_verify(copy / "certs" / "kv-budgets", "--trusted-keys", f"{issuer_key}.pub", "--require-signature")
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_the_page_in_process_has_every_section_and_the_stage_list(copy):
+    """The survey's stages and page, run in this process (the CLI tests run them in a child):
+    the stage list, the layer x head position of a name, and a page written from the folder with
+    its heatmap, per-layer and KV sections, the KV figure drawn from the re-derived budgets."""
+    from softrank_cert.studies.survey.page import head_position, kv_shortfall, write_survey_page
+    from softrank_cert.studies.survey.stages import STAGES
+    from softrank_cert.util.progress import StageProgress
+
+    assert [stage.name for stage in STAGES] == ["panel", "brackets", "kv-budgets", "report"]
+    assert head_position("smollm2/apache2/w128/L3H7") == ("smollm2/apache2", 128, 3, 7)
+    assert head_position("not/a/head") is None
+    page = copy / "in-process.html"
+    with StageProgress("test", False) as progress:
+        doc = write_survey_page(copy, page, progress=progress)
+    html = page.read_text()
+    assert 'id="kv-budgets"' in html and 'id="layers"' in html and kv_shortfall(doc) == 0
+    figures = [Path(p) for p in doc["survey"]["kv_budgets"]["figures"].values()]
+    assert figures and all(p.is_file() and p.parent == copy / "in-process-figures" for p in figures)
