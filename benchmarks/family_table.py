@@ -8,24 +8,25 @@ real weights this project has, at the driver's default work, every end kernel-VE
 certificate re-checked by ``softrank-verify`` before its record is written:
 
     family          capture                          widths (heads sampled)
-    minilm          --model minilm                   64 (60), 128 (16), 256 (4)
-    smollm2         --gguf smollm2                   64 (60), 128 (16), 256 (4)
-    qwen2.5-0.5b    --gguf qwen2.5-0.5b              64 (60), 128 (16), 256 (4)
-    qwen2.5-1.5b    --gguf qwen2.5-1.5b              64 (60), 128 (16), 256 (4)
-    gemma3-270m     --gguf gemma3-270m               64 (60), 128 (16), 256 (4)
+    minilm          --model minilm                   64 (60), 128 (16), 256 (4), 512 (2)
+    smollm2         --gguf smollm2                   64 (60), 128 (16), 256 (4), 512 (2)
+    qwen2.5-0.5b    --gguf qwen2.5-0.5b              64 (60), 128 (16), 256 (4), 512 (2)
+    qwen2.5-1.5b    --gguf qwen2.5-1.5b              64 (60), 128 (16), 256 (4), 512 (2)
+    gemma3-270m     --gguf gemma3-270m               64 (60), 128 (16), 256 (4), 512 (2)
     dinov2-small    --hf dinov2-small (a photograph) 257 (12): a ViT's one width at 224 px
 
 Heads: per family a fixed random order of all (layer, head) pairs (``numpy.random.default_rng``
 seeded with :data:`SEED` and the family's name, :func:`head_order`); a width takes the first n
-of that order, so the heads of width 256 are bracketed at 64 and 128 as well.  The 412 operators
-cost about 75 CPU minutes at the driver's nominal seconds (about 60 measured), most of them at
-width 64, so that the comparison's panel passes 300 operators early.  Text: the first w
+of that order, so the heads of width 512 are bracketed at 64, 128 and 256 as well.  The 422
+operators cost about 95 CPU minutes at the driver's nominal seconds, most of them at width 64, so
+that the comparison's panel passes 300 operators early; width 512 (the widest every text family
+allows: MiniLM's positions, Gemma's sliding window) comes last.  Text: the first w
 tokens of ``examples/data/py-specialnames.txt`` (a document no earlier run or calibration used:
 held out); image: matplotlib's ``grace_hopper.jpg`` (a real photograph shipped offline).
 
 A **unit** is one family at one width (at most ``Family.chunk`` heads: width 64 is two units,
-DINOv2's width two).  It is captured once per family (``softrank panel``, all
-its widths, the sampled layers), bracketed and verified by ``seed_scale.run_unit`` (the same
+DINOv2's width two).  It is captured once per family and capture group (``softrank panel``,
+the group's widths, the layers its heads need: :data:`SEPARATE_CAPTURES`), bracketed and verified by ``seed_scale.run_unit`` (the same
 record, store and sample as the seed-scale campaign, under ``benchmarks/results/family_table/``),
 then compared with the truncated SVD (:func:`svd_unit`): per operator and eps, the least rank r
 whose rank-r truncated SVD the kernel VERIFIES (searched in float64 from the least rank whose
@@ -53,18 +54,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import seed_scale  # noqa: E402
+import seed_scale  # noqa: E402  (first: it imports softrank_cert before numpy)
+import numpy as np  # noqa: E402
 from seed_scale import EPS, ROOT, _median, _run, load_records, write_atomic  # noqa: E402
 
 SEED = 46
 HEADLINE_EPS = "0.25"
 DOCUMENT = "py-specialnames"
 #: width -> heads sampled, for the text families (nested: a width's heads are the first of the order)
-TEXT_SAMPLE = {64: 60, 128: 16, 256: 4}
+TEXT_SAMPLE = {64: 60, 128: 16, 256: 4, 512: 2}
+#: Widths captured apart, each alone (added after the narrower widths had been captured, and
+#: needing the layers of two heads only); a family's other widths are captured together.
+SEPARATE_CAPTURES = (512,)
 RESULTS = ROOT / "benchmarks" / "results" / "family_table"
 RESEARCH = {"ratio": "2.6-3.8 (median upper/lower by family, eps 0.25, 2,302 operators, float64, no certificates)",
             "svd": "1.62x (truncated SVD against alternating l1, held-out panel of 1,152 operators)",
@@ -175,9 +178,12 @@ class Panels(seed_scale.Panels):
         super().__init__(work)
         self.log, self.results = log, results
 
-    def capture_file(self, family: Family) -> Path:
-        """The family's captured panel, made once (its cost added to ``RESULTS/captures.json``)."""
-        path = self.folder / "families" / f"{family.label}.npz"
+    def capture_file(self, family: Family, width: int) -> Path:
+        """The family's captured panel of ``width``'s capture group (:func:`capture_group`), made
+        once (its cost added to ``RESULTS/captures.json`` under :func:`capture_name`)."""
+        group = capture_group(family, width)
+        name = capture_name(family, width)
+        path = self.folder / "families" / f"{name}.npz"
         if path.is_file():
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -187,18 +193,18 @@ class Panels(seed_scale.Panels):
         if free is not None and free < family.capture_gb * 2**30:
             raise CaptureError(f"capturing {family.label} takes about {family.capture_gb:g} GB; "
                                f"{free / 2**30:.1f} GiB available now")
-        layers = sorted({layer for layer, _ in head_order(family)[:max(n for _, n in family.sample)]})
+        layers = sorted({layer for layer, _ in head_order(family)[:max(n for _, n in group)]})
         command = [sys.executable, "-m", "softrank_cert.cli.main", "panel", *family.capture,
                    "--image" if family.image else "--text", str(source(family)), "--layers", ",".join(map(str, layers)),
                    "--out", str(path), "--quiet"]
         if not family.image:
-            command += ["--widths", ",".join(str(w) for w, _ in family.sample)]
-        print(f"[stage capture] {family.label}: layers {','.join(map(str, layers))}", file=sys.stderr, flush=True)
+            command += ["--widths", ",".join(str(w) for w, _ in group)]
+        print(f"[stage capture] {name}: layers {','.join(map(str, layers))}", file=sys.stderr, flush=True)
         rc, _, wall, cpu = _run(command, self.log)
         if rc != 0 or not path.is_file():
-            raise CaptureError(f"capturing {family.label} exited {rc} (see {self.log})")
+            raise CaptureError(f"capturing {name} exited {rc} (see {self.log})")
         costs = captures(self.results)
-        costs[family.label] = {"layers": layers, "cpu_s": round(cpu, 1), "wall_s": round(wall, 1),
+        costs[name] = {"layers": layers, "cpu_s": round(cpu, 1), "wall_s": round(wall, 1),
                                "command": " ".join(["softrank", *command[3:]])}
         write_atomic(self.results / "captures.json", json.dumps(costs, indent=1, sort_keys=True) + "\n")
         return path
@@ -207,12 +213,25 @@ class Panels(seed_scale.Panels):
         from softrank_cert.util.operator_files import PROVENANCE_KEY
 
         prefix = f"{model}/{document}/w{width}/"
-        with np.load(self.capture_file(FAMILIES[model]), allow_pickle=False) as data:
+        with np.load(self.capture_file(FAMILIES[model], width), allow_pickle=False) as data:
             arrays = {key: data[key] for key in data.files if key.startswith(prefix)}
             provenance = json.loads(str(data[PROVENANCE_KEY]))
         arrays[PROVENANCE_KEY] = np.array(json.dumps({n: v for n, v in provenance.items() if n.startswith(prefix)},
                                                      sort_keys=True))
         return arrays
+
+
+def capture_group(family: Family, width: int) -> tuple[tuple[int, int], ...]:
+    """The (width, heads sampled) pairs of ``family`` captured together with ``width``: ``width``
+    alone if it is one of :data:`SEPARATE_CAPTURES`, else every width that is not."""
+    alone = width in SEPARATE_CAPTURES
+    return tuple((w, n) for w, n in family.sample if (w == width if alone else w not in SEPARATE_CAPTURES))
+
+
+def capture_name(family: Family, width: int) -> str:
+    """The name of ``width``'s capture of ``family``: the family's label, with ``-wWIDTH`` for a
+    width captured apart."""
+    return f"{family.label}-w{width}" if width in SEPARATE_CAPTURES else family.label
 
 
 def captures(results: Path) -> dict:

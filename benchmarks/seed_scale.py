@@ -67,6 +67,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import softrank_cert  # noqa: E402,F401  (before numpy: pins its kernels here and in every child, blas_kernels)
 import numpy as np  # noqa: E402
 
 EPS = ("0.1", "0.25", "0.5")

@@ -23,16 +23,21 @@ def test_plan_covers_the_issue_within_its_cost():
     assert len(set(operators)) == len(operators) >= 300  # the comparison's panel
     assert {u.model for u in units} == {"minilm", "smollm2", "qwen2.5-0.5b", "qwen2.5-1.5b", "gemma3-270m",
                                         "dinov2-small"}
-    assert {u.width for u in units if u.model == "qwen2.5-1.5b"} == {64, 128, 256}
+    assert {u.width for u in units if u.model == "qwen2.5-1.5b"} == {64, 128, 256, 512}
     assert [u.width for u in units[:10]] == [64] * 10  # the comparison's 300 text operators first
-    assert [u.width for u in units[10:]] == [257] + [128] * 5 + [257] + [256] * 5
+    assert [u.width for u in units[10:]] == [257] + [128] * 5 + [257] + [256] * 5 + [512] * 5
     first, second = (u for u in units if u.model == "minilm" and u.width == 64)
     assert (first.name, second.name) == ("minilm-py-specialnames-w64-n40", "minilm-py-specialnames-w64-h40-59")
     assert len(set(first.heads + second.heads)) == 60
     # the plan's size, which bounds its cost (operators x the driver's nominal work per width)
-    per_width = {w: sum(len(u.operators()) for u in units if u.width == w) for w in (64, 128, 256, 257)}
-    assert per_width == {64: 300, 128: 80, 256: 20, 257: 12}
+    per_width = {w: sum(len(u.operators()) for u in units if u.width == w) for w in (64, 128, 256, 257, 512)}
+    assert per_width == {64: 300, 128: 80, 256: 20, 257: 12, 512: 10}
     assert all(family_table.source(family_table.FAMILIES[u.model]).is_file() for u in units)
+    qwen = family_table.FAMILIES["qwen2.5-1.5b"]  # width 512 is captured apart, the others together
+    assert family_table.capture_group(qwen, 512) == ((512, 2),)
+    assert family_table.capture_group(qwen, 128) == ((64, 60), (128, 16), (256, 4))
+    assert (family_table.capture_name(qwen, 512), family_table.capture_name(qwen, 64)) == ("qwen2.5-1.5b-w512",
+                                                                                          "qwen2.5-1.5b")
     held_out = {u.document for u in seed_scale.plan()}
     assert family_table.DOCUMENT not in held_out
 
