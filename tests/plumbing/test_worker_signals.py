@@ -1,0 +1,39 @@
+"""A worker's setup never changes the signal handling of the process that runs it.
+
+A pool worker (and the Dask client process) ignores Ctrl-C so that it reaches the process that
+signs; run in place -- as a test runs a worker's loop in pytest's own process -- that setup must
+end with the handlers it found, or Ctrl-C would no longer stop pytest."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+
+from softrank_cert.plumbing import parallel
+from softrank_cert.plumbing.wire import read_frame
+
+
+def _handlers() -> tuple[object, object]:
+    return signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+
+
+def test_a_pool_worker_run_in_place_leaves_sigint_alone():
+    before = _handlers()
+    here, there = multiprocessing.Pipe(duplex=True)
+    here.send((abs, (-3,)))
+    here.send(None)
+    parallel._worker_main(there, os.getppid())  # answers one task, then returns on None
+    assert read_frame(here.recv_bytes())[0] == 3
+    assert _handlers() == before
+    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+
+
+def test_the_worker_setup_ignores_sigint_inside_and_restores_both_handlers():
+    from softrank_cert.plumbing.worker_task import worker_process
+
+    before = _handlers()
+    with worker_process(os.getpid(), default_sigterm=True):
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert _handlers() == before
