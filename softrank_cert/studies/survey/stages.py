@@ -152,22 +152,17 @@ def kv_budgets(survey: Survey) -> dict[str, Any]:
     """Stage ``kv-budgets``: certified KV-cache budgets of every head (``softrank kv-budgets
     OUT/certs`` with StreamingLLM and H2O at their defaults; ``proofs/kv-budgets.md``), the
     policy certificates in ``OUT/certs/kv-budgets/`` and ``OUT/certs/kv_budgets.json``."""
-    from ...util.files import check_folder_unused, check_output_file
     from ...util.progress import StageProgress
-    from ..kv_budgets.folder import figures_folder, study_folder, write_report
+    from ..kv_budgets.folder import certify_folder, check_outputs
     from ..kv_budgets.policies import Policy
     from ..kv_budgets.study import REPORT_NAME
 
     certs = survey.out / CERTS_NAME
-    replace = survey.resume or survey.force
-    check_output_file(certs / REPORT_NAME, "--out", force=replace, inputs=survey.inputs)
-    check_folder_unused(figures_folder(certs), "--out", force=replace)
+    check_outputs(certs, [], list(KV_POLICIES), survey.inputs, survey.resume or survey.force)
     policies = [Policy(name) for name in KV_POLICIES]
     with StageProgress(PROG, survey.bar, unit="heads") as progress:
-        found = study_folder(certs, policies, resume=survey.resume, key=survey.key,
-                             advance=lambda done, total, _name: progress.stage("certifying budgets", done, total))
-        progress.stage("writing the report and figures")
-        write_report(certs, found)
+        found = certify_folder(certs, policies, None, stage=progress.stage, resume=survey.resume, force=survey.force,
+                               key=survey.key, inputs=survey.inputs)
     survey.failed = survey.failed or bool(found["failed"])
     return {"report": str(certs / REPORT_NAME), "policies": list(KV_POLICIES), "failed": len(found["failed"]),
             "heads": sum(1 for r in found["operators"] if r["status"] == "done")}
