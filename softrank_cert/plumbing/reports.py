@@ -28,7 +28,7 @@ from fractions import Fraction
 from importlib import resources
 from typing import Any, overload
 
-from ..meta import __version__, utc_now_rfc3339
+from ..meta import generator
 from ..util.numbers import CERTIFIED_DIGITS, format_down, format_up
 
 #: Version of the report formats (the ``version`` of every envelope).
@@ -75,10 +75,6 @@ def verdict_fields(verdict: Any) -> dict[str, Any]:
     ``precision_bits``, ``margin`` and ``value`` (certified enclosures or None)."""
     return {"verdict": verdict.status.value, "checked_by": verdict.engine, "precision_bits": verdict.precision,
             "margin": enclosure(verdict.margin), "value": enclosure(verdict.value)}
-
-
-def generator() -> dict[str, str]:
-    return {"name": "softrank-cert", "version": __version__, "created": utc_now_rfc3339()}
 
 
 def envelope(command: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -151,5 +147,5 @@ def validate_report(document: Any) -> None:
 
 
 __all__ = ["CERTIFIED_DIGITS", "COMMANDS", "ERROR_FORMAT", "REPORT_VERSION", "bound_down", "bound_up", "dumps",
-           "enclosure", "envelope", "error_document", "finite", "generator", "report_format", "report_schema",
+           "enclosure", "envelope", "error_document", "finite", "report_format", "report_schema",
            "validate_report", "verdict_fields"]
