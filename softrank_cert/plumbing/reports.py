@@ -35,9 +35,13 @@ from ..util.numbers import CERTIFIED_DIGITS, format_down, format_up
 REPORT_VERSION = 1
 #: Format name of the error document printed with ``--json`` when a run fails.
 ERROR_FORMAT = "softrank-error"
-#: Commands with a report schema (``softrank-<command>-report-v1.schema.json``).
-COMMANDS = ("verify", "bracket", "audit", "geometry", "supports", "budgets", "profile", "analyze", "panel",
-            "keygen", "sign", "list", "report", "kv-budgets", "survey")
+_SCHEMA_PREFIX, _SCHEMA_SUFFIX = "softrank-", f"-report-v{REPORT_VERSION}.schema.json"
+#: Commands with a report schema: read off the schema files (``softrank-<command>-report-v1.schema.json``),
+#: so that a command's schema file is the one place that gives it a report format
+#: (``tests/cli/test_command_registry.py`` ties them to the command list, ``cli/commands.py``).
+COMMANDS = tuple(sorted(entry.name[len(_SCHEMA_PREFIX):-len(_SCHEMA_SUFFIX)]
+                        for entry in resources.files("softrank_cert.schema").iterdir()
+                        if entry.name.startswith(_SCHEMA_PREFIX) and entry.name.endswith(_SCHEMA_SUFFIX)))
 
 
 def report_format(command: str) -> str:

@@ -1,6 +1,6 @@
 """One list of commands: the command list of ``softrank`` (``cli/commands.py``) is the one the
-JSON contract (``plumbing/reports.py``: a report schema per command), the parser and the generated
-option page follow."""
+parser and the generated option page follow, and the JSON contract's (``plumbing/reports.py``,
+read off the report schema files) holds exactly those commands and ``softrank-verify``."""
 
 from __future__ import annotations
 
