@@ -13,7 +13,7 @@ from ..util.numbers import format_down
 from ..util.tolerances import check_budget
 from ..plumbing.parallel import resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
-from ..util.progress import OperatorProgress
+from ..util.progress import Progress
 from ..plumbing.reports import dumps, envelope
 from ..util.escaping import safe_text
 from .common import (add_quiet_option, PLOT_HELP, add_campaign_options, add_command, add_force_option, add_parallel_options,
@@ -112,7 +112,7 @@ def run_audit(args: Any) -> int:
         from ..plumbing.parallel import check_scheduler
 
         check_scheduler(args.scheduler)  # before the manifest is written
-    with OperatorProgress("softrank audit", None, bar=not args.json) as bar:
+    with Progress("softrank audit", None, bar=not args.json) as bar:
         def progress(name: str, done: int, total: int) -> None:
             bar.total = total
             bar.advance(name)

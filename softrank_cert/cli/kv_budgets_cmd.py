@@ -157,10 +157,10 @@ def _study(args: Any, folder: Path, names: list[str], keep: list[int], tolerance
            inputs: dict[str, Path]) -> dict[str, Any]:
     from ..studies.kv_budgets.folder import certify_folder
     from ..studies.kv_budgets.policies import Policy
-    from ..util.progress import StageProgress
+    from ..util.progress import Progress
 
     policies = [Policy(name, sinks=args.sinks, recent_share=args.h2o_recent_share, keep=tuple(keep)) for name in names]
-    with StageProgress("softrank kv-budgets", not args.json, unit="heads") as progress:
+    with Progress("softrank kv-budgets", bar=not args.json, unit="heads") as progress:
         progress.stage("reading the folder")
         return certify_folder(folder, policies, tolerances, stage=progress.stage, resume=bool(args.resume),
                               force=bool(args.force), key=args.key, inputs=inputs)

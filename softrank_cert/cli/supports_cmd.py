@@ -14,7 +14,7 @@ from ..plumbing.campaign import budget_json
 from ..util.files import OutputFiles, check_output_file
 from ..plumbing.parallel import check_scheduler, resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
-from ..util.progress import OperatorProgress
+from ..util.progress import Progress
 from ..plumbing.reports import dumps, envelope
 from .common import (add_device_option, add_quiet_option, PLOT_HELP, add_budget_options, add_campaign_options,
                      add_command, add_force_option, add_parallel_options, campaign_memory, comma_items, key_inputs,
@@ -145,7 +145,7 @@ def run_supports(args: Any) -> int:
         from ..solvers.device import check_device
 
         check_device(args.device)
-    with OperatorProgress("softrank supports", len(kappas), bar=not args.json, label="points") as bar:
+    with Progress("softrank supports", len(kappas), bar=not args.json, label="points") as bar:
         result = run_campaign(args.support, args.dim, args.n, args.eps, kappas, work=args.work,
                               budget_seconds=args.budget_seconds, ranks=ranks, out=out, resume=args.resume,
                               force=args.force, key=key,

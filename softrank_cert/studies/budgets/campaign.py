@@ -24,7 +24,7 @@ from ...errors import InvalidInputError
 from ...plumbing.certificate_files import certificate_path, certificate_paths
 from ...plumbing.campaign import Campaign
 from ...util.files import canonical_dump, write_json_atomic, write_text_atomic
-from ...util.progress import OperatorProgress
+from ...util.progress import Progress
 from .operators import RESULT_VERSION, OperatorBudgets, study_operator, summarize
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ def _run_study(operators: list[tuple[NamedOperator, str]], tasks: list[tuple], t
 
     here = in_process(jobs, scheduler, len(todo))
     with campaign.running() if campaign is not None else nullcontext(), \
-            OperatorProgress("softrank budgets", len(tasks), bar=show_progress) as bar:
+            Progress("softrank budgets", len(tasks), bar=show_progress) as bar:
         for i in sorted(results):
             bar.advance(operators[i][0].name)
             bar.finished(operators[i][0].name, "kept (resumed: re-verified certificate)")

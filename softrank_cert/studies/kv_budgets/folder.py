@@ -19,11 +19,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 from ...plumbing.campaign import MANIFEST_NAME
 from ...errors import InvalidInputError
 from ...util.files import OutputFiles, check_folder_unused, check_output_file, remove_outputs
+from ...util.progress import Stage
 from .plot import figure_name, kv_figures, models
 from .policies import Policy
 from .study import OUTPUT_FOLDER, REPORT_NAME, policy_certificate_path, report_body, run_study
@@ -47,7 +47,7 @@ def figures_folder(folder: Path) -> Path:
 
 
 def study_folder(folder: Path, policies: list[Policy], tolerances: list[str] | None = None, *, resume: bool = False,
-                 key: Any = None, advance: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
+                 key: Any = None, stage: Stage | None = None) -> dict[str, Any]:
     """The KV-budget report of the bracket folder ``folder`` (``tolerances``: a subset of its
     campaign's, default all); the policy certificates are written into it as each head is done
     (signed with ``key``; ``resume``: kept ones re-checked, :mod:`.study`)."""
@@ -60,7 +60,7 @@ def study_folder(folder: Path, policies: list[Policy], tolerances: list[str] | N
     signer = manifest.get("signer") if isinstance(manifest.get("signer"), str) else None
     entries = [(p.name, p.path if p.size is not None else None, p.why_missing) for p in plan(folder, manifest)]
     records = run_study(entries, policies, chosen, folder=folder, resume=resume, key=key, signer=signer,
-                        advance=advance)
+                        stage=stage)
     report = envelope("kv-budgets", report_body(folder, records, policies, chosen, started, signed=key is not None))
     report["figures"] = {model: str((figures_folder(folder) / figure_name(model)).relative_to(folder))
                          for model in models(report)}
@@ -97,19 +97,18 @@ def check_outputs(folder: Path, operators: list[str], policies: list[str], input
     check_folder_unused(figures_folder(folder), "the figures folder", force=replace)
 
 
-def certify_folder(folder: Path, policies: list[Policy], tolerances: list[str] | None, *, stage: Callable[..., None],
+def certify_folder(folder: Path, policies: list[Policy], tolerances: list[str] | None, *, stage: Stage,
                    resume: bool = False, force: bool = False, key: Any = None,
                    inputs: dict[str, Path] | None = None) -> dict[str, Any]:
     """A whole run on the bracket folder ``folder`` whose outputs were checked
     (:func:`check_outputs`): with ``force`` (and not ``resume``) the earlier run's report and
     ``kv-budgets/`` folder -- every policy's certificates, also of policies not run now -- are
     removed first (:func:`~softrank_cert.util.files.remove_outputs`: none of ``inputs`` may lie
-    there); then every head is studied and the report and figures written together.  ``stage``
-    is a :meth:`~softrank_cert.util.progress.StageProgress.stage`."""
+    there); then every head is studied and the report and figures written together, reported on
+    ``stage`` (:meth:`~softrank_cert.util.progress.Progress.stage`)."""
     if force and not resume:
         remove_outputs(folder, [REPORT_NAME, OUTPUT_FOLDER], inputs=inputs)
-    report = study_folder(folder, policies, tolerances, resume=resume, key=key,
-                          advance=lambda done, total, _name: stage("certifying budgets", done, total))
+    report = study_folder(folder, policies, tolerances, resume=resume, key=key, stage=stage)
     stage("writing the report and figures")
     write_report(folder, report)
     return report

@@ -84,7 +84,7 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
     """Bracket the support operator at every kappa, write the certificates and the manifest when
     ``out`` is given, keep re-verified ones with ``resume`` (module docstring; ``force``: replace
     the certificates and start the campaign there again, keeping its run history).  ``bar``: an
-    :class:`~softrank_cert.util.progress.OperatorProgress` (stage names in process);
+    :class:`~softrank_cert.util.progress.Progress` (stage names in process);
     ``resume_command``: the line an interruption names to continue; ``device``: where the
     searches run (resolved once here, :mod:`~softrank_cert.solvers.device`)."""
     from ...certio.issuing import signed

@@ -203,7 +203,7 @@ def survey_document(out: Path, page: Path, figures: Path, *, max_certificates: i
     """The report document of the survey folder ``out`` (the campaign page of ``out/certs``, every
     certificate re-verified, with a ``survey`` part: parameters, stages, ``--work``, heatmap
     figures) and the figures to write (``progress``: a
-    :class:`~softrank_cert.util.progress.StageProgress`)."""
+    :class:`~softrank_cert.util.progress.Progress`)."""
     from ...util.progress import seconds_text
     from ..report.build import _css_width, document, read_campaign
     from ..report.folder import read_manifest
