@@ -15,9 +15,8 @@ from ..plumbing.parallel import check_scheduler, resolve_jobs
 from ..util.progress import Progress
 from ..plumbing.reports import dumps, envelope
 from ..util.tolerances import check_budget, parse_eps_list
-from .common import (add_device_option, add_quiet_option, add_campaign_options, add_command, add_force_option,
-                     add_parallel_options, add_budget_options, campaign_memory, key_inputs,
-                     name_table, stdout_console)
+from .common import (add_budget_options, add_campaign_run_options, add_command, add_device_option, campaign_memory,
+                     key_inputs, name_table, stdout_console)
 
 EPILOG = """\
 examples:
@@ -80,11 +79,7 @@ def add_bracket(sub: Any) -> None:
     p.add_argument("--key", metavar="KEYFILE", help="sign the certificates with this key (softrank keygen)")
     add_budget_options(p, "solver time per operator, all tolerances together")
     add_device_option(p)
-    add_parallel_options(p)
-    add_campaign_options(p)
-    add_force_option(p)
-    p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
-    add_quiet_option(p)
+    add_campaign_run_options(p, "print a JSON summary instead of the table")
     p.set_defaults(run=run_bracket)
 
 
