@@ -10,12 +10,23 @@ import multiprocessing
 import os
 import signal
 
+import pytest
+
 from softrank_cert.plumbing import parallel
 from softrank_cert.plumbing.wire import read_frame
 
 
 def _handlers() -> tuple[object, object]:
     return signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_raises():
+    """Ctrl-C as at a terminal (a suite started in the background inherits SIGINT ignored), and
+    the handler this process had afterwards."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def test_a_pool_worker_run_in_place_leaves_sigint_alone():
@@ -25,8 +36,7 @@ def test_a_pool_worker_run_in_place_leaves_sigint_alone():
     here.send(None)
     parallel._worker_main(there, os.getppid())  # answers one task, then returns on None
     assert read_frame(here.recv_bytes())[0] == 3
-    assert _handlers() == before
-    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    assert _handlers() == before and signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_the_worker_setup_ignores_sigint_inside_and_restores_both_handlers():
