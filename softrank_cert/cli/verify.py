@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-from contextlib import nullcontext
 from fractions import Fraction
 from typing import Any
 
@@ -245,7 +244,7 @@ def _run(args: Any) -> int:
         raise InvalidInputError("no certificate files found (give CERT.json files, or folders holding *.json)")
     entries: list[dict[str, Any]] = []  # one per file, in order: the JSON report's "files"
     margins: dict[int, list[str]] = {}  # entry index -> the margin column of its claims
-    with _progress(len(paths) > 1 and not args.json, len(paths)) as advance:
+    with _progress(len(paths) > 1 and not args.json, len(paths)) as bar:
         for path in paths:
             raw = b""
             try:
@@ -280,7 +279,7 @@ def _run(args: Any) -> int:
                 entry, margins[len(entries)] = _checked_entry(report, trusted)
                 entries.append(entry)
             finally:
-                advance()
+                bar.advance()
     summary = _summary(entries)
     code = summary["exit_code"]
     if args.json:
@@ -300,21 +299,12 @@ def _run(args: Any) -> int:
     return code
 
 
-def _progress(enabled: bool, total: int):
-    """A progress bar over the ``total`` files on a terminal (rich is imported only then); else nothing."""
-    if not (enabled and sys.stderr.isatty()):
-        return nullcontext(lambda: None)
-    from contextlib import contextmanager
+def _progress(enabled: bool, total: int) -> Any:
+    """A bar over the ``total`` files on a terminal (:class:`~softrank_cert.util.progress.Progress`,
+    no lines); its :meth:`~softrank_cert.util.progress.Progress.advance` counts a file."""
+    from ..util.progress import Progress
 
-    from ..util.progress import progress_bar
-
-    @contextmanager
-    def bar():
-        with progress_bar(True) as progress:
-            task = progress.add_task("verifying", total=total)
-            yield lambda: progress.advance(task)
-
-    return bar()
+    return Progress("softrank-verify", total, bar=enabled, lines=False, label="verifying")
 
 
 def _checked_entry(report: Any, trusted: frozenset[str] | None) -> tuple[dict[str, Any], list[str]]:

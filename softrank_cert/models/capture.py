@@ -7,15 +7,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-#: ``stage(name, done, total)``: progress of the capture in named stages.
-Stage = Callable[..., None]
+from ..util.progress import Stage
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ import shlex
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from ..errors import InternalInvariantError, InvalidInputError, SoftrankError
 from ..meta import __version__, utc_now_rfc3339
@@ -302,6 +302,26 @@ def worker_failure(outcome: Any, why: str, exit_code: int) -> Any:
     this reason (and ``--resume`` computes it again)."""
     return dataclasses.replace(outcome, value=None, exit_code=exit_code, kind="UnverifiedCertificate",
                                failure=f"the certificate computed in a worker does not verify in this process: {why}")
+
+
+def rechecked_outcome(outcome: Any, name: str, op: Any, provenance: Mapping[str, Any] | None,
+                      certificates: Mapping[str, tuple[Any, list[str] | None]],
+                      rebuild: Callable[[dict[str, tuple[dict[str, Any], Any]]], Any]) -> Any:
+    """The one re-check of a task that ran in another process, before anything of it is signed,
+    stored or written: each certificate document its answer carries (``certificates``: by what it
+    is -- ``""`` for a task's one certificate, e.g. ``"evidence"`` -- with the tolerances it must
+    hold exactly, None for any) re-verified here (:func:`recheck_from_worker`: every claim VERIFIED,
+    about ``op`` of ``name`` bit for bit, ``provenance``).  Returns ``outcome`` with the value
+    ``rebuild(verified)`` (``verified``: what -> (the document that was verified, its report)), or
+    the :func:`worker_failure` of the first that does not verify (its reason prefixed by what it is)."""
+    verified: dict[str, tuple[dict[str, Any], Any]] = {}
+    for what, (document, eps_list) in certificates.items():
+        source = f"{name} {what} (from a worker)" if what else f"{name} (from a worker)"
+        checked, report, why, code = recheck_from_worker(document, source, name, op, eps_list, provenance=provenance)
+        if checked is None:
+            return worker_failure(outcome, f"{what}: {why}" if what else why, code)
+        verified[what] = (checked, report)
+    return dataclasses.replace(outcome, value=rebuild(verified))
 
 
 def reusable_certificate(path: Path, name: str, op: Any, eps_list: list[str], signer: str | None,

@@ -127,6 +127,27 @@ def estimate_lines(prog: str, found: dict[str, Any]) -> list[str]:
     return lines
 
 
+def check_folder(text: str, *, resume: bool, force: bool) -> Path:
+    """The survey folder ``--out TEXT``, checked before any work: a survey there needs ``resume``
+    or ``force`` (not both), other files ``force`` (exit 2)."""
+    import os
+
+    from ...errors import InvalidInputError
+    from ...util.files import check_output_folder
+
+    out = check_output_folder(text, "--out")
+    if resume and force:
+        raise InvalidInputError("--resume and --force: choose one (continue the survey, or compute it all again)")
+    if (out / MANIFEST_NAME).exists():
+        if not (resume or force):
+            raise InvalidInputError(f"--out {text}: holds a survey already; continue it with --resume, or compute "
+                                    "it all again with --force")
+    elif out.is_dir() and any(os.scandir(out)) and not force:
+        raise InvalidInputError(f"--out {text}: the folder holds other files; name a new or empty folder, or give "
+                                "--force")
+    return out
+
+
 def _minutes(seconds: float) -> str:
     from ...util.progress import seconds_text
 
