@@ -129,7 +129,7 @@ def profile_head(name: str, op, eps: list[str], work: float | None = None, profi
         stats = pstats.Stats(prof)
         parts = {part: sum(cumulative(stats, s, f) for s, f in funcs) for part, funcs in PARTS.items()}
         lbfgs = sum(v[3] for (path, _l, func), v in stats.stats.items()  # the project's loop (older trees: scipy's)
-                    if (func == "minimise" and path.endswith("solvers/upper/lbfgs.py")) or (func == "minimize" and "scipy" in path))
+                    if (func == "minimise" and path.endswith("lbfgs.py")) or (func == "minimize" and "scipy" in path))
         lbfgs -= cumulative(stats, "solvers/lower/smooth_key.py", "smooth_key_side")  # its own L-BFGS runs
         parts["L-BFGS outside the evaluations"] = max(lbfgs - parts["smoothed objective evaluations"], 0.0)
         total = sum(v[2] for v in stats.stats.values())  # all own time

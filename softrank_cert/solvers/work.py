@@ -91,7 +91,7 @@ def seconds_units(m: int, n: int, seconds: float) -> float:
     return seconds * units_per_second(m, n)
 
 
-#: CPU seconds of one smoothed-objective evaluation with its L-BFGS step (:mod:`~softrank_cert.solvers.upper.lbfgs`) on
+#: CPU seconds of one smoothed-objective evaluation with its L-BFGS step (:mod:`~softrank_cert.solvers.lbfgs`) on
 #: the calibration machine: ``EVAL_FIXED + EVAL_PER_ENTRY m N + EVAL_PER_MFLOP (6 r m N / 1e6)
 #: (mN/128^2)^EVAL_MFLOP_EXPONENT`` -- fitted on MiniLM heads at 128 x 128 (r = 6-40: 85-244 us)
 #: and 512 x 512 (r = 40-150: 1.8-4.7 ms), one core; the elementwise part is memory-bound.
