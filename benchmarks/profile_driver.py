@@ -38,10 +38,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 #: Part of the driver -> (module file suffix, function name) whose cumulative time it is.
 PARTS = {
-    "set-up: SVD, truncated-SVD errors": [("dense.py", "svd"), ("solvers/candidates.py", "tsvd_errors")],
+    "set-up: SVD, truncated-SVD errors": [("dense.py", "svd"), ("solvers/one_shot.py", "tsvd_errors")],
     "smoothed objective evaluations": [("solvers/upper/smooth.py", "__call__")],
     "L-BFGS outside the evaluations": [],  # minimize's cumulative time less the evaluations
-    "pivot stage (complete pivoting, swaps)": [("solvers/candidates.py", "lower_pair")],
+    "pivot stage (complete pivoting, swaps)": [("solvers/one_shot.py", "lower_pair")],
     "X-step LPs (RowLP)": [("solvers/lower/lp.py", "solve")],
     "Y-step LPs (KeyLP, general key side)": [("solvers/lower/general.py", "solve")],
     "key moves (screens, Sherman-Morrison)": [("solvers/lower/moves.py", "key_moves")],
@@ -55,10 +55,10 @@ PARTS = {
 #: Parts whose charged units are recorded -> (module, attribute path) of the function wrapped.
 CHARGED = {
     "smoothed objective evaluations": ("softrank_cert.solvers.upper.smooth", "_Objective.__call__"),
-    "pivot stage (complete pivoting, swaps)": ("softrank_cert.solvers.candidates", "CandidatePool.lower_pair"),
+    "pivot stage (complete pivoting, swaps)": ("softrank_cert.solvers.one_shot", "OneShot.lower_pair"),
     "X-step LPs (RowLP)": ("softrank_cert.solvers.lower.lp", "RowLP.solve"),
-    "key moves (screens, Sherman-Morrison)": ("softrank_cert.solvers.lower.search", "key_moves"),
-    "large-k pairs (smoothed key side, threshold)": ("softrank_cert.solvers.lower.search", "selection_pair"),
+    "key moves (screens, Sherman-Morrison)": ("softrank_cert.solvers.lower.base", "key_moves"),
+    "large-k pairs (smoothed key side, threshold)": ("softrank_cert.solvers.lower.families.general_smooth", "selection_pair"),
 }
 
 
@@ -66,7 +66,7 @@ CHARGED = {
 def charged_units(into: dict[str, float], seconds: dict[str, float]) -> Iterator[None]:
     """Record into ``into[part]`` the work units charged while a :data:`CHARGED` function runs
     (the innermost one), and into ``seconds[part]`` its CPU seconds."""
-    from softrank_cert.solvers.work import Budget
+    from softrank_cert.solvers import Budget
 
     current: list[str] = []
     plain_charge = Budget.charge
@@ -110,8 +110,7 @@ def cumulative(stats: pstats.Stats, suffix: str, name: str) -> float:
 
 
 def profile_head(name: str, op, eps: list[str], work: float | None = None, profile: bool = True) -> dict:
-    from softrank_cert.solvers.bracket import search_operator
-    from softrank_cert.solvers.work import units_per_second
+    from softrank_cert.solvers import search_operator, units_per_second
 
     prof = cProfile.Profile(time.process_time)
     charged: dict[str, float] = {}

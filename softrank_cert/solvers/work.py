@@ -82,6 +82,16 @@ def default_work(m: int, n: int) -> float:
     return float(round(units_per_second(m, n) * default_seconds(m, n)))
 
 
+def effective_work(work: float | None, budget_seconds: float | None, m: int, n: int) -> float | None:
+    """The work bound a search of an m x N operator runs with (the one rule of the driver's
+    :func:`~softrank_cert.solvers.bracket.search_budget`, the manifests' and reports'
+    ``budget_work``): ``work`` when given, else :func:`default_work` when there is no time cap
+    either, else None (a time-only budget, or ``work`` infinite: unbounded work)."""
+    if work is not None:
+        return float(work) if math.isfinite(work) else None
+    return default_work(m, n) if budget_seconds is None else None
+
+
 def _size(m: int, n: int) -> float:
     return m * n / 128.0 ** 2
 

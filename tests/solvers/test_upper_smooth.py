@@ -10,7 +10,7 @@ from softrank_cert.kernel import Operator, Status, verify_upper
 from softrank_cert.solvers import Dense, UpperCandidate, bracket_operator, norm
 from softrank_cert.certio.verified import VerifiedBracket
 from softrank_cert.solvers.bracket import default_budget_seconds, search_operator
-from softrank_cert.solvers.candidates import tsvd_errors
+from softrank_cert.solvers.one_shot import tsvd_errors
 from softrank_cert.solvers.upper import search as upper_search
 from softrank_cert.solvers.upper.search import UpperSearch
 from softrank_cert.solvers.upper.smooth import STAGES, SmoothState, run_stages, smooth, tsvd_start
@@ -91,7 +91,7 @@ def test_upper_search_is_resumable_and_reports_every_improvement() -> None:
     assert seen and search.spent > 600.0
     for eps in (0.25, 0.5):
         assert best_rank(eps) < next(r for r in range(d.p + 1) if tsvd[r] <= eps)
-    assert all(w.origin == "smooth" and np.isclose(w.error, norm(d.A - w.U @ w.W.T)) for w in seen)
+    assert all(w.method == "smooth" and np.isclose(w.error, norm(d.A - w.U @ w.W.T)) for w in seen)
 
 
 def test_default_budget_scales_with_size() -> None:
