@@ -13,6 +13,8 @@ from __future__ import annotations
 from functools import partial
 from dataclasses import dataclass
 
+import numpy as np
+
 from ...work import Until
 from ..base import LowerBase
 from ..general import alternate
@@ -52,12 +54,18 @@ def general_pair(s: LowerBase, name: str, k: int, until: Until) -> None:
     found = alternate(s.A, selection(rows, s.A.shape[0]), s.key_lp, s.lp, until)
     if until.reached():  # cut off: the unit is redone (or dropped), and counts for nothing
         return None
-    tally = s.record("general", Tally)
+    count_pair(s, s.record("general", Tally), k, found, f"general_{name}")
+    return None
+
+
+def count_pair(s: LowerBase, tally: Tally, k: int, found: tuple[np.ndarray, np.ndarray, float] | None,
+               method: str) -> None:
+    """A general pair ``found`` at k (None: none found) as ``method``: offered and counted a hit
+    when it beats the signed groups there, else counted a miss."""
     signed = s.states.get(k)
     if found is not None and (signed is None or found[2] > signed.t):
         tally.misses = 0
         tally.hits += 1
-        s.offer_pair(k, *found, f"general_{name}")
+        s.offer_pair(k, *found, method)
     else:
         tally.misses += 1
-    return None

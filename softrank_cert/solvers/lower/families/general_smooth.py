@@ -19,6 +19,7 @@ from ...work import Until
 from ..base import MARGIN, LowerBase
 from ..smooth_key import selection_pair
 from ..units import Unit
+from . import general_lp
 
 #: The large-k family's units at a target k run only where its gallop probe there came within
 #: this factor of the tolerance (more evaluations and other selections gained 1-5 %, measured).
@@ -26,12 +27,9 @@ SMOOTH_REACH = 1.1
 
 
 @dataclass
-class Tally:
-    """Pairs in a row not better than the signed groups, pairs better, and the threshold of
-    the gallop probe per k."""
+class Tally(general_lp.Tally):
+    """The tally of :mod:`.general_lp`, and the threshold of the gallop probe per k."""
 
-    misses: int = 0
-    hits: int = 0
     probes: dict[int, float] = field(default_factory=dict)
 
 
@@ -90,12 +88,5 @@ def smooth_pair(s: LowerBase, name: str, k: int, until: Until) -> None:
     found = selection_pair(s.A, rows, until, s.smooth_evaluations, s.smooth_charges, s.ops)
     if until.reached():  # cut off: the unit is redone (or dropped), and counts for nothing
         return None
-    tally = s.record("smooth", Tally)
-    signed = s.states.get(k)
-    if found is not None and (signed is None or found[2] > signed.t):
-        tally.misses = 0
-        tally.hits += 1
-        s.offer_pair(k, *found, f"general_smooth_{name}")
-    else:
-        tally.misses += 1
+    general_lp.count_pair(s, s.record("smooth", Tally), k, found, f"general_smooth_{name}")
     return None
