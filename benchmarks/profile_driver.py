@@ -63,15 +63,18 @@ CHARGED = {
 
 
 @contextlib.contextmanager
-def charged_units(into: dict[str, float], seconds: dict[str, float]) -> Iterator[None]:
+def charged_units(into: dict[str, float], seconds: dict[str, float], budgets: list | None = None) -> Iterator[None]:
     """Record into ``into[part]`` the work units charged while a :data:`CHARGED` function runs
-    (the innermost one), and into ``seconds[part]`` its CPU seconds."""
+    (the innermost one), and into ``seconds[part]`` its CPU seconds; every budget charged goes
+    into ``budgets`` (once)."""
     from softrank_cert.solvers import Budget
 
     current: list[str] = []
     plain_charge = Budget.charge
 
     def charge(self, units: float) -> None:
+        if budgets is not None and not any(b is self for b in budgets):
+            budgets.append(self)
         if current:
             into[current[-1]] = into.get(current[-1], 0.0) + units
         plain_charge(self, units)
@@ -115,11 +118,12 @@ def profile_head(name: str, op, eps: list[str], work: float | None = None, profi
     prof = cProfile.Profile(time.process_time)
     charged: dict[str, float] = {}
     timed: dict[str, float] = {}
+    budgets: list = []  # the search's budget (search_operator makes one)
     start, cpu = time.perf_counter(), time.process_time()
-    with charged_units(charged, timed):
+    with charged_units(charged, timed, budgets):
         if profile:
             prof.enable()
-        pool, ends = search_operator(op, eps, work=work)
+        _, ends = search_operator(op, eps, work=work)
         prof.disable()
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     parts = {part: 0.0 for part in [*PARTS, "rest"]}
@@ -134,8 +138,8 @@ def profile_head(name: str, op, eps: list[str], work: float | None = None, profi
         total = sum(v[2] for v in stats.stats.values())  # all own time
         parts["rest"] = max(total - sum(parts.values()), 0.0)
     return {"operator": name, "wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2),
-            "profiled_seconds": round(total, 2), "work_units": round(pool.until.budget.used if pool else 0.0),
-            "work_budget": pool.until.budget.work if pool else None,
+            "profiled_seconds": round(total, 2), "work_units": round(budgets[0].used if budgets else 0.0),
+            "work_budget": budgets[0].work if budgets else None,
             "parts": {k: round(v, 2) for k, v in parts.items()},
             "charged_units": {k: round(v) for k, v in charged.items()},
             "charged_parts_cpu_seconds": {k: round(v, 2) for k, v in timed.items()}, "cprofile": profile,
