@@ -123,7 +123,7 @@ def plan() -> list[Unit]:
 
 def nominal_cpu_seconds(width: int) -> float:
     """The driver's nominal seconds per operator at ``width`` (the default work's seconds on a quiet machine)."""
-    from softrank_cert.solvers.work import default_seconds
+    from softrank_cert.solvers import default_seconds
 
     return default_seconds(width, width)
 

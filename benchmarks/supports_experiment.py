@@ -40,7 +40,7 @@ from pathlib import Path
 
 from softrank_cert.util.files import write_text_atomic
 from softrank_cert.util.progress import Progress
-from softrank_cert.solvers.work import units_per_second
+from softrank_cert.solvers import units_per_second
 from softrank_cert.studies.supports.sweeps import sweep_document
 from softrank_cert.studies.supports.campaign import run_campaign
 from softrank_cert.studies.supports.plot import plot_sweeps

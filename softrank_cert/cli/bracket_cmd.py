@@ -116,7 +116,7 @@ def run_bracket(args: Any) -> int:
     max_memory = campaign_memory(args)
     jobs = resolve_jobs(args.jobs)
     if args.device is not None:  # after the input checks: it imports the solvers (and torch)
-        from ..solvers.device import check_device
+        from ..solvers import check_device
 
         check_device(args.device)
     if not campaign:
@@ -170,7 +170,7 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
 def operator_work(args: Any, item: NamedOperator) -> float | None:
     """The work bound the search of ``item`` runs with: ``--work``, else (no time cap) the
     driver's default work of its shape; None for a time cap alone or ``--work inf``."""
-    from ..studies.supports.points import effective_work
+    from ..solvers import effective_work
 
     return effective_work(args.work, args.budget_seconds, *item.operator.shape)
 

@@ -90,7 +90,7 @@ def run_profile(args: Any) -> int:
         if len(names) > 1:
             raise InvalidInputError(choose_operator_message(source, names, "--operator NAME"))
     if args.device is not None:  # after the argument checks: it imports the solvers (and torch)
-        from ..solvers.device import check_device
+        from ..solvers import check_device
 
         check_device(args.device)
     from ..api import load_operator, operator_id, operator_provenance  # the solvers: after the argument checks

@@ -137,7 +137,7 @@ def run_supports(args: Any) -> int:
     jobs = resolve_jobs(args.jobs)
     check_scheduler(args.scheduler)
     if args.device is not None:  # after the input checks: it imports the solvers (and torch)
-        from ..solvers.device import check_device
+        from ..solvers import check_device
 
         check_device(args.device)
     with Progress("softrank supports", len(kappas), bar=not args.json, label="points") as bar:

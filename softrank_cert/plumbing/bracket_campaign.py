@@ -129,7 +129,7 @@ def expected_provenance(item: NamedOperator, device: str | None) -> dict[str, An
     record of the search's device (so that a resume with ``--device`` keeps what that device wrote)."""
     if device is None:
         return dict(item.provenance)
-    from ..solvers.device import resolve_device
+    from ..solvers import resolve_device
     from .bracketing import search_provenance
 
     return search_provenance(item.provenance, resolve_device(device, item.operator.shape))

@@ -119,8 +119,7 @@ def bracket_result(op: Operator, eps_list: list[str], *, work: float | None = No
     exact decimal strings, ascending; ``work``, ``budget_seconds`` and ``device`` as for
     :func:`~softrank_cert.solvers.bracket.bracket_operator`), timed, in this process.  A search
     off the numpy path adds its device to the provenance (:func:`search_provenance`)."""
-    from ..solvers.bracket import bracket_operator
-    from ..solvers.device import resolve_device
+    from ..solvers import bracket_operator, resolve_device
 
     where = resolve_device(device, op.shape)
     start = time.perf_counter()
@@ -185,7 +184,7 @@ def run_brackets(operators: Sequence[tuple[Operator, str, Mapping[str, Any]]], e
     that nothing vouches for: its certificate is re-verified here, by this process's kernel,
     before it is handed on (:func:`rechecked`); one that does not verify comes back as a failed
     outcome whose reason says why, and nothing of it is signed or written."""
-    from ..solvers.device import resolve_device
+    from ..solvers import resolve_device
 
     devices: dict[tuple[int, int], Any] = {}
     for op, _name, _provenance in operators:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidInputError
-from .points import (SweepPoint, effective_work, point_details, point_from_task, point_name, provenance,
+from .points import (SweepPoint, point_details, point_from_task, point_name, provenance,
                      support_point_task)
 
 #: Sweep parameters a resume may not change, and the option that sets each.
@@ -98,7 +98,7 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
     if len(set(names)) != len(names):
         raise InvalidInputError("two kappas agree to 6 significant digits: their points would share a name")
     ops = [support_operator(support, dim, n, kappa) for kappa in kappas]
-    from ...solvers.device import resolve_device
+    from ...solvers import effective_work, resolve_device
 
     where = resolve_device(device, ops[0].shape)
     budget_work = effective_work(work, budget_seconds, *ops[0].shape)

@@ -72,7 +72,7 @@ class Work:
 
     def units_for(self, m: int, n: int) -> float:
         """The work units of one m x N head's search."""
-        from ...solvers.work import default_work
+        from ...solvers import default_work
 
         if self.units is not None:
             return self.units
@@ -81,7 +81,7 @@ class Work:
 
 def cpu_seconds(units: float, m: int, n: int) -> float:
     """The estimated CPU seconds of a search of ``units`` work on an m x N operator (module docstring)."""
-    from ...solvers.work import units_per_second
+    from ...solvers import units_per_second
 
     return units / units_per_second(m, n)
 
