@@ -159,16 +159,17 @@ def start(plan: CampaignPlan, inputs: dict[str, Path]) -> tuple[Campaign, dict[i
         for i, (item, target) in enumerate(zip(plan.operators, plan.targets)):
             if not target.is_file():
                 continue
-            report, why = recheck_certificate(read_kept_bytes(target), str(target), item.name, item.operator,
-                                              plan.eps_list, signer=signer,
-                                              provenance=expected_provenance(item, plan.device))
-            if report is None:
+            verification, why = recheck_certificate(read_kept_bytes(target), str(target), item.name, item.operator,
+                                                    plan.eps_list, signer=signer,
+                                                    provenance=expected_provenance(item, plan.device))
+            if verification is None:
                 campaign.note(item.name, f"recomputed: {why}")
                 continue
             campaign.keep(item.name, campaign.recorded(item.name) or {})
             seconds = campaign.manifest.operators[item.name]["seconds"]
             # every claim of these brackets was just VERIFIED by the kernel: they are what is reported
-            kept[i] = entry(item, target, bracket_rows(report.certificate.brackets), seconds, plan.key is not None,
+            kept[i] = entry(item, target, bracket_rows(verification.certificate.brackets), seconds,
+                            plan.key is not None,
                             resumed=True)
     campaign.save()
     return campaign, kept

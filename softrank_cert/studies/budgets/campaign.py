@@ -216,9 +216,9 @@ def _rechecked(outcome: Any, operator: tuple[NamedOperator, str], task: tuple) -
     document = item.certificate if isinstance(item, OperatorBudgets) else None
 
     def rebuild(verified: dict[str, tuple[dict[str, Any], Any]]) -> OperatorBudgets:
-        certificate, report = verified[""]
-        result = OperatorBudgets.from_verified(name, stem, named.operator, report.certificate.brackets[0],
-                                               report.pairs[0], budgets, item.sharpened, item.seconds)
+        certificate, verification = verified[""]
+        result = OperatorBudgets.from_verified(name, stem, named.operator, verification.certificate.brackets[0],
+                                               verification.pairs[0], budgets, item.sharpened, item.seconds)
         result.certificate = certificate
         return result
 
