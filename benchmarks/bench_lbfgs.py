@@ -7,7 +7,7 @@ Usage (what produced the committed results, benchmarks/results/solvers_lbfgs.{js
 
 On MiniLM heads of the pydoc ``import`` topic (bench_solvers.py's document), per (head, rank):
 the smoothed-minimax continuation (:func:`softrank_cert.solvers.upper.smooth.run_stages`, five
-stages from the truncated SVD) once with the project's loop (:mod:`softrank_cert.solvers.upper.lbfgs`)
+stages from the truncated SVD) once with the project's loop (:mod:`softrank_cert.solvers.lbfgs`)
 and once with scipy's L-BFGS-B in its place, the same iterations per stage, and then with the
 project's loop given about scipy's CPU time (``--equal-cpu`` iterations).  Recorded: CPU
 seconds (one BLAS thread), objective evaluations, CPU seconds inside the objective, the best

@@ -95,9 +95,12 @@ from softrank_cert.kernel import Operator
 from softrank_cert.solvers import Dense, bracket_operator
 
 try:
-    from softrank_cert.solvers.candidates import tsvd_errors
+    from softrank_cert.solvers import tsvd_errors
 except ImportError:  # an older tree's solvers (before/after runs with PYTHONPATH)
-    from softrank_cert.solvers.profiles import tsvd_errors
+    try:
+        from softrank_cert.solvers.candidates import tsvd_errors
+    except ImportError:
+        from softrank_cert.solvers.profiles import tsvd_errors
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -190,7 +193,7 @@ def tsvd_rank(errors: np.ndarray, eps: float, p: int) -> int:
 def solve(task: tuple[str, dict, list[str], float | None]) -> dict:
     """Bracket one (packed) operator in a worker process and describe the result."""
     from softrank_cert.plumbing.parallel import unpack_operator
-    from softrank_cert.solvers.bracket import default_budget_seconds
+    from softrank_cert.solvers import default_budget_seconds
 
     name, spec, eps_list, budget, work = task
     op = unpack_operator(spec)

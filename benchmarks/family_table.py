@@ -248,31 +248,36 @@ def svd_end(op: object, eps: str) -> tuple[object, dict]:
     eps, the ranks the kernel did not verify, its verdict on the SVD one rank below."""
     from softrank_cert.kernel import parse_tolerance, verify_upper
     from softrank_cert.certio.verified import verify_upper_end
-    from softrank_cert.solvers.bracket import Ends
-    from softrank_cert.solvers.candidates import tsvd_errors
-    from softrank_cert.solvers.upper.smooth import tsvd_start
+    from softrank_cert.solvers import CandidatePool, Ends, OneShot
     from softrank_cert.util.dense import Dense
 
     d = Dense.of(op)
-    errors = tsvd_errors(d.A, d.svd)
+    shots = OneShot(CandidatePool(d))
+    errors = shots.tsvd
     value = float(parse_tolerance(eps))
     meets = [r for r in range(1, d.p) if errors[r] <= value]
     info = {"float64_rank": meets[0] if meets else None, "not_verified": []}
     for r in meets:
-        end = verify_upper_end(op, eps, r, *tsvd_start(d, r), "tsvd", error=float(errors[r]))
+        end = verify_upper_end(op, eps, r, *_tsvd(shots, r), "tsvd", error=float(errors[r]))
         if end is not None:
             if r > 1:
-                info["below"] = verify_upper(op, eps, r - 1, *tsvd_start(d, r - 1), method="tsvd").status.name
+                info["below"] = verify_upper(op, eps, r - 1, *_tsvd(shots, r - 1), method="tsvd").status.name
             return end, info
         info["not_verified"].append(r)
     return Ends(op, eps).upper, info  # the identity witness (r = p)
+
+
+def _tsvd(shots: object, r: int) -> tuple:
+    """The factors ``(U, W)`` of the rank-r truncated SVD witness."""
+    w = shots.witness("tsvd", r)
+    return w.U, w.W
 
 
 def svd_certificate(name: str, op: object, provenance: dict) -> tuple[dict, dict]:
     """A certificate of ``[trivial lower, least verified SVD upper]`` at every eps, and the search's notes."""
     from softrank_cert.certio.issuing import certificate_for
     from softrank_cert.certio.verified import VerifiedBracket
-    from softrank_cert.solvers.bracket import Ends
+    from softrank_cert.solvers import Ends
 
     brackets, notes = [], {}
     for eps in EPS:

@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> None:
             c = best.get(float(eps))
             if c is not None:
                 arrays[f"{name}/{eps}/U"], arrays[f"{name}/{eps}/W"] = c.U, c.W
-                ends[eps] = {"r": c.r, "float64_error": repr(c.error), "construction": c.origin}
+                ends[eps] = {"r": c.r, "float64_error": repr(c.error), "construction": c.method}
         rows.append({"operator": name, "shape": list(A.shape), "seconds": round(time.perf_counter() - start, 2),
                      "ends": ends, **timing})
         print(json.dumps(rows[-1]), flush=True)

@@ -51,8 +51,7 @@ def finished(path: Path) -> dict[str, dict]:
 
 def run(args: argparse.Namespace) -> None:
     from softrank_cert.api import load_panel
-    from softrank_cert.solvers import bracket_operator
-    from softrank_cert.solvers.work import default_work, one_blas_thread
+    from softrank_cert.solvers import bracket_operator, default_work, one_blas_thread
 
     ops = load_panel(args.panel)
     path = out_path(args, ".jsonl")

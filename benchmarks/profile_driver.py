@@ -38,10 +38,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 #: Part of the driver -> (module file suffix, function name) whose cumulative time it is.
 PARTS = {
-    "set-up: SVD, truncated-SVD errors": [("dense.py", "svd"), ("solvers/candidates.py", "tsvd_errors")],
+    "set-up: SVD, truncated-SVD errors": [("dense.py", "svd"), ("solvers/one_shot.py", "tsvd_errors")],
     "smoothed objective evaluations": [("solvers/upper/smooth.py", "__call__")],
     "L-BFGS outside the evaluations": [],  # minimize's cumulative time less the evaluations
-    "pivot stage (complete pivoting, swaps)": [("solvers/candidates.py", "lower_pair")],
+    "pivot stage (complete pivoting, swaps)": [("solvers/one_shot.py", "lower_pair")],
     "X-step LPs (RowLP)": [("solvers/lower/lp.py", "solve")],
     "Y-step LPs (KeyLP, general key side)": [("solvers/lower/general.py", "solve")],
     "key moves (screens, Sherman-Morrison)": [("solvers/lower/moves.py", "key_moves")],
@@ -55,23 +55,26 @@ PARTS = {
 #: Parts whose charged units are recorded -> (module, attribute path) of the function wrapped.
 CHARGED = {
     "smoothed objective evaluations": ("softrank_cert.solvers.upper.smooth", "_Objective.__call__"),
-    "pivot stage (complete pivoting, swaps)": ("softrank_cert.solvers.candidates", "CandidatePool.lower_pair"),
+    "pivot stage (complete pivoting, swaps)": ("softrank_cert.solvers.one_shot", "OneShot.lower_pair"),
     "X-step LPs (RowLP)": ("softrank_cert.solvers.lower.lp", "RowLP.solve"),
-    "key moves (screens, Sherman-Morrison)": ("softrank_cert.solvers.lower.search", "key_moves"),
-    "large-k pairs (smoothed key side, threshold)": ("softrank_cert.solvers.lower.search", "selection_pair"),
+    "key moves (screens, Sherman-Morrison)": ("softrank_cert.solvers.lower.base", "key_moves"),
+    "large-k pairs (smoothed key side, threshold)": ("softrank_cert.solvers.lower.families.general_smooth", "selection_pair"),
 }
 
 
 @contextlib.contextmanager
-def charged_units(into: dict[str, float], seconds: dict[str, float]) -> Iterator[None]:
+def charged_units(into: dict[str, float], seconds: dict[str, float], budgets: list | None = None) -> Iterator[None]:
     """Record into ``into[part]`` the work units charged while a :data:`CHARGED` function runs
-    (the innermost one), and into ``seconds[part]`` its CPU seconds."""
-    from softrank_cert.solvers.work import Budget
+    (the innermost one), and into ``seconds[part]`` its CPU seconds; every budget charged goes
+    into ``budgets`` (once)."""
+    from softrank_cert.solvers import Budget
 
     current: list[str] = []
     plain_charge = Budget.charge
 
     def charge(self, units: float) -> None:
+        if budgets is not None and not any(b is self for b in budgets):
+            budgets.append(self)
         if current:
             into[current[-1]] = into.get(current[-1], 0.0) + units
         plain_charge(self, units)
@@ -110,17 +113,17 @@ def cumulative(stats: pstats.Stats, suffix: str, name: str) -> float:
 
 
 def profile_head(name: str, op, eps: list[str], work: float | None = None, profile: bool = True) -> dict:
-    from softrank_cert.solvers.bracket import search_operator
-    from softrank_cert.solvers.work import units_per_second
+    from softrank_cert.solvers import search_operator, units_per_second
 
     prof = cProfile.Profile(time.process_time)
     charged: dict[str, float] = {}
     timed: dict[str, float] = {}
+    budgets: list = []  # the search's budget (search_operator makes one)
     start, cpu = time.perf_counter(), time.process_time()
-    with charged_units(charged, timed):
+    with charged_units(charged, timed, budgets):
         if profile:
             prof.enable()
-        pool, ends = search_operator(op, eps, work=work)
+        _, ends = search_operator(op, eps, work=work)
         prof.disable()
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     parts = {part: 0.0 for part in [*PARTS, "rest"]}
@@ -129,14 +132,14 @@ def profile_head(name: str, op, eps: list[str], work: float | None = None, profi
         stats = pstats.Stats(prof)
         parts = {part: sum(cumulative(stats, s, f) for s, f in funcs) for part, funcs in PARTS.items()}
         lbfgs = sum(v[3] for (path, _l, func), v in stats.stats.items()  # the project's loop (older trees: scipy's)
-                    if (func == "minimise" and path.endswith("solvers/upper/lbfgs.py")) or (func == "minimize" and "scipy" in path))
+                    if (func == "minimise" and path.endswith("lbfgs.py")) or (func == "minimize" and "scipy" in path))
         lbfgs -= cumulative(stats, "solvers/lower/smooth_key.py", "smooth_key_side")  # its own L-BFGS runs
         parts["L-BFGS outside the evaluations"] = max(lbfgs - parts["smoothed objective evaluations"], 0.0)
         total = sum(v[2] for v in stats.stats.values())  # all own time
         parts["rest"] = max(total - sum(parts.values()), 0.0)
     return {"operator": name, "wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2),
-            "profiled_seconds": round(total, 2), "work_units": round(pool.until.budget.used if pool else 0.0),
-            "work_budget": pool.until.budget.work if pool else None,
+            "profiled_seconds": round(total, 2), "work_units": round(budgets[0].used if budgets else 0.0),
+            "work_budget": budgets[0].work if budgets else None,
             "parts": {k: round(v, 2) for k, v in parts.items()},
             "charged_units": {k: round(v) for k, v in charged.items()},
             "charged_parts_cpu_seconds": {k: round(v, 2) for k, v in timed.items()}, "cprofile": profile,

@@ -92,7 +92,7 @@ def main() -> int:
     out = py("""
         import json, pathlib, subprocess, sys
         from softrank_cert.util.operator_files import load_operators
-        from softrank_cert.solvers.bracket import bracket_operator
+        from softrank_cert.solvers import bracket_operator
         from softrank_cert.certio.issuing import certificate_for
         item = load_operators('panel.npz')[0]
         brackets = bracket_operator(item.operator, ['0.25'], budget_seconds=float('inf'))

@@ -40,9 +40,10 @@ session; run it again to go on.
     python benchmarks/seed_scale.py --profiles        # certified profiles of typical heads, then the summary
     python benchmarks/seed_scale.py --reproduce UNIT  # bracket a recorded unit again, compare every result
 
-The summary (``README.md`` and ``summary.json`` beside the units) gives median upper/lower,
-resolved share and median ends per model x width x eps, CPU and wall hours, and the cost per
-operator by width.  ``--profiles`` adds the certified profile (``softrank profile`` at the
+The summary (``README.md`` and ``summary.json`` beside the units) gives ``softrank report``'s
+group table per model x width (median ends, median upper/lower -- the report's ratio, verified
+upper end over verified lower end -- and resolved share per eps) and its rank-against-width
+figure, CPU and wall hours, and the cost per operator by width.  ``--profiles`` adds the certified profile (``softrank profile`` at the
 default work, a certificate at the three eps, re-checked by ``softrank-verify``) of one
 typical head per model and width 64 / 128: the recorded operator whose verified ends lie
 nearest the medians of its model and width (``profiles/``).  The issue-16 campaign (MiniLM only, 1-6 s budgets) was produced by this
@@ -122,7 +123,7 @@ def plan() -> list[Unit]:
 
 def nominal_cpu_seconds(width: int) -> float:
     """The driver's nominal seconds per operator at ``width`` (the default work's seconds on a quiet machine)."""
-    from softrank_cert.solvers.work import default_seconds
+    from softrank_cert.solvers import default_seconds
 
     return default_seconds(width, width)
 
@@ -360,19 +361,48 @@ def _median(values: list[float]) -> float:
     return float(statistics.median(values)) if values else float("nan")
 
 
-def table(records: list[dict]) -> list[dict]:
-    """Per model x width x eps: operators, median upper/lower, resolved share, median ends."""
-    cells: dict[tuple[str, int, str], list[dict]] = {}
+def report_records(records: list[dict]) -> list[dict]:
+    """The unit records' verified ends as ``softrank report``'s operator records (status
+    ``verified``, one bracket per eps of :data:`EPS`, in that order), for its table and figure."""
+    ends: dict[str, dict[str, dict]] = {}
     for record in records:
         for row in record["rows"]:
-            cells.setdefault((record["model"], record["width"], row["eps"]), []).append(row)
+            ends.setdefault(row["operator"], {})[row["eps"]] = {"lower": row["lower"], "upper": row["upper"]}
+    return [{"operator": name, "status": "verified", "brackets": [by_eps[eps] for eps in EPS]}
+            for name, by_eps in ends.items()]
+
+
+def model_width(name: str) -> str:
+    """The summary's group of an operator: ``minilm/apache2/w64/L0H3`` -> ``minilm/w64`` (its
+    model and width, every document together)."""
+    parts = name.split("/")
+    return f"{parts[0]}/{parts[2]}"
+
+
+def report_table(records: list[dict]) -> list[dict]:
+    """``softrank report``'s group table (:func:`~softrank_cert.studies.report.summary.group_rows`)
+    per model and width (:func:`model_width`): per eps the verified operators, the median ends,
+    the median upper/lower (the report's :func:`~softrank_cert.studies.report.summary.bracket_ratio`:
+    verified upper end over verified lower end) and the share resolved."""
+    from softrank_cert.studies.report.summary import group_rows
+
+    return group_rows(report_records(records), list(EPS), group=model_width)
+
+
+def table(records: list[dict]) -> list[dict]:
+    """:func:`report_table` flat, one row per model x width x eps: ``model``, ``width``, ``eps``,
+    ``operators``, ``median_ratio`` (2 decimals), ``resolved_percent``, ``median_lower``,
+    ``median_upper`` (``summary.json``; ``family_table.py`` reads the same rows)."""
     out = []
-    for (model, width, eps), rows in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1], float(kv[0][2]))):
-        out.append({"model": model, "width": width, "eps": eps, "operators": len(rows),
-                    "median_ratio": round(_median([r["upper"] / max(r["lower"], 1) for r in rows]), 2),
-                    "resolved_percent": round(100.0 * sum(r["upper"] == r["lower"] for r in rows) / len(rows), 1),
-                    "median_lower": _median([r["lower"] for r in rows]),
-                    "median_upper": _median([r["upper"] for r in rows])})
+    for group in report_table(records):
+        model, width = group["group"].rsplit("/w", 1)
+        for eps in EPS:
+            cell = group["eps"][eps]
+            ratio = cell["median_ratio"]
+            out.append({"model": model, "width": int(width), "eps": eps, "operators": group["verified"],
+                        "median_ratio": float("nan") if ratio is None else round(ratio, 2),
+                        "resolved_percent": round(100.0 * (cell["resolved_share"] or 0.0), 1),
+                        "median_lower": cell["median_lower"], "median_upper": cell["median_upper"]})
     return out
 
 
@@ -395,48 +425,18 @@ def costs(records: list[dict]) -> list[dict]:
 
 
 def rank_figure(records: list[dict], path: Path) -> bool:
-    """Median verified ends at eps 0.25 against width, one line per layer, on the wide document."""
-    import matplotlib
+    """``softrank report``'s rank-against-width figure of the recorded heads
+    (:func:`~softrank_cert.studies.report.figures.width_figure`: each head's own verified ends,
+    per eps), written to ``path``; False (nothing written) when no head carries two widths."""
+    from softrank_cert.studies.report.figures import width_figure
+    from softrank_cert.studies.report.summary import width_series
+    from softrank_cert.util.files import OutputFiles
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    wide = [r for r in records if r["document"] == WIDE_DOCUMENT]
-    if len({r["width"] for r in wide}) < 2:
+    series = width_series(report_records(records), list(EPS))
+    if series is None:
         return False
-    fig, axes = plt.subplots(1, len(MODELS), figsize=(6 * len(MODELS), 4.2), squeeze=False)
-    for ax, model in zip(axes[0], MODELS):
-        ends: dict[int, dict[int, list[tuple[int, int]]]] = {}
-        for record in (r for r in wide if r["model"] == model):
-            for row in (x for x in record["rows"] if x["eps"] == "0.25"):
-                layer = int(row["operator"].rsplit("/", 1)[1][1:].split("H")[0])
-                ends.setdefault(layer, {}).setdefault(record["width"], []).append((row["lower"], row["upper"]))
-        colours, last = plt.get_cmap("viridis"), max(ends, default=1) or 1
-        for layer, by_width in sorted(ends.items()):
-            widths = sorted(by_width)
-            colour = colours(layer / last)
-            ax.plot(widths, [_median([lo for lo, _ in by_width[w]]) for w in widths], "-o", color=colour,
-                    markersize=3, label=f"L{layer}")
-            ax.plot(widths, [_median([up for _, up in by_width[w]]) for w in widths], "--o", color=colour,
-                    markersize=3, markerfacecolor="white")
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(sorted({r["width"] for r in wide}), [str(w) for w in sorted({r["width"] for r in wide})])
-        ax.set_xlabel("width (tokens)")
-        ax.set_ylabel("median verified rank end, eps 0.25")
-        ax.set_title(f"{model} on {WIDE_DOCUMENT}: lower (solid), upper (dashed)")
-        if len(ends) <= 12:
-            ax.legend(fontsize=7, ncol=2)
-        elif ends:  # many layers: a colour bar instead of a legend
-            from matplotlib.cm import ScalarMappable
-            from matplotlib.colors import Normalize
-
-            fig.colorbar(ScalarMappable(Normalize(0, last), colours), ax=ax, label="layer")
-    fig.tight_layout()
-    from softrank_cert.util.files import replace_atomically
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    replace_atomically(path, lambda temporary: fig.savefig(temporary, dpi=110, format="png"))
-    plt.close(fig)
+    with OutputFiles() as outputs:
+        outputs.stage_figure(width_figure(series, list(EPS)), path)
     return True
 
 
@@ -575,6 +575,8 @@ def profile_lines(records: list[dict]) -> list[str]:
 
 
 def write_summary(units: list[Unit]) -> str:
+    from softrank_cert.studies.report.summary import group_table_markdown
+
     records = load_records()
     by_name = {r["unit"]: r for r in records}
     planned = sum(len(u.operators()) for u in units)
@@ -594,18 +596,17 @@ def write_summary(units: list[Unit]) -> str:
              "Plan and method: `benchmarks/seed_scale.py`; one record per unit in `units/`, a deterministic "
              "sample of certificates in `sample/` (named by SHA-256); `softrank report "
              "benchmarks/results/seed_scale/sample --out /tmp/sample/index.html` re-verifies it and renders it as a "
-             "page.", "",
-             "| model | width | eps | operators | median upper/lower | resolved | median lower | median upper |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['model']} | {r['width']} | {r['eps']} | {r['operators']} | {r['median_ratio']:.2f} | "
-              f"{r['resolved_percent']:.1f} % | {r['median_lower']:g} | {r['median_upper']:g} |" for r in rows]
+             "page.", "", "Per model and width, every document together: `softrank report`'s group table "
+             "(`studies/report/summary.py`; upper/lower is the report's ratio, the verified upper end over the "
+             "verified lower end).", ""]
+    lines += group_table_markdown(report_table(records), list(EPS), heading="model/width")
     lines += ["", f"For comparison, {RESEARCH}.", "",
               "| model | width | operators | CPU s per operator | nominal s | median solver wall s | verify CPU s per operator |",
               "|---|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {c['model']} | {c['width']} | {c['operators']} | {c['cpu_s_per_operator']:.1f} | {c['nominal_s']:.1f} | "
               f"{c['median_solver_s']:.1f} | {c['verify_s_per_operator']:.2f} |" for c in cost]
     if rank_figure(records, RESULTS / "rank_vs_width.png"):
-        lines += ["", "![Median verified ends against width per layer](rank_vs_width.png)"]
+        lines += ["", "![Certified rank against block width, per head: softrank report's figure](rank_vs_width.png)"]
     for check in reverify_checks():
         lines += ["", f"`--reverify` ({check['checked']}): `softrank-verify` on the store of {check['in_store']:,} of the "
                   f"{check['recorded_certificates']:,} recorded certificates, {check['summary'].get('verified', 0):,} of "

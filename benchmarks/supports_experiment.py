@@ -39,8 +39,8 @@ import time
 from pathlib import Path
 
 from softrank_cert.util.files import write_text_atomic
-from softrank_cert.util.progress import OperatorProgress
-from softrank_cert.solvers.work import units_per_second
+from softrank_cert.util.progress import Progress
+from softrank_cert.solvers import units_per_second
 from softrank_cert.studies.supports.sweeps import sweep_document
 from softrank_cert.studies.supports.campaign import run_campaign
 from softrank_cert.studies.supports.plot import plot_sweeps
@@ -109,7 +109,7 @@ def main() -> None:
         t0 = time.perf_counter()
         folder = campaigns / f"{support}-d{dim}-n{n}"
         folder.mkdir(parents=True, exist_ok=True)
-        with OperatorProgress(f"supports {support} d={dim}", len(xs), label="points") as bar:
+        with Progress(f"supports {support} d={dim}", len(xs), label="points") as bar:
             result = run_campaign(support, dim, n, EPS, kappas(xs), work=work, budget_seconds=None, ranks=None,
                                   out=folder, resume=args.resume, force=True, bar=bar)
         doc = sweep_document(support, dim, EPS, n, result.points)
@@ -128,8 +128,8 @@ def main() -> None:
     found = None
     if not args.no_search:
         settings = dict(SEARCH, evaluations=8, start=4, kappa_factors=(1.0, 4.0)) if args.quick else SEARCH
-        with OperatorProgress("supports search", None, label="evaluations") as bar:
-            found = search(eps=EPS, progress=lambda stage, done, total: bar.stage("search", stage, done, total),
+        with Progress("supports search", None, label="evaluations") as bar:
+            found = search(eps=EPS, progress=lambda stage, done, total: bar.search_stage("search", stage, done, total),
                            **settings)
     result = {"experiment": "supports", "issue": 24, "eps": EPS, "plan": [list(row) for row in plan],
               "search_settings": {k: list(v) if isinstance(v, tuple) else v for k, v in SEARCH.items()},

@@ -162,7 +162,7 @@ def push_lower(op: Operator, d: Dense, eps: str, lower: int, upper: int, selecti
             search.general_max_k, search.general_patience = d.p, 10 ** 9
             search.run(_deadline(min(stop - time.perf_counter(), seconds / 3)))
             for c in sorted(pairs, key=lambda c: -c.threshold):
-                if c.k == k and check(k, c.X, c.Y, f"search_{c.origin}_seed{seed}"):
+                if c.k == k and check(k, c.X, c.Y, f"search_{c.method}_seed{seed}"):
                     ok = True
                     break
             if ok:

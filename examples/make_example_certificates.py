@@ -22,7 +22,7 @@ from softrank_cert.certio.signing import sign_certificate
 from softrank_cert.certio.issuing import certificate_for
 from softrank_cert.kernel import Operator
 from softrank_cert.util.files import write_json_atomic
-from softrank_cert.solvers.bracket import bracket_operator
+from softrank_cert.solvers import bracket_operator
 
 ROOT = Path(__file__).resolve().parent.parent
 EPS = ["0.1", "0.25", "0.5"]

@@ -13,7 +13,7 @@ import numpy as np
 
 from softrank_cert.geometry import compute_geometry
 from softrank_cert.kernel import Operator, Status, verify_lower, verify_upper
-from softrank_cert.solvers.bracket import bracket_operator
+from softrank_cert.solvers import bracket_operator
 
 
 def main() -> None:

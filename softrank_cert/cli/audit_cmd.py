@@ -13,11 +13,11 @@ from ..util.numbers import format_down
 from ..util.tolerances import check_budget
 from ..plumbing.parallel import resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
-from ..util.progress import OperatorProgress
+from ..util.progress import Progress
 from ..plumbing.reports import dumps, envelope
 from ..util.escaping import safe_text
-from .common import (add_quiet_option, PLOT_HELP, add_campaign_options, add_command, add_force_option, add_parallel_options,
-                     budget_help, campaign_memory, check_distinct_outputs, key_inputs, name_table, stdout_console)
+from .common import (PLOT_HELP, add_campaign_run_options, add_command, budget_help, campaign_memory,
+                     check_distinct_outputs, key_inputs, name_table, stdout_console)
 
 EPILOG = """\
 examples:
@@ -69,11 +69,7 @@ def add_audit(sub: Any) -> None:
     p.add_argument("--plot", metavar="RATIOS.png", help=f"plot published vs audited upper/lower ratios: {PLOT_HELP}")
     p.add_argument("--key", metavar="KEYFILE", help="sign the evidence certificates with this key")
     p.add_argument("--trusted-keys", metavar="FILE", help="supplied certificates must be signed by one of these did:keys")
-    add_parallel_options(p)
-    add_campaign_options(p)
-    add_force_option(p)
-    p.add_argument("--json", action="store_true", help="print the report JSON instead of the table")
-    add_quiet_option(p)
+    add_campaign_run_options(p, "print the report JSON instead of the table")
     p.set_defaults(run=run_audit)
 
 
@@ -112,7 +108,7 @@ def run_audit(args: Any) -> int:
         from ..plumbing.parallel import check_scheduler
 
         check_scheduler(args.scheduler)  # before the manifest is written
-    with OperatorProgress("softrank audit", None, bar=not args.json) as bar:
+    with Progress("softrank audit", None, bar=not args.json) as bar:
         def progress(name: str, done: int, total: int) -> None:
             bar.total = total
             bar.advance(name)

@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-import os
 import sys
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 from ..certio.signing import load_private_key
 from ..errors import InvalidInputError
-from ..plumbing.campaign import MANIFEST_NAME, budget_json, check_campaign_start, check_manifest_clear
-from ..plumbing.certificate_files import certificate_paths
-from ..util.files import check_output_file, check_output_folder, write_json_atomic
+from ..plumbing.campaign import budget_json, check_manifest_clear
 from ..util.operator_files import NamedOperator, choose_operator_message, load_operators, operator_names
-from ..plumbing.bracket_campaign import brackets_summary
-from ..plumbing.bracketing import run_brackets
+from ..plumbing.bracket_campaign import bracket_targets, run_single
 from ..plumbing.parallel import check_scheduler, resolve_jobs
-from ..util.progress import OperatorProgress
+from ..util.progress import Progress
 from ..plumbing.reports import dumps, envelope
 from ..util.tolerances import check_budget, parse_eps_list
-from .common import (add_device_option, add_quiet_option, add_campaign_options, add_command, add_force_option,
-                     add_parallel_options, add_budget_options, campaign_memory, key_inputs,
-                     name_table, stdout_console)
+from .common import (add_budget_options, add_campaign_run_options, add_command, add_device_option, campaign_memory,
+                     key_inputs, name_table, stdout_console)
 
 EPILOG = """\
 examples:
@@ -85,36 +79,8 @@ def add_bracket(sub: Any) -> None:
     p.add_argument("--key", metavar="KEYFILE", help="sign the certificates with this key (softrank keygen)")
     add_budget_options(p, "solver time per operator, all tolerances together")
     add_device_option(p)
-    add_parallel_options(p)
-    add_campaign_options(p)
-    add_force_option(p)
-    p.add_argument("--json", action="store_true", help="print a JSON summary instead of the table")
-    add_quiet_option(p)
+    add_campaign_run_options(p, "print a JSON summary instead of the table")
     p.set_defaults(run=run_bracket)
-
-
-def output_targets(text: str, names: list[str], *, several: bool = False, resume: bool = False, force: bool = False,
-                   inputs: dict[str, Path] | None = None) -> tuple[Path, list[Path]]:
-    """``--out`` and the certificate file of each operator, checked before any work (exit 2).
-
-    ``--out`` is a folder when it ends in ``/``, names an existing folder, or there are several
-    operators (``--all``): operator NAME then goes to ``FOLDER/NAME.json``.  Otherwise it is
-    the certificate file itself.  No target may be one of ``inputs`` or a key file; an existing
-    one is replaced only with ``force`` (in a campaign folder also with ``resume``), and a
-    folder that holds a campaign is refused without either (:func:`check_campaign_start`).
-    """
-    out = Path(text)
-    probed: set[Path] = set()
-    if several or len(names) > 1 or text.endswith(("/", os.sep)) or out.is_dir():
-        if out.suffix == ".json" and not out.is_dir() and not text.endswith(("/", os.sep)):
-            raise InvalidInputError(f"--out {text}: with several operators --out must be a folder, not a .json file")
-        check_output_folder(text, "--out", probed=probed)
-        check_campaign_start(out / MANIFEST_NAME, "--out", resume=resume, force=force)
-        targets = certificate_paths(out, names)
-        for target in targets:
-            check_output_file(target, "--out", probed=probed, force=force or resume, inputs=inputs)
-        return out, targets
-    return out, [check_output_file(text, "--out", probed=probed, force=force, inputs=inputs)]
 
 
 def verify_hint(out: Path, targets: list[Path]) -> str:
@@ -142,7 +108,7 @@ def run_bracket(args: Any) -> int:
     key = load_private_key(args.key) if args.key else None  # fail before any work
     operators = _select(args)
     inputs = {"operator file": Path(args.operator_file), **key_inputs(args.key)}
-    out, targets = output_targets(args.out, [item.name for item in operators], several=bool(args.all),
+    out, targets = bracket_targets(args.out, [item.name for item in operators], several=bool(args.all),
                                   resume=bool(args.resume), force=bool(args.force), inputs=inputs)
     campaign = len(targets) != 1 or out != targets[0]  # --out is a folder
     if args.resume and not campaign:
@@ -150,7 +116,7 @@ def run_bracket(args: Any) -> int:
     max_memory = campaign_memory(args)
     jobs = resolve_jobs(args.jobs)
     if args.device is not None:  # after the input checks: it imports the solvers (and torch)
-        from ..solvers.device import check_device
+        from ..solvers import check_device
 
         check_device(args.device)
     if not campaign:
@@ -164,7 +130,7 @@ def run_bracket(args: Any) -> int:
                         args.budget_seconds, key=key, jobs=jobs,
                         scheduler=args.scheduler, max_memory=max_memory, device=args.device, resume=bool(args.resume),
                         force=bool(args.force), resume_command=resume_hint(args))
-    with OperatorProgress("softrank bracket", len(operators), bar=not args.json) as bar:
+    with Progress("softrank bracket", len(operators), bar=not args.json) as bar:
         done = run_campaign(plan, inputs, bar)
     manifest, summary, failed = done.campaign.manifest, done.entries, done.failed
     if args.json:
@@ -187,21 +153,9 @@ def run_bracket(args: Any) -> int:
 def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str], key: Any, jobs: int,
                 max_memory: int | None) -> int:
     """One operator to one certificate file (no manifest): a failure is the command's error."""
-    from ..util.memory import operator_task_bytes
-
-    with OperatorProgress("softrank bracket", 1, bar=not args.json) as bar:
-        with closing(run_brackets([(item.operator, item.name, item.provenance)], eps_list, work=args.work,
-                                  budget_seconds=args.budget_seconds, jobs=jobs, scheduler=args.scheduler,
-                                  progress=bar.stage_callback, memory=[operator_task_bytes(item.operator, args.device)],
-                                  max_memory=max_memory, done=lambda i: bar.advance(item.name),
-                                  device=args.device)) as results:
-            (outcome,) = list(results)
-        issued = outcome.unwrap()
-        write_json_atomic(target, issued.signed(key))
-        bar.finished(item.name, brackets_summary(issued.rows, issued.seconds))
-    from ..plumbing.bracket_campaign import entry
-
-    summary = [entry(item, target, issued.rows, issued.seconds, bool(key))]
+    with Progress("softrank bracket", 1, bar=not args.json) as bar:
+        summary = [run_single(item, target, eps_list, args.work, args.budget_seconds, bar, key=key, jobs=jobs,
+                              scheduler=args.scheduler, max_memory=max_memory, device=args.device)]
     if args.json:
         print(dumps(envelope("bracket", {"operator_file": str(args.operator_file), "eps": eps_list,
                                          "budget_seconds": budget_json(args.budget_seconds),
@@ -216,7 +170,7 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
 def operator_work(args: Any, item: NamedOperator) -> float | None:
     """The work bound the search of ``item`` runs with: ``--work``, else (no time cap) the
     driver's default work of its shape; None for a time cap alone or ``--work inf``."""
-    from ..studies.supports.points import effective_work
+    from ..solvers import effective_work
 
     return effective_work(args.work, args.budget_seconds, *item.operator.shape)
 

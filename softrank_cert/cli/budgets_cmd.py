@@ -16,8 +16,8 @@ from ..plumbing.reports import dumps
 from ..util.escaping import safe_text
 from .audit_cmd import stage_certificates
 from .bracket_cmd import resume_hint
-from .common import (add_quiet_option, PLOT_HELP, add_campaign_options, add_command, add_force_option, add_parallel_options,
-                     budget_help, campaign_memory, check_distinct_outputs, key_inputs, stdout_console)
+from .common import (PLOT_HELP, add_campaign_run_options, add_command, budget_help, campaign_memory,
+                     check_distinct_outputs, key_inputs, stdout_console)
 
 EPILOG = """\
 examples:
@@ -74,11 +74,7 @@ def add_budgets(sub: Any) -> None:
     p.add_argument("--eps", required=True, metavar="E", help="one exact decimal tolerance, e.g. 0.25")
     p.add_argument("--budget-seconds", type=float, metavar="S",
                    help=budget_help("bracket search time per operator, and at most as much again for the budget pass"))
-    add_parallel_options(p)
-    add_campaign_options(p)
-    add_force_option(p)
-    p.add_argument("--json", action="store_true", help="print the report JSON instead of the table")
-    add_quiet_option(p)
+    add_campaign_run_options(p, "print the report JSON instead of the table")
     p.add_argument("--out", metavar="RESULTS.json", help="write the report JSON here (with --resume also the campaign "
                                                          "manifest RESULTS-campaign.json beside it)")
     p.add_argument("--plot", metavar="BUDGETS.png", help=f"plot the fractions against block width: {PLOT_HELP}")

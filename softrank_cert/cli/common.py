@@ -243,6 +243,17 @@ def campaign_memory(args: Any) -> int | None:
     return limit
 
 
+def add_campaign_run_options(p: Any, json_help: str) -> None:
+    """The options of a command that runs a campaign, in their order in ``--help``: ``--jobs`` /
+    ``--scheduler`` (:func:`add_parallel_options`), ``--resume`` and ``--max-memory``
+    (:func:`add_campaign_options`), ``--force``, ``--json`` (``json_help``) and ``--quiet``."""
+    add_parallel_options(p)
+    add_campaign_options(p)
+    add_force_option(p)
+    p.add_argument("--json", action="store_true", help=json_help)
+    add_quiet_option(p)
+
+
 def add_parallel_options(p: Any) -> None:
     """``--jobs N`` and ``--scheduler ADDRESS`` (shared by bracket, audit and supports)."""
     how = p.add_mutually_exclusive_group()

@@ -110,10 +110,10 @@ def run_geometry(args: Any) -> int:
     items, source = select_operators(path, args.operator)
     from ..geometry import compute_geometry
 
-    from ..util.progress import OperatorProgress
+    from ..util.progress import Progress
 
     entries = []
-    with OperatorProgress("softrank geometry", len(items), bar=not args.json) as bar:
+    with Progress("softrank geometry", len(items), bar=not args.json) as bar:
         for item in items:
             report = compute_geometry(item.operator, args.rank, args.eps, **extra)
             entries.append({"operator": item.name, "kind": item.operator.kind, "p": item.operator.p, **report.to_json()})

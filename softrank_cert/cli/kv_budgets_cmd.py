@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EXIT_SOME_FAILED, InvalidInputError
-from ..util.files import check_folder_unused, check_output_file, loads_unique, read_regular_file
+from ..util.files import loads_unique, read_regular_file
 from .common import add_command, add_force_option, add_quiet_option, comma_items, key_inputs
 
 #: The policies and their defaults, written out so that ``--help`` imports no study
@@ -46,8 +46,9 @@ Not covered: per-query top-k selection (Quest, Loki), quantisation, typical-valu
 Writes FOLDER/kv_budgets.json (the report), FOLDER/kv-budgets/POLICY/NAME.json (a certificate per
 head and policy: per eps the head's lower end and the policy's witness; signed with --key) as each
 head is done, and FOLDER/kv-budgets/figures/ (one PNG per model).  An existing output is refused
-before any work unless --force (compute again) or --resume (keep a policy certificate that
-re-verifies with the same operator, policy and tolerances; compute the rest).
+before any work unless --force (compute again: the earlier run's kv_budgets.json and
+kv-budgets/ folder, every policy's certificates in it, are removed first) or --resume (keep a
+policy certificate that re-verifies with the same operator, policy and tolerances; compute the rest).
 
 exit codes: 0 every head studied; 2 invalid input (not a bracket folder, an --eps the campaign
 does not hold, a bad --keep file or policy, an output that exists without --force/--resume):
@@ -129,7 +130,7 @@ def _tolerances(args: Any, manifest: dict[str, Any]) -> list[str]:
 def run_kv_budgets(args: Any) -> int:
     """Check everything before any work, study every head (certificates written as each is done),
     then write the report and the figures together.  Returns 0, or 6 when some head failed."""
-    from ..studies.kv_budgets.folder import bracket_folder
+    from ..studies.kv_budgets.folder import bracket_folder, check_outputs
     from ..studies.report.folder import plan, read_manifest
 
     names = _policy_names(args)
@@ -146,42 +147,23 @@ def run_kv_budgets(args: Any) -> int:
                                **{f"certificate of {p.name}": p.path for p in planned if p.path is not None}}
     if args.keep:
         inputs["--keep file"] = Path(args.keep)
-    _check_outputs(folder, [p.name for p in planned], names, inputs, bool(args.force or args.resume))
-    report = _study(args, folder, names, keep, tolerances)
+    check_outputs(folder, [p.name for p in planned], names, inputs, bool(args.force or args.resume))
+    report = _study(args, folder, names, keep, tolerances, inputs)
     _print(args, folder, report)
     return EXIT_SOME_FAILED if report["failed"] else 0
 
 
-def _check_outputs(folder: Path, operators: list[str], policies: list[str], inputs: dict[str, Path],
-                   replace: bool) -> None:
-    """Every output path checked before any work (nothing replaced without --force or --resume)."""
-    from ..studies.kv_budgets.study import OUTPUT_FOLDER, REPORT_NAME, policy_certificate_path
-
-    probed: set[Path] = set()
-    if (folder / REPORT_NAME).exists() and not replace:
-        raise InvalidInputError(f"{folder / REPORT_NAME}: exists (an earlier run); give --resume to keep its "
-                                "certificates that re-verify, or --force to compute everything again")
-    check_output_file(folder / REPORT_NAME, "the report", force=replace, inputs=inputs, probed=probed)
-    for policy in policies:
-        for name in operators:
-            check_output_file(policy_certificate_path(folder, policy, name), f"the {policy} certificate",
-                              force=replace, inputs=inputs, probed=probed)
-    check_folder_unused(folder / OUTPUT_FOLDER / "figures", "the figures folder", force=replace)
-
-
-def _study(args: Any, folder: Path, names: list[str], keep: list[int], tolerances: list[str]) -> dict[str, Any]:
-    from ..studies.kv_budgets.folder import study_folder, write_report
+def _study(args: Any, folder: Path, names: list[str], keep: list[int], tolerances: list[str],
+           inputs: dict[str, Path]) -> dict[str, Any]:
+    from ..studies.kv_budgets.folder import certify_folder
     from ..studies.kv_budgets.policies import Policy
-    from ..util.progress import StageProgress
+    from ..util.progress import Progress
 
     policies = [Policy(name, sinks=args.sinks, recent_share=args.h2o_recent_share, keep=tuple(keep)) for name in names]
-    with StageProgress("softrank kv-budgets", not args.json, unit="heads") as progress:
+    with Progress("softrank kv-budgets", bar=not args.json, unit="heads") as progress:
         progress.stage("reading the folder")
-        report = study_folder(folder, policies, tolerances, resume=args.resume, key=args.key,
-                              advance=lambda done, total, _name: progress.stage("certifying budgets", done, total))
-        progress.stage("writing the report and figures")
-        write_report(folder, report)
-    return report
+        return certify_folder(folder, policies, tolerances, stage=progress.stage, resume=bool(args.resume),
+                              force=bool(args.force), key=args.key, inputs=inputs)
 
 
 def _print(args: Any, folder: Path, report: dict[str, Any]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..util.files import check_output_file
-from ..util.progress import StageProgress
+from ..util.progress import Progress
 from ..plumbing.reports import dumps, envelope
 from .common import add_command, add_force_option, add_quiet_option, int_list
 
@@ -80,7 +80,7 @@ def run_panel(args: Any) -> int:
         raise InvalidInputError("--round-beta applies to --model: --hf and --gguf store the float the model uses, exactly")
     from ..models.capture import ModelSource, capture_panel
 
-    with StageProgress("softrank panel", not args.json) as bar:
+    with Progress("softrank panel", bar=not args.json) as bar:
         arrays = capture_panel(ModelSource(args.model, args.hf, args.gguf), source, args.widths, layers=args.layers,
                                heads=args.heads, image=args.image is not None, round_beta=args.round_beta,
                                stage=bar.stage)

@@ -9,7 +9,7 @@ from ..errors import InternalInvariantError, InvalidInputError
 from ..util.files import OutputFiles, check_output_file
 from ..util.operator_files import choose_operator_message, operator_names
 from ..plumbing.plotting import PLOT_SUFFIXES
-from ..util.progress import OperatorProgress
+from ..util.progress import Progress
 from ..util.tolerances import check_budget
 from ..plumbing.reports import dumps
 from .common import (add_device_option, add_quiet_option, PLOT_HELP, add_budget_options, add_command,
@@ -90,7 +90,7 @@ def run_profile(args: Any) -> int:
         if len(names) > 1:
             raise InvalidInputError(choose_operator_message(source, names, "--operator NAME"))
     if args.device is not None:  # after the argument checks: it imports the solvers (and torch)
-        from ..solvers.device import check_device
+        from ..solvers import check_device
 
         check_device(args.device)
     from ..api import load_operator, operator_id, operator_provenance  # the solvers: after the argument checks
@@ -101,7 +101,7 @@ def run_profile(args: Any) -> int:
     op = load_operator(source, args.operator)
     name = operator_id(op)
     search = list(DEFAULT_GRID if grid is None else grid) + list(eps or [])
-    with OperatorProgress("softrank profile", 1, bar=not args.json) as bar:
+    with Progress("softrank profile", 1, bar=not args.json) as bar:
         with stdout_to_stderr():  # solver banners must not spoil --json output
             profile = compute_profile(op, search, work=args.work, budget_seconds=args.budget_seconds,
                                       progress=bar.stage_callback(name), operator_id=name,

@@ -7,15 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EXIT_SOME_FAILED, InvalidInputError
-from ..util.files import OutputFiles, check_folder_unused, check_output_file, check_output_folder
 from .common import add_command, add_force_option, add_quiet_option
 
 #: ``studies.report.folder``'s limits, written out so that ``--help`` imports no study
 #: (``tests/cli/test_report.py`` checks that they agree).
 DEFAULT_MAX_CERTIFICATES = 10_000
 DEFAULT_MAX_BYTES_TEXT = "4G"
-#: Suffixes the page may have.
-PAGE_SUFFIXES = (".html", ".htm")
 
 EPILOG = f"""\
 examples:
@@ -108,13 +105,14 @@ def add_report(sub: Any) -> None:
 
 
 def run_report(args: Any) -> int:
-    """Check the limits, the folder, ``--out`` and the signature options; size, then re-verify
-    every certificate; write the page and its figures together.  Returns 0, or 6 when some
-    operator or file is not verified, missing or not counted."""
-    from ..studies.report.build import document, read_campaign, read_certificates
+    """Check the limits, the folder, ``--out`` and the signature options; then the page
+    (:func:`~softrank_cert.studies.report.build.write_folder_page`, or a survey's page).  Returns
+    0, or 6 when some operator or file is not verified, missing or not counted."""
+    from ..studies.report.build import page_outputs, write_folder_page
     from ..studies.report.folder import folder_kind, read_manifest
+    from ..studies.report.page import shown
     from ..util.memory import parse_size
-    from ..util.progress import StageProgress
+    from ..util.progress import Progress
 
     if args.max_certificates < 1:
         raise InvalidInputError(f"--max-certificates must be at least 1, got {args.max_certificates}")
@@ -127,32 +125,17 @@ def run_report(args: Any) -> int:
         raise InvalidInputError(f"{folder}: a campaign folder: --trusted-keys and --require-signature are for a folder "
                                 "of certificates (a campaign's certificates are held to the signer its manifest names)")
     manifest = read_manifest(folder) if kind == "campaign" else None
-    page = check_output_file(args.out if args.out else folder / "report.html", "--out", suffixes=PAGE_SUFFIXES,
-                             force=args.force, inputs={"--trusted-keys file": args.trusted_keys})
-    figures = check_output_folder(page.with_name(page.stem + "-figures"), "--out (its figures folder)")
-    check_folder_unused(figures, "--out (its figures folder)", force=args.force)
+    page, figures = page_outputs(args.out, folder, force=args.force, inputs={"--trusted-keys file": args.trusted_keys})
     trusted = None
     if args.trusted_keys:
         from ..certio.signing import load_trusted_keys
 
         trusted = load_trusted_keys(args.trusted_keys)
-    with StageProgress("softrank report", not args.json, unit="certificates") as progress:
-        progress.stage("sizing the certificates")
-        if manifest is not None:
-            read = read_campaign(folder, manifest, args.max_certificates, max_bytes, progress)
-        else:
-            signatures = {"trusted_keys": args.trusted_keys,
-                          "require_signature": bool(args.require_signature or args.trusted_keys)}
-            read = read_certificates(folder, trusted, signatures, args.max_certificates, max_bytes, progress)
-        progress.stage("figures")
-        doc, drawn = document(kind, folder, page, read, figures)
-        progress.stage("writing the page")
-        from ..studies.report.page import render_page, shown
-
-        with OutputFiles() as outputs:  # the page and its figures together, or nothing
-            for figure, path in drawn:
-                outputs.stage_figure(figure, path)
-            outputs.stage_text(page, render_page(doc, page))
+    signatures = {"trusted_keys": args.trusted_keys,
+                  "require_signature": bool(args.require_signature or args.trusted_keys)}
+    with Progress("softrank report", bar=not args.json, unit="certificates") as progress:
+        doc = write_folder_page(kind, folder, manifest, page, figures, trusted=trusted, signatures=signatures,
+                                max_certificates=args.max_certificates, max_bytes=max_bytes, progress=progress)
     summary = doc["summary"]
     shown_page = shown(str(page))  # a path that is not UTF-8: its bytes as \xNN
     if args.json:
@@ -169,21 +152,17 @@ def run_report(args: Any) -> int:
     return EXIT_SOME_FAILED if summary["failed"] or summary["missing"] or summary["duplicates"] else 0
 
 
-
-
 def _run_survey_report(args: Any, folder: Path, max_bytes: int) -> int:
     """The page of a survey folder (``studies/survey/page.py``): every certificate re-verified."""
+    from ..studies.report.build import page_outputs
     from ..studies.survey.page import kv_shortfall, write_survey_page
-    from ..util.progress import StageProgress
+    from ..util.progress import Progress
 
     if args.trusted_keys or args.require_signature:
         raise InvalidInputError(f"{folder}: a survey folder: --trusted-keys and --require-signature are for a folder "
                                 "of certificates (a survey's certificates are held to the signer its manifest names)")
-    page = check_output_file(args.out if args.out else folder / "report.html", "--out", suffixes=PAGE_SUFFIXES,
-                             force=args.force)
-    figures = check_output_folder(page.with_name(page.stem + "-figures"), "--out (its figures folder)")
-    check_folder_unused(figures, "--out (its figures folder)", force=args.force)
-    with StageProgress("softrank report", not args.json, unit="certificates") as progress:
+    page, _figures = page_outputs(args.out, folder, force=args.force)
+    with Progress("softrank report", bar=not args.json, unit="certificates") as progress:
         doc = write_survey_page(folder, page, progress=progress, max_certificates=args.max_certificates,
                                 max_bytes=max_bytes)
     summary = doc["summary"]

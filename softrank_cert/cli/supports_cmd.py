@@ -14,11 +14,10 @@ from ..plumbing.campaign import budget_json
 from ..util.files import OutputFiles, check_output_file
 from ..plumbing.parallel import check_scheduler, resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
-from ..util.progress import OperatorProgress
+from ..util.progress import Progress
 from ..plumbing.reports import dumps, envelope
-from .common import (add_device_option, add_quiet_option, PLOT_HELP, add_budget_options, add_campaign_options,
-                     add_command, add_force_option, add_parallel_options, campaign_memory, comma_items, key_inputs,
-                     stdout_console)
+from .common import (PLOT_HELP, add_budget_options, add_campaign_run_options, add_command, add_device_option,
+                     campaign_memory, comma_items, key_inputs, stdout_console)
 
 EPILOG = """\
 examples:
@@ -95,11 +94,7 @@ def add_supports(sub: Any) -> None:
     p.add_argument("--geometry-ranks", default="", metavar="R1,R2", help="also report tau, Phi and lower/Phi for these ranks")
     p.add_argument("--out", metavar="DIR", help="write every point's certificate and the campaign manifest here")
     p.add_argument("--key", metavar="KEYFILE", help="sign the certificates with this key (softrank keygen)")
-    add_parallel_options(p)
-    add_campaign_options(p)
-    add_force_option(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    add_quiet_option(p)
+    add_campaign_run_options(p, "print one JSON object")
     p.add_argument("--plot", metavar="OUT.png", help=f"write the two-panel figure: {PLOT_HELP}")
     p.set_defaults(run=run_supports)
 
@@ -142,10 +137,10 @@ def run_supports(args: Any) -> int:
     jobs = resolve_jobs(args.jobs)
     check_scheduler(args.scheduler)
     if args.device is not None:  # after the input checks: it imports the solvers (and torch)
-        from ..solvers.device import check_device
+        from ..solvers import check_device
 
         check_device(args.device)
-    with OperatorProgress("softrank supports", len(kappas), bar=not args.json, label="points") as bar:
+    with Progress("softrank supports", len(kappas), bar=not args.json, label="points") as bar:
         result = run_campaign(args.support, args.dim, args.n, args.eps, kappas, work=args.work,
                               budget_seconds=args.budget_seconds, ranks=ranks, out=out, resume=args.resume,
                               force=args.force, key=key,

@@ -80,34 +80,12 @@ def add_survey(sub: Any) -> None:
     p.set_defaults(run=run_survey_command)
 
 
-def _check_out(args: Any) -> Path:
-    """The survey folder, checked before any work: a survey there needs --resume or --force,
-    other files --force."""
-    import os
-
-    from ..errors import InvalidInputError
-    from ..studies.survey.plan import MANIFEST_NAME
-    from ..util.files import check_output_folder
-
-    out = check_output_folder(args.out, "--out")
-    if args.resume and args.force:
-        raise InvalidInputError("--resume and --force: choose one (continue the survey, or compute it all again)")
-    if (out / MANIFEST_NAME).exists():
-        if not (args.resume or args.force):
-            raise InvalidInputError(f"--out {args.out}: holds a survey already; continue it with --resume, or compute "
-                                    "it all again with --force")
-    elif out.is_dir() and any(os.scandir(out)) and not args.force:
-        raise InvalidInputError(f"--out {args.out}: the folder holds other files; name a new or empty folder, or give "
-                                "--force")
-    return out
-
-
 def run_survey_command(args: Any) -> int:
     from ..certio.signing import load_private_key
     from ..errors import EXIT_SOME_FAILED, InvalidInputError
     from ..models.capture import ModelSource, check_packages
     from ..plumbing.parallel import resolve_jobs
-    from ..studies.survey.plan import Work
+    from ..studies.survey.plan import Work, check_folder
     from ..util.tolerances import parse_eps_list
     from .bracket_cmd import resume_hint
     from .common import campaign_memory
@@ -122,18 +100,18 @@ def run_survey_command(args: Any) -> int:
     key = load_private_key(args.key) if args.key else None
     source = ModelSource(args.model, args.hf, args.gguf)
     check_packages(source)
-    out = _check_out(args)
+    out = check_folder(args.out, resume=bool(args.resume), force=bool(args.force))
     inputs = {"document": document, **key_inputs(args.key)}
     if source.path is not None:
         inputs["model"] = Path(source.path)
-    from ..studies.survey.stages import Survey, check_resume, run_survey
+    from ..studies.survey.stages import Survey, check_resume, run_survey, say_estimate
 
     survey = Survey(out, source, document, args.image is not None, args.widths, args.layers, args.heads, eps_list,
                     work, key=key, jobs=resolve_jobs(args.jobs), max_memory=campaign_memory(args),
                     max_cpu_seconds=60.0 * args.max_cpu_minutes, resume=bool(args.resume), force=bool(args.force),
                     resume_command=resume_hint(args), bar=not args.json, inputs=inputs)
     check_resume(survey)
-    _say_levels(survey)
+    say_estimate(survey)
     out.mkdir(parents=True, exist_ok=True)
     summaries = run_survey(survey)
     if args.json:
@@ -147,28 +125,3 @@ def run_survey_command(args: Any) -> int:
         print(f"surveyed {len(brackets['operators'])} heads ({brackets['computed']} computed, {brackets['kept']} kept, "
               f"{len(brackets['failed'])} failed); page: {summaries['report']['page']}")
     return EXIT_SOME_FAILED if survey.failed else 0
-
-
-def _say_levels(survey: Any) -> None:
-    """Before any work: the CPU seconds per head at each width, at the chosen work and each level,
-    and the total for the heads --layers and --heads select (counted from the model's metadata
-    where they are not given); a total over --max-cpu-minutes is refused here, before the capture.
-    Without the widths (a vision model: its width comes from the model) the estimate follows the
-    capture, before any search."""
-    from ..models.capture import head_counts
-    from ..studies.survey.plan import check_estimate, estimate, estimate_lines
-
-    if not survey.widths:
-        return
-    per_width = [(w, w) for w in survey.widths]
-    counts = None if (survey.layers and survey.heads) else head_counts(survey.source)
-    layers = len(set(survey.layers)) if survey.layers else (counts[0] if counts else None)
-    heads = len(set(survey.heads)) if survey.heads else (counts[1] if counts else None)
-    if layers is None or heads is None:
-        for line in estimate_lines("softrank survey", estimate(survey.work, per_width))[:-1]:
-            survey.say(line)
-        return
-    found = estimate(survey.work, per_width * layers * heads)
-    for line in estimate_lines("softrank survey", found):
-        survey.say(line)
-    check_estimate(found, survey.max_cpu_seconds)

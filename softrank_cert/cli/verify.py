@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-from contextlib import nullcontext
 from fractions import Fraction
 from typing import Any
 
@@ -245,14 +244,15 @@ def _run(args: Any) -> int:
         raise InvalidInputError("no certificate files found (give CERT.json files, or folders holding *.json)")
     entries: list[dict[str, Any]] = []  # one per file, in order: the JSON report's "files"
     margins: dict[int, list[str]] = {}  # entry index -> the margin column of its claims
-    with _progress(len(paths) > 1 and not args.json, len(paths)) as advance:
+    with _progress(len(paths) > 1 and not args.json, len(paths)) as bar:
         for path in paths:
             raw = b""
             try:
                 raw = read_certificate_bytes(path)
-                report = verify_certificate_bytes(raw, source=str(path), trusted_keys=trusted,
-                                                  require_signature=args.require_signature, max_prec=args.max_prec,
-                                                  kernel=args.kernel, memory_limit=memory_limit)
+                verification = verify_certificate_bytes(raw, source=str(path), trusted_keys=trusted,
+                                                        require_signature=args.require_signature,
+                                                        max_prec=args.max_prec, kernel=args.kernel,
+                                                        memory_limit=memory_limit)
             except FloatingPointEnvironmentError:
                 raise  # the process, not the file: one line, exit 4
             except SoftrankError as exc:
@@ -277,10 +277,10 @@ def _run(args: Any) -> int:
                     entry["claims_not_checked"] = _claim_count(raw)
                 entries.append(entry)
             else:
-                entry, margins[len(entries)] = _checked_entry(report, trusted)
+                entry, margins[len(entries)] = _checked_entry(verification, trusted)
                 entries.append(entry)
             finally:
-                advance()
+                bar.advance()
     summary = _summary(entries)
     code = summary["exit_code"]
     if args.json:
@@ -292,7 +292,7 @@ def _run(args: Any) -> int:
     else:
         from .text_table import fold_text
 
-        print(render_report(entries, margins))
+        print(render_verify_table(entries, margins))
         print(fold_text(summary_line(summary)))
     if summary["files"] == summary["skipped"]:
         print(f"softrank-verify: error: no certificate among the {len(entries)} file(s): every one is a report "
@@ -300,40 +300,32 @@ def _run(args: Any) -> int:
     return code
 
 
-def _progress(enabled: bool, total: int):
-    """A progress bar over the ``total`` files on a terminal (rich is imported only then); else nothing."""
-    if not (enabled and sys.stderr.isatty()):
-        return nullcontext(lambda: None)
-    from contextlib import contextmanager
+def _progress(enabled: bool, total: int) -> Any:
+    """A bar over the ``total`` files on a terminal (:class:`~softrank_cert.util.progress.Progress`,
+    no lines); its :meth:`~softrank_cert.util.progress.Progress.advance` counts a file."""
+    from ..util.progress import Progress
 
-    from ..util.progress import progress_bar
-
-    @contextmanager
-    def bar():
-        with progress_bar(True) as progress:
-            task = progress.add_task("verifying", total=total)
-            yield lambda: progress.advance(task)
-
-    return bar()
+    return Progress("softrank-verify", total, bar=enabled, lines=False, label="verifying")
 
 
-def _checked_entry(report: Any, trusted: frozenset[str] | None) -> tuple[dict[str, Any], list[str]]:
+def _checked_entry(verification: Any, trusted: frozenset[str] | None) -> tuple[dict[str, Any], list[str]]:
     """The JSON report's entry of a checked file (claims with both margins), and the text
     report's margin column of its claims."""
     from ..plumbing.reports import enclosure, verdict_fields
 
     claims, cells = [], []
-    for bracket, pair in zip(report.certificate.brackets, report.pairs):
+    for bracket, pair in zip(verification.certificate.brackets, verification.pairs):
         for verdict, trivial in zip(pair, (bracket.lower.X is None, bracket.upper.U is None)):
             rel = relative_margin(verdict, bracket.eps_value, trivial)
             claims.append({"eps": verdict.eps, "side": verdict.side, "claim": verdict.claim, "rank": verdict.rank,
                            "method": verdict.method, **verdict_fields(verdict), "relative_margin": enclosure(rel),
                            "reason": verdict.reason})
             cells.append(margin_cell(verdict, rel))
-    did = report.signer.split("#", 1)[0] if report.signer else None
-    entry = {"path": report.path, "status": "checked", "operator": report.operator_id, "signer": report.signer,
+    did = verification.signer.split("#", 1)[0] if verification.signer else None
+    entry = {"path": verification.path, "status": "checked", "operator": verification.operator_id,
+             "signer": verification.signer,
              "signer_trusted": None if did is None else bool(trusted is not None and did in trusted),
-             "exit_code": report.exit_code, "claims": claims}
+             "exit_code": verification.exit_code, "claims": claims}
     return entry, cells
 
 
@@ -379,7 +371,7 @@ def _style(header: str, cell: str) -> str:
     return f"{_COLOUR[word]}{cell}\x1b[0m" if header == "verdict" and word in _COLOUR else cell
 
 
-def render_report(entries: list[dict[str, Any]], margins: dict[int, list[str]]) -> str:
+def render_verify_table(entries: list[dict[str, Any]], margins: dict[int, list[str]]) -> str:
     """The text report: the files (operator, signer or status), then the claims (a file column
     when there are several files), then the margin's definition.  Untrusted text (ids,
     methods, file names) is shown with control characters escaped.  When stdout is not a

@@ -7,15 +7,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-#: ``stage(name, done, total)``: progress of the capture in named stages.
-Stage = Callable[..., None]
+from ..util.progress import Stage
 
 
 @dataclass(frozen=True)
@@ -93,14 +92,14 @@ def capture_panel(source: ModelSource, document: str | Path, widths: Iterable[in
     """The panel arrays of every selected (width, layer, head) of ``source`` run on ``document``
     (a UTF-8 text, or an image for a vision model: ``image``); ``stage(name, done, total)``
     reports progress.  Bad input is one :class:`~softrank_cert.errors.InvalidInputError` line."""
-    report = stage or (lambda name, done=0, total=0: None)
+    in_stage = stage or (lambda name, done=0, total=0: None)
     if source.hf is not None or source.gguf is not None:
         from .hf_panel import hf_panel, open_gguf
 
         model: Any = open_gguf(source.gguf) if source.gguf is not None else source.hf
-        return hf_panel(model, document, widths, layers=layers, heads=heads, image=image, stage=report)
+        return hf_panel(model, document, widths, layers=layers, heads=heads, image=image, stage=in_stage)
     from .panel import build_panel
 
-    report("forward passes")
+    in_stage("forward passes")
     return build_panel(str(source.model), document, widths, layers=layers, heads=heads,
-                       progress=lambda done, total: report("forward passes", done, total), round_beta=round_beta)
+                       progress=lambda done, total: in_stage("forward passes", done, total), round_beta=round_beta)

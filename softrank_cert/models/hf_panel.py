@@ -57,7 +57,7 @@ from .dinov2_onnx import dinov2_folder
 from .gguf_file import INSTALL_HINT as GGUF_INSTALL_HINT
 from .gguf_blocks import load_gguf_model
 from .gguf_check import check_loading_info
-from .gguf_file import GGUFFile, check_memory, read_gguf, require_gguf
+from .gguf_file import GGUFFile, check_memory, one_parse, read_gguf, require_gguf
 from .hf_capture import AttentionRecord, capture_attention, record_notes, require_hf, select_heads
 
 #: ``stage(name, done, total)``: stage names "load model", "tokenize", "capture w<w>".
@@ -89,7 +89,9 @@ class HFCheckpoint:
             config_bytes = read_input_file(folder / "config.json", "config")
             meta = {"model_folder": str(folder), "config_sha256": hashlib.sha256(config_bytes).hexdigest(), **origin}
         self.folder = folder
-        with _quiet(transformers):
+        self._tokenizer: Any = None
+        parsed_once = one_parse(self.gguf.path) if self.gguf is not None else contextlib.nullcontext()
+        with _quiet(transformers), parsed_once:
             try:
                 self.config = transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True,
                                                                       **self.load_kwargs)
@@ -122,14 +124,18 @@ class HFCheckpoint:
         return "pixel_values" in params and "input_ids" not in params
 
     def tokenizer(self) -> Any:
-        """The checkpoint's tokenizer.  A GGUF file's is built from its metadata alone, so any
-        failure to build it (the ``tokenizers`` library raises plain ``Exception``) is the file's."""
+        """The checkpoint's tokenizer, built on the first call.  A GGUF file's is built from its
+        metadata alone, so any failure to build it (the ``tokenizers`` library raises plain
+        ``Exception``) is the file's."""
+        if self._tokenizer is not None:
+            return self._tokenizer
         _, transformers = require_hf()
         refused = Exception if self.gguf is not None else (OSError, ValueError, KeyError, ImportError)
         try:
             with _quiet(transformers):
-                return transformers.AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True,
-                                                                  **self.load_kwargs)
+                self._tokenizer = transformers.AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True,
+                                                                             **self.load_kwargs)
+                return self._tokenizer
         except refused as exc:
             where = self.gguf.path if self.gguf is not None else self.folder
             raise InvalidInputError(f"{where} has no tokenizer transformers can load offline: "

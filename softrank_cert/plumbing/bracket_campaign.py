@@ -1,7 +1,8 @@
 """The bracket campaign: every operator of a panel to its own certificate in one folder, resumable.
 
-What ``softrank bracket PANEL --all --out DIR`` and the ``brackets`` stage of ``softrank survey``
-run once their inputs and outputs were checked (:func:`run_campaign`).  The rules are
+What ``softrank bracket`` and the ``brackets`` stage of ``softrank survey`` run: the outputs of a
+run checked before any work (:func:`bracket_targets`), then a campaign (:func:`run_campaign`,
+``--out`` a folder) or one operator to one certificate file (:func:`run_single`).  The rules are
 :mod:`.campaign`'s: the manifest is written before any work and after every operator; with
 ``resume`` a certificate is kept only when the kernel re-verifies it here
 (:func:`~softrank_cert.plumbing.campaign.recheck_certificate`), and what is reported about it is
@@ -12,6 +13,7 @@ one campaign may hold operators of several shapes at a work level that depends o
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import closing
@@ -20,11 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from ..util.escaping import plain_text
-from ..util.files import check_output_file, write_json_atomic
+from ..errors import InvalidInputError
+from ..util.files import check_output_file, check_output_folder, write_json_atomic
 from ..util.memory import operator_task_bytes
 from ..util.operator_files import NamedOperator
 from .bracketing import bracket_rows, run_brackets
-from .campaign import MANIFEST_NAME, Campaign, budget_json, file_sha256, operator_sha256, recheck_certificate
+from .campaign import (MANIFEST_NAME, Campaign, budget_json, check_campaign_start, file_sha256, operator_sha256,
+                       recheck_certificate)
+from .certificate_files import certificate_paths
 from .campaign_inputs import read_kept_bytes
 
 
@@ -72,6 +77,30 @@ class CampaignRun:
     campaign: Campaign
 
 
+def bracket_targets(text: str, names: list[str], *, several: bool = False, resume: bool = False, force: bool = False,
+                    inputs: dict[str, Path] | None = None) -> tuple[Path, list[Path]]:
+    """``--out`` and the certificate file of each operator, checked before any work (exit 2).
+
+    ``--out`` is a folder when it ends in ``/``, names an existing folder, or there are several
+    operators (``--all``): operator NAME then goes to ``FOLDER/NAME.json``.  Otherwise it is
+    the certificate file itself.  No target may be one of ``inputs`` or a key file; an existing
+    one is replaced only with ``force`` (in a campaign folder also with ``resume``), and a
+    folder that holds a campaign is refused without either (:func:`check_campaign_start`).
+    """
+    out = Path(text)
+    probed: set[Path] = set()
+    if several or len(names) > 1 or text.endswith(("/", os.sep)) or out.is_dir():
+        if out.suffix == ".json" and not out.is_dir() and not text.endswith(("/", os.sep)):
+            raise InvalidInputError(f"--out {text}: with several operators --out must be a folder, not a .json file")
+        check_output_folder(text, "--out", probed=probed)
+        check_campaign_start(out / MANIFEST_NAME, "--out", resume=resume, force=force)
+        targets = certificate_paths(out, names)
+        for target in targets:
+            check_output_file(target, "--out", probed=probed, force=force or resume, inputs=inputs)
+        return out, targets
+    return out, [check_output_file(text, "--out", probed=probed, force=force, inputs=inputs)]
+
+
 def brackets_summary(rows: list[dict[str, Any]], seconds: float | None = None) -> str:
     """``eps 0.1 [5, 7], 0.25 3 (resolved) in 4.0 s`` for bracket rows with ``eps``, ``lower``, ``upper``."""
     ends = ", ".join(f"{b['eps']} {b['lower']} (resolved)" if b["lower"] == b["upper"] else f"{b['eps']} [{b['lower']}, {b['upper']}]"
@@ -100,7 +129,7 @@ def expected_provenance(item: NamedOperator, device: str | None) -> dict[str, An
     record of the search's device (so that a resume with ``--device`` keeps what that device wrote)."""
     if device is None:
         return dict(item.provenance)
-    from ..solvers.device import resolve_device
+    from ..solvers import resolve_device
     from .bracketing import search_provenance
 
     return search_provenance(item.provenance, resolve_device(device, item.operator.shape))
@@ -130,16 +159,17 @@ def start(plan: CampaignPlan, inputs: dict[str, Path]) -> tuple[Campaign, dict[i
         for i, (item, target) in enumerate(zip(plan.operators, plan.targets)):
             if not target.is_file():
                 continue
-            report, why = recheck_certificate(read_kept_bytes(target), str(target), item.name, item.operator,
-                                              plan.eps_list, signer=signer,
-                                              provenance=expected_provenance(item, plan.device))
-            if report is None:
+            verification, why = recheck_certificate(read_kept_bytes(target), str(target), item.name, item.operator,
+                                                    plan.eps_list, signer=signer,
+                                                    provenance=expected_provenance(item, plan.device))
+            if verification is None:
                 campaign.note(item.name, f"recomputed: {why}")
                 continue
             campaign.keep(item.name, campaign.recorded(item.name) or {})
             seconds = campaign.manifest.operators[item.name]["seconds"]
             # every claim of these brackets was just VERIFIED by the kernel: they are what is reported
-            kept[i] = entry(item, target, bracket_rows(report.certificate.brackets), seconds, plan.key is not None,
+            kept[i] = entry(item, target, bracket_rows(verification.certificate.brackets), seconds,
+                            plan.key is not None,
                             resumed=True)
     campaign.save()
     return campaign, kept
@@ -147,7 +177,7 @@ def start(plan: CampaignPlan, inputs: dict[str, Path]) -> tuple[Campaign, dict[i
 
 def run_campaign(plan: CampaignPlan, inputs: dict[str, Path], bar: Any) -> CampaignRun:
     """Run the campaign of ``plan`` (its outputs checked by the caller; ``inputs``: the files no
-    output may replace), reporting on ``bar`` (an :class:`~softrank_cert.util.progress.OperatorProgress`
+    output may replace), reporting on ``bar`` (an :class:`~softrank_cert.util.progress.Progress`
     over the plan's operators; a finished operator's line is :func:`brackets_summary`).  Every
     certificate written was VERIFIED in this process first; a failed or refused operator is
     recorded in the manifest with the reason and the campaign goes on."""
@@ -173,6 +203,24 @@ def run_campaign(plan: CampaignPlan, inputs: dict[str, Path], bar: Any) -> Campa
                     _record(plan, campaign, group[outcome.index], outcome, bar, entries, failed)
     campaign.finish(failed=bool(failed))
     return CampaignRun([entries[i] for i in sorted(entries)], failed, len(kept), campaign)
+
+
+def run_single(item: NamedOperator, target: Path, eps_list: list[str], work: float | None,
+               budget_seconds: float | None, bar: Any, *, key: Any = None, jobs: int = 1, scheduler: str | None = None,
+               max_memory: int | None = None, device: str | None = None) -> dict[str, Any]:
+    """One operator to one certificate file ``target`` (checked by the caller; no manifest): its
+    search (``work`` as ``--work`` gives it: None, the driver's default), the certificate VERIFIED
+    in this process written (signed with ``key``), reported on ``bar``; returns its summary entry
+    (:func:`entry`).  A failure is the caller's error (raised)."""
+    with closing(run_brackets([(item.operator, item.name, item.provenance)], eps_list, work=work,
+                              budget_seconds=budget_seconds, jobs=jobs, scheduler=scheduler,
+                              progress=bar.stage_callback, memory=[operator_task_bytes(item.operator, device)],
+                              max_memory=max_memory, done=lambda i: bar.advance(item.name), device=device)) as results:
+        (outcome,) = list(results)
+    issued = outcome.unwrap()
+    write_json_atomic(target, issued.signed(key))
+    bar.finished(item.name, brackets_summary(issued.rows, issued.seconds))
+    return entry(item, target, issued.rows, issued.seconds, key is not None)
 
 
 def _advance(bar: Any, names: list[str]) -> Callable[[int], None]:

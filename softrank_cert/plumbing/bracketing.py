@@ -19,7 +19,6 @@ The front ends (``softrank_cert.bracket``, ``softrank bracket``) validate their 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
@@ -120,8 +119,7 @@ def bracket_result(op: Operator, eps_list: list[str], *, work: float | None = No
     exact decimal strings, ascending; ``work``, ``budget_seconds`` and ``device`` as for
     :func:`~softrank_cert.solvers.bracket.bracket_operator`), timed, in this process.  A search
     off the numpy path adds its device to the provenance (:func:`search_provenance`)."""
-    from ..solvers.bracket import bracket_operator
-    from ..solvers.device import resolve_device
+    from ..solvers import bracket_operator, resolve_device
 
     where = resolve_device(device, op.shape)
     start = time.perf_counter()
@@ -186,7 +184,7 @@ def run_brackets(operators: Sequence[tuple[Operator, str, Mapping[str, Any]]], e
     that nothing vouches for: its certificate is re-verified here, by this process's kernel,
     before it is handed on (:func:`rechecked`); one that does not verify comes back as a failed
     outcome whose reason says why, and nothing of it is signed or written."""
-    from ..solvers.device import resolve_device
+    from ..solvers import resolve_device
 
     devices: dict[tuple[int, int], Any] = {}
     for op, _name, _provenance in operators:
@@ -211,27 +209,34 @@ def rechecked(outcomes: Iterator[parallel.TaskOutcome], operators: Sequence[tupl
     VERIFIED by the kernel, about the operator of that name bit for bit, exactly ``eps_list``,
     the operator's provenance): passed on as the document that was verified, or turned into a
     failure (:func:`~softrank_cert.plumbing.campaign.worker_failure`)."""
-    from .campaign import recheck_from_worker, worker_failure
+    from .campaign import rechecked_outcome
 
     try:
         for outcome in outcomes:
             if outcome.ok:
                 op, name, provenance = operators[outcome.index]
                 issued = outcome.value
-                verified, _report, why, code = recheck_from_worker(getattr(issued, "document", issued),
-                                                                   f"{name} (from a worker)", name, op, eps_list,
-                                                                   provenance=dict(provenance))
-                seconds = getattr(issued, "seconds", None)
-                if verified is None:
-                    outcome = worker_failure(outcome, why, code)
-                else:  # the solver seconds go into the report and the manifest: a number or nothing
-                    outcome = dataclasses.replace(outcome, value=Issued(verified, float(seconds) if _seconds(seconds)
-                                                                       else outcome.seconds))
+                outcome = rechecked_outcome(outcome, name, op, dict(provenance),
+                                            {"": (getattr(issued, "document", issued), eps_list)},
+                                            _reissued(_solver_seconds(outcome)))
             yield outcome
     finally:
         close = getattr(outcomes, "close", None)
         if close is not None:
             close()
+
+
+def _reissued(seconds: float) -> Callable[[dict[str, tuple[dict[str, Any], Any]]], Issued]:
+    """The rebuild of :func:`~softrank_cert.plumbing.campaign.rechecked_outcome` for a bracket
+    task: the verified document, with the solver ``seconds``."""
+    return lambda verified: Issued(verified[""][0], seconds)
+
+
+def _solver_seconds(outcome: parallel.TaskOutcome) -> float:
+    """The solver seconds a worker's answer reports (they go into the report and the manifest): its
+    number when it is one (:func:`_seconds`), else the task's seconds."""
+    seconds = getattr(outcome.value, "seconds", None)
+    return float(seconds) if _seconds(seconds) else outcome.seconds
 
 
 def _seconds(value: Any) -> TypeGuard[int | float]:

@@ -67,7 +67,7 @@ import shlex
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from ..errors import InternalInvariantError, InvalidInputError, SoftrankError
 from ..meta import __version__, utc_now_rfc3339
@@ -198,15 +198,15 @@ class _Manifest:
 def recheck_certificate(raw: bytes | str, source: str, name: str, op: Any, eps_list: list[str] | None, *,
                         signer: str | None = None, provenance: Mapping[str, Any] | None = None,
                         max_prec: int | None = None) -> tuple[Any | None, str]:
-    """``(report, "")`` when the certificate ``raw`` (its bytes, or the reason they could not be
+    """``(verification, "")`` when the certificate ``raw`` (its bytes, or the reason they could not be
     read) may be kept, else ``(None, why not)``: re-verified here by the kernel with every claim
     VERIFIED (signed by ``signer`` when one is given), about the operator ``name`` with the exact
     inputs of ``op``, holding exactly the tolerances ``eps_list`` in that order (None: any) and,
-    when ``provenance`` is given, exactly that provenance.  ``report`` is the
+    when ``provenance`` is given, exactly that provenance.  ``verification`` is the
     :class:`~softrank_cert.verification.VerifyReport`: its verdicts are what a resume reports."""
-    report, why, _code = _recheck(raw, source, name, op, eps_list, signer=signer, provenance=provenance,
-                                  max_prec=max_prec)
-    return report, why
+    verification, why, _code = _recheck(raw, source, name, op, eps_list, signer=signer, provenance=provenance,
+                                        max_prec=max_prec)
+    return verification, why
 
 
 def _recheck(raw: bytes | str, source: str, name: str, op: Any, eps_list: list[str] | None, *,
@@ -224,18 +224,18 @@ def _recheck(raw: bytes | str, source: str, name: str, op: Any, eps_list: list[s
         return None, raw, EXIT_INVALID_INPUT
     trusted = frozenset({signer.split("#", 1)[0]}) if signer else None
     try:
-        report = verify_certificate_bytes(raw, source=source, trusted_keys=trusted, require_signature=bool(signer),
-                                          max_prec=max_prec or DEFAULT_MAX_PREC)
+        verification = verify_certificate_bytes(raw, source=source, trusted_keys=trusted,
+                                                require_signature=bool(signer), max_prec=max_prec or DEFAULT_MAX_PREC)
     except SoftrankError as exc:
         if exc.exit_code == 4:  # a checker bug is never a reason to recompute quietly
             raise
         return None, f"certificate does not verify: {exc}", exc.exit_code
-    bad = first_unverified(report)
+    bad = first_unverified(verification)
     if bad is not None:
-        return None, f"certificate has a claim that is not VERIFIED ({bad})", report.exit_code
-    certificate = report.certificate
+        return None, f"certificate has a claim that is not VERIFIED ({bad})", verification.exit_code
+    certificate = verification.certificate
     if certificate is None:  # verify_certificate_bytes reports the certificate it decoded, always
-        raise InternalInvariantError(f"{source}: the verification report carries no certificate")
+        raise InternalInvariantError(f"{source}: the verification carries no certificate")
     if certificate.operator_id != name:
         return None, f"certificate is about {certificate.operator_id!r}", EXIT_REJECTED
     mismatch = operator_mismatch(op, certificate.operator)
@@ -246,16 +246,16 @@ def _recheck(raw: bytes | str, source: str, name: str, op: Any, eps_list: list[s
         return None, f"certificate has other tolerances ({have})", EXIT_REJECTED
     if provenance is not None and _canonical(certificate.provenance or {}) != _canonical(provenance):
         return None, "certificate's provenance differs from the panel's", EXIT_REJECTED
-    return report, "", 0
+    return verification, "", 0
 
 
-def first_unverified(report: Any) -> str | None:
+def first_unverified(verification: Any) -> str | None:
     """The first claim of a :class:`~softrank_cert.verification.VerifyReport`, in file order, that
     the kernel did not VERIFY, in words (``r_eps >= 8 (lower end) at eps 0.25 is REJECTED``), or
     None when every claim is VERIFIED."""
     from ..kernel import Status
 
-    for v in report.verdicts:
+    for v in verification.verdicts:
         if v.status is not Status.VERIFIED:
             return f"{v.claim} ({v.side} end) at eps {v.eps} is {v.status.value}"
     return None
@@ -266,7 +266,7 @@ def recheck_from_worker(document: Any, source: str, name: str, op: Any, eps_list
                         ) -> tuple[dict[str, Any] | None, Any | None, str, int]:
     """A certificate document that a task computed in another process (a worker of the local
     pool, a Dask worker on any machine), re-verified in this process before it is signed or
-    written: ``(document, report, "", 0)`` when it may be, else ``(None, None, why not, exit
+    written: ``(document, verification, "", 0)`` when it may be, else ``(None, None, why not, exit
     code)`` (:func:`recheck_certificate`'s rules, the exit code ``softrank-verify``'s where the
     kernel decided).  A worker returns plain data, which nothing vouches for: the one thing this
     process trusts is its own kernel's verdicts on exactly the bytes it writes.
@@ -289,11 +289,11 @@ def recheck_from_worker(document: Any, source: str, name: str, op: Any, eps_list
         reason = " ".join(str(exc).split())[:200]
         return None, None, f"a worker returned a document that is not JSON data ({type(exc).__name__}: {reason})", \
             EXIT_INVALID_INPUT
-    report, why, code = _recheck(raw, source, name, op, eps_list, signer=None, provenance=provenance,
-                                 max_prec=max_prec)
-    if report is None:
+    verification, why, code = _recheck(raw, source, name, op, eps_list, signer=None, provenance=provenance,
+                                       max_prec=max_prec)
+    if verification is None:
         return None, None, why, code
-    return json.loads(raw), report, "", 0
+    return json.loads(raw), verification, "", 0
 
 
 def worker_failure(outcome: Any, why: str, exit_code: int) -> Any:
@@ -304,6 +304,27 @@ def worker_failure(outcome: Any, why: str, exit_code: int) -> Any:
                                failure=f"the certificate computed in a worker does not verify in this process: {why}")
 
 
+def rechecked_outcome(outcome: Any, name: str, op: Any, provenance: Mapping[str, Any] | None,
+                      certificates: Mapping[str, tuple[Any, list[str] | None]],
+                      rebuild: Callable[[dict[str, tuple[dict[str, Any], Any]]], Any]) -> Any:
+    """The one re-check of a task that ran in another process, before anything of it is signed,
+    stored or written: each certificate document its answer carries (``certificates``: by what it
+    is -- ``""`` for a task's one certificate, e.g. ``"evidence"`` -- with the tolerances it must
+    hold exactly, None for any) re-verified here (:func:`recheck_from_worker`: every claim VERIFIED,
+    about ``op`` of ``name`` bit for bit, ``provenance``).  Returns ``outcome`` with the value
+    ``rebuild(verified)`` (``verified``: what -> (the document that was verified, its verification)), or
+    the :func:`worker_failure` of the first that does not verify (its reason prefixed by what it is)."""
+    verified: dict[str, tuple[dict[str, Any], Any]] = {}
+    for what, (document, eps_list) in certificates.items():
+        source = f"{name} {what} (from a worker)" if what else f"{name} (from a worker)"
+        checked, verification, why, code = recheck_from_worker(document, source, name, op, eps_list,
+                                                               provenance=provenance)
+        if checked is None:
+            return worker_failure(outcome, f"{what}: {why}" if what else why, code)
+        verified[what] = (checked, verification)
+    return dataclasses.replace(outcome, value=rebuild(verified))
+
+
 def reusable_certificate(path: Path, name: str, op: Any, eps_list: list[str], signer: str | None,
                          max_prec: int | None = None, provenance: Mapping[str, Any] | None = None
                          ) -> tuple[Any | None, str]:
@@ -312,9 +333,9 @@ def reusable_certificate(path: Path, name: str, op: Any, eps_list: list[str], si
     certificate" when there is no file)."""
     if not Path(path).is_file():
         return None, "no certificate"
-    report, why = recheck_certificate(read_kept_bytes(path), str(path), name, op, eps_list, signer=signer,
-                                      provenance=provenance, max_prec=max_prec)
-    return (None, why) if report is None else (report.certificate, "")
+    verification, why = recheck_certificate(read_kept_bytes(path), str(path), name, op, eps_list, signer=signer,
+                                            provenance=provenance, max_prec=max_prec)
+    return (None, why) if verification is None else (verification.certificate, "")
 
 
 def check_manifest_clear(names: Iterable[str]) -> None:

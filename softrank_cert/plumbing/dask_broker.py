@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,7 +31,7 @@ from distributed.diagnostics.plugin import NannyPlugin
 from ..blas_kernels import UNPINNED, kernel_variables, kernels_pinned
 from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, InvalidInputError, describe
 from .wire import Failure, failure_kind, frame
-from .worker_task import framed_call, watch_parent
+from .worker_task import framed_call, worker_process
 
 #: Seconds to wait for a Dask scheduler before giving up with a one-line error.
 CONNECT_TIMEOUT = 10.0
@@ -103,9 +102,15 @@ def broker_main(conn: Any, parent: int, address: str, fn: Callable[..., Any] | N
     """The client process: connect, pin the workers' kernels (``pinned``: :class:`PinKernels`),
     run the tasks, report each (module docstring), then ``done``; a failure is reported as one
     ``error`` event (exit 2 for a cluster it cannot reach or use, else 4)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the signing process, which stops us
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # stopped: gone at once; the scheduler drops our tasks
-    watch_parent(parent)
+    # SIGTERM at its default: stopped, gone at once; the scheduler drops our tasks
+    with worker_process(parent, default_sigterm=True):
+        _serve(conn, address, fn, tasks, memory, max_memory, attempts, retried, pinned)
+
+
+def _serve(conn: Any, address: str, fn: Callable[..., Any] | None, tasks: Sequence[tuple],
+           memory: Sequence[int] | None, max_memory: int | None, attempts: int, retried: Sequence[str],
+           pinned: bool) -> None:
+    """:func:`broker_main`'s work once its process is set up."""
     try:
         client = connect(address)
     except InvalidInputError as exc:

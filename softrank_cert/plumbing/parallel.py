@@ -65,7 +65,7 @@ from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, InternalInvariantError, 
 from ..kernel import Operator
 from ..util.memory import format_bytes
 from .wire import MAX_RESULT_BYTES, Failure, read_frame
-from .worker_task import failure, framed_call, init_precision, watch_parent
+from .worker_task import failure, framed_call, init_precision, worker_process
 
 #: Attempts of one task whose worker died (or raised MemoryError) before it is reported failed.
 MAX_ATTEMPTS = 2
@@ -240,9 +240,13 @@ def _run_serial(fn: Callable[..., Any], tasks: Sequence[tuple], memory: Sequence
 def _worker_main(conn: Any, parent: int) -> None:
     """A pool worker: receive ``(fn, args)`` (pickled by the parent), send the frame's bytes
     (``send_bytes``: the parent reads bytes, never a pickle); None ends."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the client, which stops us
-    watch_parent(parent)
-    init_precision()
+    with worker_process(parent):
+        init_precision()
+        _serve(conn)
+
+
+def _serve(conn: Any) -> None:
+    """Answer ``(fn, args)`` messages on ``conn`` until None or a closed pipe."""
     while True:
         try:
             message = conn.recv()

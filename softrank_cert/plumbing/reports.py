@@ -28,16 +28,20 @@ from fractions import Fraction
 from importlib import resources
 from typing import Any, overload
 
-from ..meta import __version__, utc_now_rfc3339
+from ..meta import generator
 from ..util.numbers import CERTIFIED_DIGITS, format_down, format_up
 
 #: Version of the report formats (the ``version`` of every envelope).
 REPORT_VERSION = 1
 #: Format name of the error document printed with ``--json`` when a run fails.
 ERROR_FORMAT = "softrank-error"
-#: Commands with a report schema (``softrank-<command>-report-v1.schema.json``).
-COMMANDS = ("verify", "bracket", "audit", "geometry", "supports", "budgets", "profile", "analyze", "panel",
-            "keygen", "sign", "list", "report", "kv-budgets", "survey")
+_SCHEMA_PREFIX, _SCHEMA_SUFFIX = "softrank-", f"-report-v{REPORT_VERSION}.schema.json"
+#: Commands with a report schema: read off the schema files (``softrank-<command>-report-v1.schema.json``),
+#: so that a command's schema file is the one place that gives it a report format
+#: (``tests/cli/test_command_registry.py`` ties them to the command list, ``cli/commands.py``).
+COMMANDS = tuple(sorted(entry.name[len(_SCHEMA_PREFIX):-len(_SCHEMA_SUFFIX)]
+                        for entry in resources.files("softrank_cert.schema").iterdir()
+                        if entry.name.startswith(_SCHEMA_PREFIX) and entry.name.endswith(_SCHEMA_SUFFIX)))
 
 
 def report_format(command: str) -> str:
@@ -75,10 +79,6 @@ def verdict_fields(verdict: Any) -> dict[str, Any]:
     ``precision_bits``, ``margin`` and ``value`` (certified enclosures or None)."""
     return {"verdict": verdict.status.value, "checked_by": verdict.engine, "precision_bits": verdict.precision,
             "margin": enclosure(verdict.margin), "value": enclosure(verdict.value)}
-
-
-def generator() -> dict[str, str]:
-    return {"name": "softrank-cert", "version": __version__, "created": utc_now_rfc3339()}
 
 
 def envelope(command: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -151,5 +151,5 @@ def validate_report(document: Any) -> None:
 
 
 __all__ = ["CERTIFIED_DIGITS", "COMMANDS", "ERROR_FORMAT", "REPORT_VERSION", "bound_down", "bound_up", "dumps",
-           "enclosure", "envelope", "error_document", "finite", "generator", "report_format", "report_schema",
+           "enclosure", "envelope", "error_document", "finite", "report_format", "report_schema",
            "validate_report", "verdict_fields"]

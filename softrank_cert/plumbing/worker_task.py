@@ -10,9 +10,11 @@ only thing a worker sends back to the process that signs.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from contextlib import contextmanager
 from typing import Any
 
 from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, SoftrankError, describe
@@ -65,5 +67,25 @@ def _exit_when_orphaned(parent: int) -> None:
 
 def watch_parent(parent: int) -> None:
     """Exit this process when the process ``parent`` that started it is gone (e.g. killed with
-    SIGKILL): a thread that looks twice a second."""
-    threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
+    SIGKILL): a thread that looks twice a second.  Nothing to watch when ``parent`` is this
+    process itself (the worker's loop run in place, as a test does)."""
+    if parent != os.getpid():
+        threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
+
+
+@contextmanager
+def worker_process(parent: int, *, default_sigterm: bool = False) -> Generator[None, None, None]:
+    """The one setup of a process that serves the process ``parent`` (a pool worker, the Dask
+    client process): Ctrl-C (SIGINT) ignored -- it reaches ``parent``, which stops us -- and,
+    with ``default_sigterm``, SIGTERM ends it at once; ``parent`` watched (:func:`watch_parent`).
+    The signal handlers it found are restored when the block ends, so that running a worker's
+    loop in place never changes the signal handling of the process that ran it."""
+    previous = {signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN)}
+    if default_sigterm:
+        previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        watch_parent(parent)
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

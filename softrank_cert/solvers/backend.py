@@ -1,6 +1,6 @@
 """Array back ends of the untrusted searches: where the smoothed evaluations and L-BFGS run.
 
-The witness search (:mod:`.upper.smooth`, :mod:`.upper.lbfgs`) and the large-k key sides
+The witness search (:mod:`.upper.smooth`, :mod:`.lbfgs`) and the large-k key sides
 (:mod:`.lower.smooth_key`) are written once against the small set of operations of
 :class:`NumpyBackend`; :class:`~softrank_cert.solvers.torch_backend.TorchBackend` does the same
 operations on torch tensors on any device (CPU or CUDA).  A back end only *proposes*: what it

@@ -1,6 +1,7 @@
 """Bracket driver: kernel-verified ``[lower, upper]`` ends of ``r_eps(A)`` per tolerance.
 
-The solvers (untrusted) fill one :class:`~.candidates.CandidatePool` per operator; after every
+The solvers (untrusted) fill one :class:`~.candidates.CandidatePool` per operator (the one-shot
+constructions of :class:`~.one_shot.OneShot`, then the searches); after every
 search stage, each tolerance takes the largest-k lower pair and the smallest-rank witness
 that the *kernel* verifies (:func:`.settle.first_verified`), trying the next candidate when
 one is REJECTED or INCONCLUSIVE.  Trivial ends are always there: ``k = 1`` when ``||A|| > eps``
@@ -24,11 +25,12 @@ from ..kernel import Operator, parse_tolerance
 from .backend import NUMPY, NumpyBackend
 from .candidates import CandidatePool
 from .device import SearchDevice, check_device_memory, resolve_device
+from .one_shot import OneShot
 from ..util.dense import Dense
 from .lower.search import LowerSearch
 from .settle import first_verified
 from .upper.search import UpperSearch
-from .work import Budget, Until, default_seconds, default_work, one_blas_thread, units_per_second
+from .work import Budget, Until, default_seconds, effective_work, one_blas_thread, units_per_second
 
 
 End = TypeVar("End", VerifiedLower, VerifiedUpper)
@@ -109,8 +111,9 @@ def search_budget(m: int, n: int, work: float | None = None, budget_seconds: flo
     machine).  ``budget_seconds`` alone: a wall-time bound only (``math.inf``: none at all) --
     the ends may then depend on the load.  Both: whichever runs out first.
     """
+    work = effective_work(work, budget_seconds, m, n)
     if work is None:
-        work = default_work(m, n) if budget_seconds is None else math.inf
+        work = math.inf
     timed = budget_seconds is not None and math.isfinite(budget_seconds)
     deadline = time.perf_counter() + budget_seconds if timed else None  # type: ignore[operator]  # timed: a float
     plan = units_per_second(m, n) * budget_seconds if timed else math.inf  # type: ignore[operator]  # timed: a float
@@ -135,18 +138,18 @@ def _search(pool: CandidatePool, ends: list[Ends], clock: _Clock, ops: NumpyBack
     """The search: free truncated-SVD witnesses and pivot pairs, then the smoothed witness
     search and the lower-pair search in alternating rounds, each round a fixed share of work."""
     budget = clock.budget
+    shots = OneShot(pool, budget.until())
     open_ = lambda: [e for e in ends if not e.resolved]  # noqa: E731
     settle = lambda: [e.settle(pool) for e in ends]  # type: ignore[func-returns-value]  # for the calls  # noqa: E731
     for e in open_():  # truncated SVD: every rank's error is already known
-        r = next((r for r in range(1, pool.d.p) if pool.tsvd[r] <= e.value), None)
+        r = next((r for r in range(1, pool.d.p) if shots.tsvd[r] <= e.value), None)
         if r is not None:
-            pool.witness("tsvd", r)
+            shots.witness("tsvd", r)
     settle()
     clock.report("tsvd")
-    pool.until = budget.until(PIVOT_SHARE)  # the pivot stage: a share of the work (and time), k <= PIVOT_MAX_K
+    shots.until = budget.until(PIVOT_SHARE)  # the pivot stage: a share of the work (and time), k <= PIVOT_MAX_K
     for e in open_():
-        pool.search_lower("pivot", e.value, e.lower.k, min(e.upper.r, PIVOT_MAX_K))
-    pool.until = budget.until()
+        shots.search_lower("pivot", e.value, e.lower.k, min(e.upper.r, PIVOT_MAX_K))
     settle()
     clock.report("pivot")
     by_value = {e.value: e for e in ends}
@@ -210,7 +213,7 @@ def search_operator(op: Operator, eps_list: list[str], *, work: float | None = N
     pool = None
     if not all(e.resolved for e in ends):
         with one_blas_thread(), where.threads():
-            pool = CandidatePool(Dense.of(op), budget.until())
+            pool = CandidatePool(Dense.of(op))
             _search(pool, ends, clock, where.backend())
     return pool, ends
 

@@ -6,8 +6,8 @@ preference, each at the tolerance the caller names, and the first one the kernel
 returned as a sealed end (:mod:`softrank_cert.certio.verified`, the only kind the certificate
 writer accepts).  REJECTED and INCONCLUSIVE ones are passed over, so a solver bug can cost
 tightness, never soundness.  A candidate is anything with the fields of a lower end (``k``,
-``X``, ``Y``, ``origin``, ``threshold``; ``X`` None: the trivial ``k <= 1``) or of an upper end
-(``r``, ``U``, ``W``, ``origin``, ``error``; ``U`` None: the trivial ``r = 0`` or ``r = p``).
+``X``, ``Y``, ``method``, ``threshold``; ``X`` None: the trivial ``k <= 1``) or of an upper end
+(``r``, ``U``, ``W``, ``method``, ``error``; ``U`` None: the trivial ``r = 0`` or ``r = p``).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ def seal(op: Operator, eps: str, end: Any) -> VerifiedLower | VerifiedUpper | No
     """``end`` (a lower or an upper candidate, see the module docstring) sealed at ``eps`` when the
     kernel VERIFIES it, else None."""
     if hasattr(end, "k"):
-        return verify_lower_end(op, eps, end.k, end.X, end.Y, end.origin, threshold=end.threshold)
-    return verify_upper_end(op, eps, end.r, end.U, end.W, end.origin, error=end.error)
+        return verify_lower_end(op, eps, end.k, end.X, end.Y, end.method, threshold=end.threshold)
+    return verify_upper_end(op, eps, end.r, end.U, end.W, end.method, error=end.error)
 
 
 def first_verified(op: Operator, attempts: Iterable[tuple[str, End]]

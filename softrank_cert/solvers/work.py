@@ -82,6 +82,16 @@ def default_work(m: int, n: int) -> float:
     return float(round(units_per_second(m, n) * default_seconds(m, n)))
 
 
+def effective_work(work: float | None, budget_seconds: float | None, m: int, n: int) -> float | None:
+    """The work bound a search of an m x N operator runs with (the one rule of the driver's
+    :func:`~softrank_cert.solvers.bracket.search_budget`, the manifests' and reports'
+    ``budget_work``): ``work`` when given, else :func:`default_work` when there is no time cap
+    either, else None (a time-only budget, or ``work`` infinite: unbounded work)."""
+    if work is not None:
+        return float(work) if math.isfinite(work) else None
+    return default_work(m, n) if budget_seconds is None else None
+
+
 def _size(m: int, n: int) -> float:
     return m * n / 128.0 ** 2
 
@@ -91,7 +101,7 @@ def seconds_units(m: int, n: int, seconds: float) -> float:
     return seconds * units_per_second(m, n)
 
 
-#: CPU seconds of one smoothed-objective evaluation with its L-BFGS step (:mod:`~softrank_cert.solvers.upper.lbfgs`) on
+#: CPU seconds of one smoothed-objective evaluation with its L-BFGS step (:mod:`~softrank_cert.solvers.lbfgs`) on
 #: the calibration machine: ``EVAL_FIXED + EVAL_PER_ENTRY m N + EVAL_PER_MFLOP (6 r m N / 1e6)
 #: (mN/128^2)^EVAL_MFLOP_EXPONENT`` -- fitted on MiniLM heads at 128 x 128 (r = 6-40: 85-244 us)
 #: and 512 x 512 (r = 40-150: 1.8-4.7 ms), one core; the elementwise part is memory-bound.

@@ -460,3 +460,34 @@ def write_text_atomic(path: Path, text: str) -> None:
 def write_json_atomic(path: Path, document: dict[str, Any]) -> None:
     """Write JSON to ``path`` via a temporary file and rename: never a partial file."""
     write_text_atomic(Path(path), canonical_dump(document))
+
+
+#: The prefix of the hidden folder :func:`remove_outputs` moves what it removes into.
+_REMOVED_PREFIX = ".softrank-removed-"
+
+
+def remove_outputs(folder: Path, names: list[str], *, inputs: Mapping[str, str | os.PathLike[str] | None] | None = None,
+                   option: str = "--force") -> None:
+    """Remove the earlier outputs ``folder/NAME`` (files or folders, in the order given) that a
+    forced run replaces, so that no reader sees a part of one: each is renamed (atomic) into one
+    new hidden folder ``folder/.softrank-removed-*``, which is then deleted, with any such folder
+    an interrupted removal left behind.  Refused (exit 2, nothing removed) when one of ``inputs``
+    lies in what would be removed; a failure to remove raises :class:`OutputWriteError`."""
+    folder = Path(folder)
+    targets = [folder / name for name in names if os.path.lexists(folder / name)]
+    for what, path in (inputs or {}).items():
+        for target in targets:
+            if path is not None and os.path.realpath(path).startswith(os.path.realpath(target) + os.sep):
+                raise InvalidInputError(f"{option}: {target} holds the {what} {path}; it is not removed")
+    import shutil
+
+    try:
+        if targets:
+            trash = Path(tempfile.mkdtemp(prefix=_REMOVED_PREFIX, dir=folder))
+            for target in targets:
+                os.replace(target, trash / target.name)
+            _fsync_folder(folder)
+        for leftover in folder.glob(_REMOVED_PREFIX + "*"):
+            shutil.rmtree(leftover)
+    except OSError as exc:
+        raise OutputWriteError(folder, exc) from None

@@ -1,17 +1,20 @@
 """Progress on stderr (front end; decides nothing).
 
-Every command that computes reports progress here, in one of two forms: on a terminal a rich
-bar (transient); when stderr is not a terminal (a log file, CI, a pipe) plain stage lines
-``softrank CMD: ...``, one per stage or finished operator, so that a long run is never silent.
-``--quiet`` (:func:`set_quiet`) silences both; stdout is never touched.
+Every command that computes reports progress here, through one object, :class:`Progress`, in one
+of two forms: on a terminal a rich bar (transient); when stderr is not a terminal (a log file,
+CI, a pipe) plain lines ``softrank CMD: ...``, one per stage or finished operator, so that a long
+run is never silent.  ``--quiet`` (:func:`set_quiet`) silences both; stdout is never touched.
 
-* :func:`progress_bar`: a rich bar, hidden when stderr is not a terminal;
-* :func:`stage_line`: one plain line for a stage, when stderr is not a terminal;
-* :class:`StageProgress`: a run in named stages (``panel``) -- a bar on a terminal, a line per
-  stage in a log;
-* :class:`OperatorProgress`: progress of a run over operators -- a bar with the current operator
-  and its search stage on a terminal, one line per finished operator in a log (and, for a
-  single operator, one per search stage).
+A run reports in two ways, both on the one object:
+
+* in named stages (``panel``, ``report``, ``kv-budgets``): :meth:`Progress.stage`, whose shape
+  ``stage(name, done, total)`` (:data:`Stage`) is the one callback shape a study or a loader is
+  handed;
+* over operators (``bracket``, ``budgets``, ...): :meth:`Progress.advance` and
+  :meth:`Progress.finished` per operator, and :meth:`Progress.stage_callback`, the solver's
+  ``progress(stage, elapsed, budget)`` of one operator's search.
+
+:func:`stage_line` is one plain line for a stage, when stderr is not a terminal.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ from collections.abc import Callable
 
 from .escaping import plain_text, safe_text
 
+
+#: ``stage(name, done=0, total=0)``: now in stage ``name``, ``done`` of ``total`` units finished
+#: (0 of 0: not counted) -- :meth:`Progress.stage`, the one callback shape a study is handed.
+Stage = Callable[..., None]
 
 #: Set by ``--quiet`` (:func:`set_quiet`): no bar and no stage line.
 _QUIET = False
@@ -58,77 +65,34 @@ def stage_line(prog: str, text: str) -> None:
         print(f"{prog}: {plain_text(text)}", file=sys.stderr, flush=True)
 
 
-def progress_bar(enabled: bool = True):
-    """A rich progress bar on stderr (hidden when stderr is not a terminal, or with ``--quiet``)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+class Progress:
+    """Progress of one run on stderr (see the module docstring): ``prog`` names it in every line;
+    ``total`` is the number of operators (None: unknown), ``label`` the bar's text before the
+    first operator, ``unit`` what a stage counts.  ``bar``: a rich bar on a terminal (no bar
+    with False, e.g. for ``--json``); ``lines``: the plain lines when stderr is not a terminal.
+    Used as a context manager (the bar is shown inside the block)."""
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TimeRemainingColumn(), console=Console(stderr=True), transient=True,
-                    disable=not (enabled and not _QUIET and sys.stderr.isatty()))
-
-
-class StageProgress:
-    """A run in named stages, on stderr: on a terminal a rich bar whose text is the stage; else
-    a line as each piece of work ends -- ``prog: stage (done/total units)`` when a stage's count
-    grows, ``prog: stage done`` when the next stage begins -- so that input refused before any
-    work finishes stays the one line of its error."""
-
-    def __init__(self, prog: str, enabled: bool = True, *, unit: str = "operators") -> None:
-        self.prog, self.unit = prog, unit
-        self._bar = progress_bar(enabled)
-        self._task: Any = None
-        self._last: tuple[str, int] | None = None
-
-    def __enter__(self) -> StageProgress:
-        self._bar.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._bar.__exit__(*exc)
-
-    def stage(self, name: str, done: int = 0, total: int = 0) -> None:
-        """Now in stage ``name`` with ``done`` of ``total`` units finished (0 of 0: not counted)."""
-        if self._task is None:
-            self._task = self._bar.add_task(safe_text(name), total=total or None)
-        self._bar.update(self._task, description=safe_text(name), completed=done, total=total or None)
-        if self._last is not None and self._last[0] != name and not self._last[1]:
-            stage_line(self.prog, f"{self._last[0]} done")
-        if done and self._last != (name, done):
-            stage_line(self.prog, f"{name} ({done}/{total} {self.unit})" if total else f"{name} ({done})")
-        self._last = (name, done)
-
-
-class OperatorProgress:
-    """Progress of a run over operators, on stderr.
-
-    On a terminal (and with ``bar``): a rich bar over the operators whose text shows the current
-    operator and, where the solver reports it, its search stage (``stage_callback``).  When
-    stderr is not a terminal (a log file, CI): one line per finished operator
-    (:meth:`finished`), since a bar would not be seen there, and for a run over one operator
-    one line per search stage too.  ``--quiet`` silences both.
-    """
-
-    def __init__(self, prog: str, total: int | None, *, bar: bool = True, lines: bool = True,
-                 label: str = "operators") -> None:
-        self.prog, self.total, self.label = prog, total, label
+    def __init__(self, prog: str, total: int | None = None, *, bar: bool = True, lines: bool = True,
+                 label: str = "operators", unit: str = "operators") -> None:
+        self.prog, self.total, self.label, self.unit = prog, total, label, unit
         self.tty = sys.stderr.isatty()
         self.lines = lines and lines_wanted()
-        bar = bar and not _QUIET
         self._count = 0
         self._cpu = time.process_time()
-        self._bar = None
-        if bar and self.tty:
+        self._last: tuple[str, int] | None = None
+        self._bar: Any = None
+        self._task: Any = None
+        if bar and self.tty and not _QUIET:
             from rich.console import Console
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn,
+                                       TimeElapsedColumn, TimeRemainingColumn)
 
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[stage]}"),
-                                 console=Console(stderr=True), transient=True)
+            self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[stage]}"),
+                                     console=Console(stderr=True), transient=True)
             self._task = self._bar.add_task(label, total=total, stage="")
 
-    def __enter__(self) -> OperatorProgress:
+    def __enter__(self) -> Progress:
         if self._bar is not None:
             self._bar.__enter__()
         return self
@@ -137,7 +101,29 @@ class OperatorProgress:
         if self._bar is not None:
             self._bar.__exit__(*exc)
 
-    def stage(self, name: str, stage: str, elapsed: float, budget: float) -> None:
+    # ------------------------------------------------------------------ a run in named stages
+
+    def stage(self, name: str, done: int = 0, total: int = 0) -> None:
+        """Now in stage ``name`` with ``done`` of ``total`` units finished (0 of 0: not counted):
+        the bar's text and count on a terminal; else a line as each piece of work ends --
+        ``prog: stage (done/total units)`` when a stage's count grows, ``prog: stage done`` when
+        the next stage begins -- so that input refused before any work finishes stays the one
+        line of its error."""
+        if self._bar is not None:
+            self._bar.update(self._task, description=safe_text(name), completed=done, total=total or None)
+        if self._last is not None and self._last[0] != name and not self._last[1]:
+            self._line(f"{self._last[0]} done")
+        if done and self._last != (name, done):
+            self._line(f"{name} ({done}/{total} {self.unit})" if total else f"{name} ({done})")
+        self._last = (name, done)
+
+    def _line(self, text: str) -> None:
+        if self.lines:
+            stage_line(self.prog, text)
+
+    # ------------------------------------------------------------------ a run over operators
+
+    def search_stage(self, name: str, stage: str, elapsed: float, budget: float) -> None:
         """Show that operator ``name`` is in search ``stage`` (bar only)."""
         if self._bar is not None:
             budget_text = "" if budget == float("inf") else f", nominal {seconds_text(budget)}"
@@ -148,7 +134,7 @@ class OperatorProgress:
         """A ``progress(stage, elapsed, budget)`` callback for the bracket driver: the bar's
         text, or (one operator, no terminal) a line per stage; None when neither is shown."""
         if self._bar is not None:
-            return lambda stage, elapsed, budget: self.stage(name, stage, elapsed, budget)
+            return lambda stage, elapsed, budget: self.search_stage(name, stage, elapsed, budget)
         if self.lines and self.total == 1:
             return lambda stage, elapsed, budget: self.stage_line(name, stage, elapsed)
         return None

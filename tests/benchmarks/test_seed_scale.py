@@ -93,7 +93,7 @@ def test_a_unit_end_to_end(tmp_path, monkeypatch):
     sampled = {r["sha256"] for r in record["rows"] if r["operator"] in sample}
     assert {p.stem for p in (tmp_path / "results" / "sample").glob("*.json")} == sampled
     text = seed_scale.write_summary([unit])
-    assert "2 of 2 planned operators" in text and "| minilm | 16 | 0.25 | 2 |" in text
+    assert "2 of 2 planned operators" in text and "| minilm/w16 | 0.25 | 2 |" in text
     summary = json.loads((tmp_path / "results" / "summary.json").read_text())
     assert summary["done_units"] == 1 and summary["claims_verified"] == 12
 

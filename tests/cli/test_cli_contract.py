@@ -290,7 +290,7 @@ def test_operator_column_is_never_cut_at_80_columns(tmp_path, tiny_panel):
 def test_long_distinct_names_fold_other_columns(monkeypatch):
     """No common prefix: the names keep their full width and the other columns give way."""
     from softrank_cert.certio.certificate import decode_certificate
-    from softrank_cert.cli.verify import _checked_entry, render_report
+    from softrank_cert.cli.verify import _checked_entry, render_verify_table
     from softrank_cert.verification import VerifyReport, check_claims
 
     monkeypatch.setenv("COLUMNS", "80")
@@ -302,7 +302,7 @@ def test_long_distinct_names_fold_other_columns(monkeypatch):
     for index, n in enumerate(names):
         entry, margins[index] = _checked_entry(VerifyReport(f"{n}.json", n, None, pairs, cert), None)
         entries.append(entry)
-    text = render_report(entries, margins)
+    text = render_verify_table(entries, margins)
     assert max(len(line) for line in text.splitlines()) <= 80, text
     for name in names:
         assert name in text  # the operator column (in the files table) is never cut

@@ -39,7 +39,7 @@ def test_a_stage_line_says_wall_and_cpu_seconds(capsys, monkeypatch):
     from softrank_cert.util import progress
 
     monkeypatch.setattr(progress, "lines_wanted", lambda: True)
-    bar = progress.OperatorProgress("softrank bracket", 1, bar=False)
+    bar = progress.Progress("softrank bracket", 1, bar=False)
     bar.stage_line("op", "smooth 1/3", 179.24)
     line = capsys.readouterr().err.strip()
     assert line.startswith("softrank bracket: op: stage smooth 1/3 done (179 s wall, ") and line.endswith(" s CPU)")

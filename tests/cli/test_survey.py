@@ -269,13 +269,13 @@ def test_the_page_in_process_has_every_section_and_the_stage_list(copy):
     its heatmap, per-layer and KV sections, the KV figure drawn from the re-derived budgets."""
     from softrank_cert.studies.survey.page import head_position, kv_shortfall, write_survey_page
     from softrank_cert.studies.survey.stages import STAGES
-    from softrank_cert.util.progress import StageProgress
+    from softrank_cert.util.progress import Progress
 
     assert [stage.name for stage in STAGES] == ["panel", "brackets", "kv-budgets", "report"]
     assert head_position("smollm2/apache2/w128/L3H7") == ("smollm2/apache2", 128, 3, 7)
     assert head_position("not/a/head") is None
     page = copy / "in-process.html"
-    with StageProgress("test", False) as progress:
+    with Progress("test", bar=False) as progress:
         doc = write_survey_page(copy, page, progress=progress)
     html = page.read_text()
     assert 'id="kv-budgets"' in html and 'id="layers"' in html and kv_shortfall(doc) == 0

@@ -87,8 +87,8 @@ def test_qwen05_captured_probabilities_and_a_verified_head(qwen05, monkeypatch, 
 
 @pytest.mark.slow
 @_needs("qwen2.5-0.5b")
-def test_qwen05_block_pricing_is_below_the_whole_model() -> None:
-    info = open_gguf("qwen2.5-0.5b")
+def test_qwen05_block_pricing_is_below_the_whole_model(qwen05) -> None:
+    info = qwen05.gguf  # the metadata open_gguf read for the module's checkpoint
     assert len(info.block_parameters) == info.layers == 24
     assert info.load_bytes(1) < info.load_bytes(12) < info.load_bytes() == info.load_bytes(24)
 
@@ -144,12 +144,18 @@ def dinov2() -> HFCheckpoint:
     return HFCheckpoint("dinov2-small")
 
 
-@pytest.mark.slow
-@needs_dinov2
-def test_dinov2_captured_probabilities_and_a_verified_head(dinov2, tmp_path) -> None:
+@pytest.fixture(scope="module")
+def dinov2_capture(dinov2) -> tuple[Path, torch.Tensor, list]:
+    """The photograph, its pixels and the capture of all 12 layers, once for the module's tests."""
     photo = package_file(*PHOTO)
     pixels, _ = load_image(dinov2, photo)
-    records = capture_attention(dinov2.model, {"pixel_values": pixels})
+    return photo, pixels, capture_attention(dinov2.model, {"pixel_values": pixels})
+
+
+@pytest.mark.slow
+@needs_dinov2
+def test_dinov2_captured_probabilities_and_a_verified_head(dinov2, dinov2_capture, tmp_path) -> None:
+    photo, pixels, records = dinov2_capture
     assert len(records) == 12 and records[0].q.shape == (6, 257, 64) and records[0].mask == "none"
     dinov2.model.set_attn_implementation("eager")
     with torch.no_grad():
@@ -166,7 +172,7 @@ def test_dinov2_captured_probabilities_and_a_verified_head(dinov2, tmp_path) -> 
 
 @pytest.mark.slow
 @needs_dinov2
-def test_dinov2_matches_the_onnx_graphs_own_softmax(dinov2) -> None:
+def test_dinov2_matches_the_onnx_graphs_own_softmax(dinov2_capture) -> None:
     """The converted model's attention equals the ONNX graph's (run by onnx's reference
     evaluator in float32) to float32 accuracy, every layer and head."""
     import onnx
@@ -174,8 +180,7 @@ def test_dinov2_matches_the_onnx_graphs_own_softmax(dinov2) -> None:
 
     from softrank_cert.models.dinov2_onnx import _source
 
-    pixels, _ = load_image(dinov2, package_file(*PHOTO))
-    records = capture_attention(dinov2.model, {"pixel_values": pixels})
+    _, pixels, records = dinov2_capture
     graph = onnx.load(str(_source()))
     softmax = [node.output[0] for node in graph.graph.node if node.op_type == "Softmax"]
     graph.graph.output.extend(onnx.helper.make_value_info(name, onnx.TypeProto()) for name in softmax)

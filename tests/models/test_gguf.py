@@ -157,8 +157,8 @@ def test_missing_file_and_package_are_one_line_refusals(tmp_path, monkeypatch) -
 
 @pytest.mark.slow
 @needs_file
-def test_memory_is_checked_before_loading(monkeypatch) -> None:
-    info = open_gguf("smollm2")
+def test_memory_is_checked_before_loading(smollm2, monkeypatch) -> None:
+    info = smollm2.gguf  # the metadata open_gguf read for the module's checkpoint
     assert info.context_length == 8192 and (info.layers, info.heads, info.head_dim) == (30, 9, 64)
     monkeypatch.setattr(gguf_file, "available_memory", lambda: 1 << 28)
     with pytest.raises(InvalidInputError, match=r"needs about .* of memory, 256\.0 MiB is available"):

@@ -13,6 +13,7 @@ GGUF name mapping.
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,7 @@ pytest.importorskip("accelerate", reason="transformers' GGUF loader needs accele
 from conftest import run_in_process  # noqa: E402
 from softrank_cert.errors import InvalidInputError  # noqa: E402
 from softrank_cert.models.gguf_check import ARCHITECTURES, check_loading_info, layout_tensors  # noqa: E402
-from softrank_cert.models.gguf_file import read_gguf  # noqa: E402
+from softrank_cert.models.gguf_file import one_parse, read_gguf  # noqa: E402
 from softrank_cert.models.hf_panel import HFCheckpoint  # noqa: E402
 from tests.models.gguf_forge import BLOCKS, HEAD_DIM, HEADS, KV_HEADS, WIDTH, forge, tensors  # noqa: E402
 from tests.helpers import softrank_subprocess
@@ -132,6 +133,36 @@ def test_well_formed_file_loads_its_own_weights(arch, tmp_path) -> None:
     assert prov["gguf_tensor_count"] == len(tensors(arch)) and prov["gguf_blocks"] == BLOCKS
     assert prov["gguf_tensor_types"] == {"F32": len(tensors(arch))}
     assert f"the file's {len(tensors(arch))} tensors, checked against the {arch} layout (2 blocks)" in prov["weights"]
+
+
+def test_a_load_parses_the_file_once_and_builds_one_tokenizer(tmp_path, monkeypatch) -> None:
+    """transformers' GGUF loader opens the file for the configuration and for the tensors, the
+    block loader once more, and each parse reads all the metadata (seconds for a large
+    vocabulary): one parse serves the whole load, and the tokenizer is built once."""
+    info = read_gguf(str(forge(tmp_path / "m.gguf")))
+    parsed: list[str] = []
+
+    class Counting(gguf.GGUFReader):
+        def __init__(self, path, *args, **kwargs) -> None:
+            parsed.append(Path(path).name)
+            super().__init__(path, *args, **kwargs)
+
+    monkeypatch.setattr(gguf, "GGUFReader", Counting)
+    ckpt = HFCheckpoint(info)
+    assert parsed == ["m.gguf"] and gguf.GGUFReader is Counting
+    assert ckpt.tokenizer() is ckpt.tokenizer() and parsed == ["m.gguf"] * 2
+
+
+def test_one_parse_parses_again_a_changed_or_other_file(tmp_path) -> None:
+    path, other = forge(tmp_path / "m.gguf"), forge(tmp_path / "other.gguf")
+    plain = gguf.GGUFReader
+    with one_parse(path):
+        first = gguf.GGUFReader(str(path))
+        assert gguf.GGUFReader(path) is first and gguf.GGUFReader(str(other)) is not first
+        assert gguf.GGUFReader(str(path), "c") is not first
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1000))
+        assert gguf.GGUFReader(str(path)) is not first
+    assert gguf.GGUFReader is plain
 
 
 def test_loading_info_is_a_second_check_after_loading(tmp_path, capfd) -> None:

@@ -22,7 +22,7 @@ from softrank_cert.solvers.backend import NUMPY
 from softrank_cert.solvers.lower.smooth_key import selection_pair
 from softrank_cert.solvers.device import (NUMPY_DEVICE, PROVENANCE_KEY, TORCH_CPU_COST, SearchDevice, calibrate,
                                          check_device_memory, device_search_bytes, resolve_device)
-from softrank_cert.solvers.upper.lbfgs import minimise
+from softrank_cert.solvers.lbfgs import minimise
 from softrank_cert.solvers.upper.smooth import SmoothState, run_stages, tsvd_start
 from softrank_cert.solvers.work import Budget
 from softrank_cert.util.dense import Dense

@@ -1,11 +1,11 @@
-"""The numpy L-BFGS loop of the smoothed witness search (solvers/upper/lbfgs.py)."""
+"""The numpy L-BFGS loop of the smoothed witness search (solvers/lbfgs.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from softrank_cert.solvers.upper.lbfgs import MAX_LINE_SEARCH, minimise
+from softrank_cert.solvers.lbfgs import MAX_LINE_SEARCH, minimise
 
 
 class Counted:

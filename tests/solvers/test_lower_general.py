@@ -83,7 +83,7 @@ def test_general_pairs_raise_the_search_and_are_charged(head) -> None:
     budget = Budget(work=6000.0)
     s = LowerSearch(d, [0.25], got.append, lambda eps: 8, lambda eps: 1)
     s.run(budget.until())
-    assert s.best_k(0.25) == 8 and any(c.origin.startswith("general_") for c in got)
+    assert s.best_k(0.25) == 8 and any(c.method.startswith("general_") for c in got)
     for c in got:
         assert verify_lower(op, down_eps(c.threshold), c.k, c.X, c.Y).status is Status.VERIFIED
     empty = Budget(work=0.0)

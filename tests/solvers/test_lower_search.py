@@ -10,7 +10,7 @@ import pytest
 
 from softrank_cert.kernel import Operator, Status, verify_lower
 from softrank_cert.util.operator_files import load_operators
-from softrank_cert.solvers.lower import search as lower_search
+from softrank_cert.solvers.lower.families import local as lower_local
 from softrank_cert.util.dense import Dense, threshold
 from softrank_cert.solvers.lower.pooled import pooled
 from softrank_cert.solvers.lower.lp import RowLP, feasible, signed_y
@@ -57,7 +57,7 @@ def test_every_certificate_handed_over_verifies(heads: list[Operator]) -> None:
         for c in got:
             assert c.X.shape == (c.k, A.shape[0]) and c.Y.shape == (A.shape[1], c.k)
             assert np.isclose(c.threshold, threshold(A, c.X, c.Y), rtol=1e-12)
-            if not c.origin.startswith("general_"):  # signed key groups: ||Y|| = 1
+            if not c.method.startswith("general_"):  # signed key groups: ||Y|| = 1
                 assert np.abs(c.Y).sum(axis=1).max() == 1.0
             assert verify_lower(op, down_eps(c.threshold), c.k, c.X, c.Y).status is Status.VERIFIED
         for eps in EPS:  # the best k per tolerance was handed over
@@ -134,7 +134,7 @@ def test_planted_blocks_at_least_pooled() -> None:
 def test_resumed_runs_do_the_same_work(heads: list[Operator], monkeypatch: pytest.MonkeyPatch) -> None:
     """Slices of work (as the driver gives the search) larger than any one unit of it give the
     same states as one run."""
-    monkeypatch.setattr(lower_search, "ILS_PATIENCE", 6)
+    monkeypatch.setattr(lower_local, "ILS_PATIENCE", 6)
     one, _ = search(heads[1], EPS)
     assert one.run(for_seconds(60))
     sliced, _ = search(heads[1], EPS)

@@ -56,13 +56,13 @@ def test_large_k_family_lifts_the_search_deterministically(head) -> None:
     got: list = []
     s = _search(d, LowerSearch.smooth, got)
     assert (signed.best_k(0.25), s.best_k(0.25)) == (7, 8)
-    smooth = [c for c in got if c.origin.startswith("general_smooth_")]
+    smooth = [c for c in got if c.method.startswith("general_smooth_")]
     assert smooth and all(c.k > 4 for c in smooth)
     for c in got:
         assert verify_lower(op, down_eps(c.threshold), c.k, c.X, c.Y).status is Status.VERIFIED
     again: list = []
     _search(d, LowerSearch.smooth, again)
-    assert [(c.k, c.origin) for c in again] == [(c.k, c.origin) for c in got]
+    assert [(c.k, c.method) for c in again] == [(c.k, c.method) for c in got]
     assert all(np.array_equal(a.X, b.X) and np.array_equal(a.Y, b.Y) for a, b in zip(again, got))
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from softrank_cert.kernel import Operator, Status, verify_lower, verify_upper
-from softrank_cert.solvers import CandidatePool, Dense, bracket_operator, threshold, witness_error
+from softrank_cert.solvers import CandidatePool, Dense, OneShot, bracket_operator, threshold, witness_error
 from softrank_cert.util.dense import attention_matrix
 from softrank_cert.solvers.work import Budget
 from tests.helpers import down_eps
@@ -39,12 +39,12 @@ def test_attention_matrix_rows_and_mask() -> None:
     assert np.allclose(attention_matrix(beta), E / E.sum(axis=1, keepdims=True))
 
 
-@pytest.mark.parametrize("origin", ["tsvd", "smooth"])
+@pytest.mark.parametrize("method", ["tsvd", "smooth"])
 @pytest.mark.parametrize("rank", [3, 8])
-def test_pool_witness_verifies(dense: tuple[Operator, Dense], origin: str, rank: int) -> None:
+def test_one_shot_witness_verifies(dense: tuple[Operator, Dense], method: str, rank: int) -> None:
     op, d = dense
-    w = CandidatePool(d).witness(origin, rank)
-    assert w.origin == origin and w.U.shape == (24, rank) and w.W.shape == (24, rank)
+    w = OneShot(CandidatePool(d)).witness(method, rank)
+    assert w.method == method and w.U.shape == (24, rank) and w.W.shape == (24, rank)
     assert np.isclose(w.error, witness_error(d.A, w.U, w.W), rtol=1e-12)
     assert verify_upper(op, up_eps(w.error), rank, w.U, w.W).status is Status.VERIFIED
     assert verify_upper(op, f"{w.error * 0.999:.12f}", rank, w.U, w.W).status is Status.REJECTED
@@ -53,28 +53,28 @@ def test_pool_witness_verifies(dense: tuple[Operator, Dense], origin: str, rank:
 def test_smoothed_witness_never_worse_than_the_truncated_svd(dense: tuple[Operator, Dense]) -> None:
     _, d = dense
     for rank in (2, 5):
-        pool = CandidatePool(d)
-        e_svd = pool.witness("tsvd", rank).error
-        assert CandidatePool(d).witness("smooth", rank).error <= e_svd + 1e-12
+        e_svd = OneShot(CandidatePool(d)).witness("tsvd", rank).error
+        assert OneShot(CandidatePool(d)).witness("smooth", rank).error <= e_svd + 1e-12
 
 
-@pytest.mark.parametrize("origin", ["pivot", "pooled"])
+@pytest.mark.parametrize("method", ["pivot", "pooled"])
 @pytest.mark.parametrize("k", [1, 3])
-def test_pool_lower_pair_verifies(dense: tuple[Operator, Dense], origin: str, k: int) -> None:
+def test_one_shot_lower_pair_verifies(dense: tuple[Operator, Dense], method: str, k: int) -> None:
     op, d = dense
-    c = CandidatePool(d).lower_pair(origin, k)
-    assert c.origin == origin and c.X.shape == (k, 24) and c.Y.shape == (24, k)
+    c = OneShot(CandidatePool(d)).lower_pair(method, k)
+    assert c.method == method and c.X.shape == (k, 24) and c.Y.shape == (24, k)
     t = threshold(d.A, c.X, c.Y)
     assert t > 0 and np.isclose(t, c.threshold)
     assert verify_lower(op, down_eps(t), k, c.X, c.Y).status is Status.VERIFIED
     assert verify_lower(op, f"{t * 1.001:.12f}", k, c.X, c.Y).status is Status.REJECTED
 
 
-def test_spent_pool_runs_nothing_but_the_truncated_svd(dense: tuple[Operator, Dense]) -> None:
+def test_spent_one_shot_runs_nothing_but_the_truncated_svd(dense: tuple[Operator, Dense]) -> None:
     _, d = dense
-    pool = CandidatePool(d, Budget(work=0.0).until())
-    assert pool.lower_pair("pivot", 3) is None and pool.witness("smooth", 4) is None
-    assert pool.witness("tsvd", 4).origin == "tsvd"
+    pool = CandidatePool(d)
+    shots = OneShot(pool, Budget(work=0.0).until())
+    assert shots.lower_pair("pivot", 3) is None and shots.witness("smooth", 4) is None
+    assert shots.witness("tsvd", 4).method == "tsvd" and pool.witnesses[4].method == "tsvd"
 
 
 EPS = ["0.05", "0.1", "0.25", "0.5", "0.9"]

@@ -3,7 +3,7 @@
 For a fixed query side ``X`` (``C = X A``, k x N) the best key side of Theorem L minimises
 ``||Y|| = max_j sum_b |Y_jb|`` subject to ``C Y = I`` (:class:`.general.KeyLP` solves it as an
 LP with k^2 equality rows, too large past k ~ 28).  Here the same problem is solved
-approximately by L-BFGS (:mod:`..upper.lbfgs`) on ``Y = Y0 + P Z`` with the projector
+approximately by L-BFGS (:mod:`..lbfgs`) on ``Y = Y0 + P Z`` with the projector
 ``P = I - C^+ C`` (``C^+ = C^T (C C^T)^{-1}``: one k x k Cholesky factorisation), which keeps
 every iterate on the affine set, and the smooth surrogate::
 
@@ -26,7 +26,7 @@ import numpy as np
 
 from ...util.dense import threshold
 from ..backend import NUMPY, NumpyBackend
-from ..upper.lbfgs import minimise
+from ..lbfgs import minimise
 from ..work import CALL_UNITS, Until, entries_units, seconds_units
 from .starts import selection
 

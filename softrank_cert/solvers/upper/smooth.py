@@ -9,7 +9,7 @@ with gradient ``G = p_i R_ij / sqrt(R_ij^2 + delta^2)`` (``p = softmax(tau f)``)
 and ``dF/dW = -G^T U``: three m x N x r products per evaluation.  ``F`` overestimates the true
 error by at most ``log(m)/tau`` and underestimates each row by at most ``N delta``, so sharpening
 ``tau`` up and ``delta`` down (continuation, relative to the current error) drives it to the
-true objective.  L-BFGS (:mod:`.lbfgs`, memory 5) does each stage; between stages ``W`` is
+true objective.  L-BFGS (:mod:`..lbfgs`, memory 5) does each stage; between stages ``W`` is
 re-orthonormalised (QR, the triangle folded into ``U``).  The float64 true error of the current
 iterate is measured every few evaluations and the best pair seen is what comes back: the
 surrogate only steers.  ``F`` and its gradient may be evaluated in float32 (the error that
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from ...util.dense import Dense, as_dense
 from ..backend import NUMPY, NumpyBackend
-from .lbfgs import minimise
+from ..lbfgs import minimise
 from ..work import Until, check_units, evaluation_units
 
 #: Continuation stages ``(tau * e, delta * N / e)`` for the current error ``e``.

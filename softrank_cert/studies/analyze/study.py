@@ -81,7 +81,7 @@ from .report import build_report
 from .stats import operator_features
 from ...plumbing.certificate_files import declared_format, expand_json_paths, is_certificate_format
 from ...util.files import loads_unique, write_text_atomic
-from ...util.progress import OperatorProgress, stage_line
+from ...util.progress import Progress, stage_line
 
 if TYPE_CHECKING:
     from ...util.operator_files import NamedOperator
@@ -415,7 +415,7 @@ def analysis(certificates: list[str], panels: list[str], eps: str | None = None,
     start = time.perf_counter()
     results: list[Any] = [None] * len(tasks)
     with campaign.running() if campaign is not None else nullcontext(), \
-            OperatorProgress("softrank analyze", len(tasks), bar=show_progress, label="analysing") as bar:
+            Progress("softrank analyze", len(tasks), bar=show_progress, label="analysing") as bar:
         with closing(run_tasks(operator_result, tasks, jobs=jobs, scheduler=scheduler,
                                done=lambda j: bar.advance(read[j][2]))) as out:
             for outcome in out:

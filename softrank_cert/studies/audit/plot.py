@@ -13,20 +13,26 @@ from ...plumbing.plotting import save_figure_atomic
 
 
 def plot_ratios(rows: list[Any], path: Path) -> None:
-    """Scatter of published vs audited ``upper / max(lower, 1)`` (log-log), written atomically."""
+    """Scatter of published vs audited ``upper / lower`` (log-log;
+    :func:`~softrank_cert.studies.report.summary.bracket_ratio`), written atomically."""
     save_figure_atomic(ratio_figure(rows), path)
 
 
 def ratio_figure(rows: list[Any]) -> Any:
     """The matplotlib figure of :func:`plot_ratios`: rows with the same published and audited
-    ratios are one marker, its area growing with their number, annotated with the count."""
+    ratios are one marker, its area growing with their number, annotated with the count.  A row
+    without both brackets, or whose ratio is unbounded (a lower end 0 below a positive upper
+    end), is not drawn."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from ...plumbing.plotting import label_log_axis
-    from .rows import ratio
+    from ..report.summary import bracket_ratio
+
+    def ratio(lower: int | None, upper: int | None) -> float | None:
+        return None if lower is None or upper is None else bracket_ratio(lower, upper)
 
     fig, ax = plt.subplots(figsize=(6.4, 5.4))
     values: list[float] = [1.0]
@@ -58,8 +64,8 @@ def ratio_figure(rows: list[Any]) -> Any:
     pad = (top / 1.0) ** 0.04 if top > 1 else 1.05
     ax.set_xlim(1 / pad, top * pad)
     ax.set_ylim(1 / pad, top * pad)
-    ax.set_xlabel(r"published ratio $u / \max(\ell, 1)$")
-    ax.set_ylabel(r"audited ratio $u / \max(\ell, 1)$ (kernel-verified ends)")
+    ax.set_xlabel(r"published ratio $u / \ell$")
+    ax.set_ylabel(r"audited ratio $u / \ell$ (kernel-verified ends)")
     ax.set_title(f"softrank audit: bracket ratios of {plotted} rows\n(numbers: rows at the same point)", fontsize=11)
     if not plotted:
         ax.text(0.5, 0.5, "no row has both published and audited ends", ha="center", va="center",

@@ -122,7 +122,7 @@ def audit_operator(name: str, spec: dict[str, Any], rows: list[PublishedRow], ce
     Rows without a certificate are reproduced by one solver run for all their tolerances; with
     ``keep_reproduction`` the result carries that run's certificate (a campaign's state).
     """
-    from ...solvers.bracket import bracket_operator
+    from ...solvers import bracket_operator
 
     op = unpack_operator(spec)
 

@@ -240,10 +240,3 @@ def summary(result: AuditResult) -> dict[str, Any]:
         counts[row.status] += 1
     return {"rows": len(result.rows), "operators": result.operators, "statuses": counts,
             "evidence_certificates": len(result.evidence_files), "seconds": round(result.seconds, 3)}
-
-
-def ratio(lower: int | None, upper: int | None) -> float | None:
-    """``upper / max(lower, 1)`` for the plot (None without both ends)."""
-    if lower is None or upper is None:
-        return None
-    return float(upper) / float(max(lower, 1))

@@ -166,9 +166,7 @@ def rechecked(outcome: Any, named: Any, task: tuple) -> Any:
     else makes the outcome a failure (the operator's rows become ``error`` rows with the reason).
     The rows' statuses are the worker's judgement of verified ends: numbers in a report, not a
     certificate (a resumed audit judges them again from the kept reproduction)."""
-    import dataclasses
-
-    from ...plumbing.campaign import recheck_from_worker, worker_failure
+    from ...plumbing.campaign import rechecked_outcome, worker_failure
     from .reproduction import reproduction_tolerances
 
     audited = outcome.value
@@ -176,25 +174,23 @@ def rechecked(outcome: Any, named: Any, task: tuple) -> Any:
     if not isinstance(audited, OperatorAudit):
         return worker_failure(outcome, f"a worker returned a {type(audited).__name__}, not an operator's audit", 2)
     plain = [row for row in rows if row.certificate is None]
-    evidence = reproduction = None
+    certificates: dict[str, tuple[Any, list[str] | None]] = {}
     if audited.evidence is not None:
         path, document = audited.evidence if isinstance(audited.evidence, tuple) and len(audited.evidence) == 2 \
             else (None, None)
         if path is None or Path(path) != Path(evidence_path):
             return worker_failure(outcome, f"a worker named another evidence file than {Path(evidence_path).as_posix()}", 2)
-        evidence, _report, why, code = recheck_from_worker(document, f"{name} evidence (from a worker)", name,
-                                                           named.operator, None, provenance=provenance)
-        if evidence is None:
-            return worker_failure(outcome, f"evidence: {why}", code)
+        certificates["evidence"] = (document, None)
     if keep and plain:
-        reproduction, _report, why, code = recheck_from_worker(audited.reproduction, f"{name} reproduction (from a worker)",
-                                                               name, named.operator, reproduction_tolerances(plain),
-                                                               provenance=provenance)
-        if reproduction is None:
-            return worker_failure(outcome, f"reproduction: {why}", code)
-    return dataclasses.replace(outcome, value=OperatorAudit(audited.rows, None if evidence is None else
-                                                            (Path(evidence_path), evidence), reproduction,
-                                                            audited.solver_seconds))
+        certificates["reproduction"] = (audited.reproduction, reproduction_tolerances(plain))
+
+    def rebuild(verified: dict[str, tuple[dict[str, Any], Any]]) -> OperatorAudit:
+        evidence = verified["evidence"][0] if "evidence" in verified else None
+        reproduction = verified["reproduction"][0] if "reproduction" in verified else None
+        return OperatorAudit(audited.rows, None if evidence is None else (Path(evidence_path), evidence), reproduction,
+                             audited.solver_seconds)
+
+    return rechecked_outcome(outcome, name, named.operator, provenance, certificates, rebuild)
 
 
 __all__ = ["AuditResult", "OperatorAudit", "PublishedRow", "RowError", "RowResult", "STATUSES", "audit_operator",

@@ -24,7 +24,7 @@ from ...errors import InvalidInputError
 from ...plumbing.certificate_files import certificate_path, certificate_paths
 from ...plumbing.campaign import Campaign
 from ...util.files import canonical_dump, write_json_atomic, write_text_atomic
-from ...util.progress import OperatorProgress
+from ...util.progress import Progress
 from .operators import RESULT_VERSION, OperatorBudgets, study_operator, summarize
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ def _run_study(operators: list[tuple[NamedOperator, str]], tasks: list[tuple], t
 
     here = in_process(jobs, scheduler, len(todo))
     with campaign.running() if campaign is not None else nullcontext(), \
-            OperatorProgress("softrank budgets", len(tasks), bar=show_progress) as bar:
+            Progress("softrank budgets", len(tasks), bar=show_progress) as bar:
         for i in sorted(results):
             bar.advance(operators[i][0].name)
             bar.finished(operators[i][0].name, "kept (resumed: re-verified certificate)")
@@ -207,25 +207,22 @@ def _rechecked(outcome: Any, operator: tuple[NamedOperator, str], task: tuple) -
     (:meth:`~softrank_cert.studies.budgets.operators.OperatorBudgets.from_verified`, as a resume
     does), or the outcome becomes a failure saying why.  A task asked for no certificate (no
     ``--certificates``, no campaign) returns only numbers, which are passed on as they are."""
-    import dataclasses
-
-    from ...plumbing.campaign import recheck_from_worker, worker_failure
+    from ...plumbing.campaign import rechecked_outcome
 
     item, (named, stem) = outcome.value, operator
     _spec, name, _stem, eps, budgets, _seconds, _sharpen, wanted, _provenance = task
     if not wanted:
         return outcome
     document = item.certificate if isinstance(item, OperatorBudgets) else None
-    verified, report, why, code = recheck_from_worker(document, f"{name} (from a worker)", name, named.operator, [eps],
-                                                      provenance=named.provenance)
-    if verified is None:
-        return worker_failure(outcome, why, code)
-    result = OperatorBudgets.from_verified(name, stem, named.operator,
-                                           report.certificate.brackets[0],  # type: ignore[union-attr]  # verified: a report
-                                           report.pairs[0],  # type: ignore[union-attr]
-                                           budgets, item.sharpened, item.seconds)
-    result.certificate = verified
-    return dataclasses.replace(outcome, value=result)
+
+    def rebuild(verified: dict[str, tuple[dict[str, Any], Any]]) -> OperatorBudgets:
+        certificate, verification = verified[""]
+        result = OperatorBudgets.from_verified(name, stem, named.operator, verification.certificate.brackets[0],
+                                               verification.pairs[0], budgets, item.sharpened, item.seconds)
+        result.certificate = certificate
+        return result
+
+    return rechecked_outcome(outcome, name, named.operator, named.provenance, {"": (document, [eps])}, rebuild)
 
 
 class _BudgetsCampaign(Campaign):

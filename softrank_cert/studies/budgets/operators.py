@@ -130,10 +130,8 @@ def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], 
     Returns the new ends and one note per end that moved; ``evidence`` (a dict), when given,
     receives each moved end as the kernel sealed it (``"upper"``, ``"lower"``).
     """
-    from ...solvers.candidates import POOLED_MAX_K, CandidatePool
+    from ...solvers import POOLED_MAX_K, Budget, CandidatePool, OneShot, default_work, first_verified
     from ...util.dense import Dense
-    from ...solvers.settle import first_verified
-    from ...solvers.work import Budget, default_work
 
     (k, k_method), (r, r_method) = lower, upper
     if not any(k <= b < r for b in budgets):
@@ -143,14 +141,14 @@ def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], 
         budget = Budget(work=default_work(*op.shape))
     else:
         budget = Budget(deadline=time.perf_counter() + seconds if seconds != float("inf") else None)
-    prof = CandidatePool(Dense.of(op), budget.until())
+    prof = OneShot(CandidatePool(Dense.of(op)), budget.until())
     notes: list[str] = []
     for b in sorted((b for b in budgets if k <= b < r), reverse=True):
         found: tuple[str, Any, Any] | None = first_verified(op, ((eps, w) for c in ("tsvd", "smooth")
                                     if (w := prof.witness(c, b)) is not None and w.error <= value * (1 + 1e-12)))
         if found is None:
             break
-        r, r_method = b, found[1].origin
+        r, r_method = b, found[1].method
         notes.append(f"upper {b} ({r_method})")
         if evidence is not None:
             evidence["upper"] = found[2]
@@ -183,7 +181,7 @@ def study_operator(spec: dict[str, Any], name: str, document: str, eps: str, bud
     """
     from ...geometry.supports import stdout_to_stderr
     from ...plumbing.parallel import unpack_operator
-    from ...solvers.bracket import bracket_operator
+    from ...solvers import bracket_operator
 
     op = unpack_operator(spec)
     start = time.perf_counter()

@@ -1,10 +1,13 @@
 """A bracket folder in, the KV-budget report and its figures out (UNTRUSTED orchestration).
 
-The entry points a command or a survey stage calls (``softrank kv-budgets``; the checks of every
-output path before any work are the caller's, ``cli/kv_budgets_cmd.py``):
+The entry points a command or a survey stage calls (``softrank kv-budgets``, the survey's
+``kv-budgets`` stage):
 
 * :func:`bracket_folder`: the ``softrank bracket --all`` folder of ``FOLDER`` -- itself, or a
   survey's ``FOLDER/certs`` (the survey folder of ``softrank survey``);
+* :func:`check_outputs`: every output path checked before any work; :func:`certify_folder`: the
+  whole run (an earlier run's outputs removed first when forced, then :func:`study_folder` and
+  :func:`write_report`);
 * :func:`study_folder`: every head of its manifest (:func:`~.study.run_study`, certificates
   written as each head is done) and the report document (envelope included);
 * :func:`write_report`: ``kv_budgets.json`` and one figure per model, together and atomically;
@@ -16,13 +19,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 from ...plumbing.campaign import MANIFEST_NAME
-from ...util.files import OutputFiles
+from ...errors import InvalidInputError
+from ...util.files import OutputFiles, check_folder_unused, check_output_file, remove_outputs
+from ...util.progress import Stage
 from .plot import figure_name, kv_figures, models
 from .policies import Policy
-from .study import OUTPUT_FOLDER, REPORT_NAME, report_body, run_study
+from .study import OUTPUT_FOLDER, REPORT_NAME, policy_certificate_path, report_body, run_study
 
 #: The bracket campaign folder inside a survey folder (``softrank survey``).
 SURVEY_CERTIFICATES = "certs"
@@ -43,7 +47,7 @@ def figures_folder(folder: Path) -> Path:
 
 
 def study_folder(folder: Path, policies: list[Policy], tolerances: list[str] | None = None, *, resume: bool = False,
-                 key: Any = None, advance: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
+                 key: Any = None, stage: Stage | None = None) -> dict[str, Any]:
     """The KV-budget report of the bracket folder ``folder`` (``tolerances``: a subset of its
     campaign's, default all); the policy certificates are written into it as each head is done
     (signed with ``key``; ``resume``: kept ones re-checked, :mod:`.study`)."""
@@ -56,7 +60,7 @@ def study_folder(folder: Path, policies: list[Policy], tolerances: list[str] | N
     signer = manifest.get("signer") if isinstance(manifest.get("signer"), str) else None
     entries = [(p.name, p.path if p.size is not None else None, p.why_missing) for p in plan(folder, manifest)]
     records = run_study(entries, policies, chosen, folder=folder, resume=resume, key=key, signer=signer,
-                        advance=advance)
+                        stage=stage)
     report = envelope("kv-budgets", report_body(folder, records, policies, chosen, started, signed=key is not None))
     report["figures"] = {model: str((figures_folder(folder) / figure_name(model)).relative_to(folder))
                          for model in models(report)}
@@ -77,4 +81,38 @@ def write_report(folder: Path, report: dict[str, Any]) -> None:
         outputs.stage_json(Path(folder) / REPORT_NAME, report)
 
 
-__all__ = ["SURVEY_CERTIFICATES", "bracket_folder", "figure_paths", "figures_folder", "study_folder", "write_report"]
+def check_outputs(folder: Path, operators: list[str], policies: list[str], inputs: dict[str, Path],
+                  replace: bool) -> None:
+    """Every output path of a run on ``folder`` checked before any work: nothing replaced without
+    ``replace`` (``--force`` or ``--resume``), no output that is one of ``inputs`` (exit 2)."""
+    probed: set[Path] = set()
+    if (folder / REPORT_NAME).exists() and not replace:
+        raise InvalidInputError(f"{folder / REPORT_NAME}: exists (an earlier run); give --resume to keep its "
+                                "certificates that re-verify, or --force to compute everything again")
+    check_output_file(folder / REPORT_NAME, "the report", force=replace, inputs=inputs, probed=probed)
+    for policy in policies:
+        for name in operators:
+            check_output_file(policy_certificate_path(folder, policy, name), f"the {policy} certificate",
+                              force=replace, inputs=inputs, probed=probed)
+    check_folder_unused(figures_folder(folder), "the figures folder", force=replace)
+
+
+def certify_folder(folder: Path, policies: list[Policy], tolerances: list[str] | None, *, stage: Stage,
+                   resume: bool = False, force: bool = False, key: Any = None,
+                   inputs: dict[str, Path] | None = None) -> dict[str, Any]:
+    """A whole run on the bracket folder ``folder`` whose outputs were checked
+    (:func:`check_outputs`): with ``force`` (and not ``resume``) the earlier run's report and
+    ``kv-budgets/`` folder -- every policy's certificates, also of policies not run now -- are
+    removed first (:func:`~softrank_cert.util.files.remove_outputs`: none of ``inputs`` may lie
+    there); then every head is studied and the report and figures written together, reported on
+    ``stage`` (:meth:`~softrank_cert.util.progress.Progress.stage`)."""
+    if force and not resume:
+        remove_outputs(folder, [REPORT_NAME, OUTPUT_FOLDER], inputs=inputs)
+    report = study_folder(folder, policies, tolerances, resume=resume, key=key, stage=stage)
+    stage("writing the report and figures")
+    write_report(folder, report)
+    return report
+
+
+__all__ = ["SURVEY_CERTIFICATES", "bracket_folder", "certify_folder", "check_outputs", "figure_paths", "figures_folder",
+           "study_folder", "write_report"]

@@ -26,7 +26,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 import numpy as np
 
@@ -35,6 +34,7 @@ from ...certio.verified import VerifiedBracket
 from ...plumbing.certificate_files import certificate_path
 from ...util.dense import attention_matrix
 from ...util.files import write_json_atomic
+from ...util.progress import Stage
 from ..panel_names import name_fields
 from .certify import BY_LOWER_END, BY_REJECTION, BudgetResult, certify_budget
 from .heads import Head
@@ -228,11 +228,11 @@ def failed_record(name: str, reason: str) -> dict[str, Any]:
 
 def run_study(entries: list[tuple[str, Path | None, str]], policies: list[Policy], tolerances: list[str], *,
               folder: Path, resume: bool = False, key: Any = None, signer: str | None = None,
-              advance: Callable[[int, int, str], None] | None = None, compute: bool = True) -> list[dict[str, Any]]:
+              stage: Stage | None = None, compute: bool = True) -> list[dict[str, Any]]:
     """Every head of ``entries`` (``(name, certificate path or None, why missing)``, in order):
     its record (:func:`head_record` / :func:`failed_record`), its certificates written as it is
     done (without ``compute``: only the certificates there that re-verify, nothing written).
-    ``advance(done, total, name)`` after each head."""
+    ``stage("certifying budgets", done, total)`` after each head (:data:`~softrank_cert.util.progress.Stage`)."""
     from ...errors import HeadRefusedError
     from .heads import read_head
 
@@ -251,8 +251,8 @@ def run_study(entries: list[tuple[str, Path | None, str]], policies: list[Policy
                     records.append(failed_record(name, f"{path}: holds no bracket at eps {','.join(missing)}"))
                 else:
                     records.append(_studied(head, policies, tolerances, folder, resume, key, compute, signer))
-        if advance is not None:
-            advance(index + 1, len(entries), name)
+        if stage is not None:
+            stage("certifying budgets", index + 1, len(entries))
     return records
 
 

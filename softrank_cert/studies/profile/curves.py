@@ -40,7 +40,7 @@ from ...plumbing.bracketing import BracketResult
 from ...errors import InternalInvariantError, InvalidInputError
 from ...kernel import Operator, Verdict, parse_tolerance
 from ...util.tolerances import parse_eps
-from ...solvers.settle import first_verified
+from ...solvers import first_verified
 from ...util.numbers import STEP_DIGITS, decimal_above, decimal_below
 from .plot import profile_figure
 from .steps import (LowerStep, ResolvedInterval, UpperStep, check_profiles, lower_steps,
@@ -110,7 +110,7 @@ class Profile:
         gives way to the next one, down to the trivial ends.
         """
         from ...certio.verified import VerifiedBracket
-        from ...solvers.bracket import Ends
+        from ...solvers import Ends
 
         start = time.perf_counter()
         brackets = []
@@ -161,9 +161,9 @@ class Profile:
             "budget_seconds": None if math.isinf(self.budget_seconds) else round(self.budget_seconds, 3),
             "budget_work": None if math.isinf(self.work) else self.work,
             "search_seconds": round(self.search_seconds, 3), "verify_seconds": round(self.verify_seconds, 3),
-            "lower": [{"k": s.k, "eps": s.eps, "method": s.origin, **verdict(s.verdict),
+            "lower": [{"k": s.k, "eps": s.eps, "method": s.method, **verdict(s.verdict),
                        "estimates": {"threshold": _estimate(s.threshold)}} for s in self.lower],
-            "upper": [{"r": s.r, "eps": s.eps, "construction": s.origin, **verdict(s.verdict),
+            "upper": [{"r": s.r, "eps": s.eps, "construction": s.method, **verdict(s.verdict),
                        "estimates": {"error": _estimate(s.error)}} for s in self.upper],
             "resolved": [iv.to_json() for iv in self.resolved],
             "brackets": ends(_sorted_unique(list(self.grid) + list(marks))),
@@ -215,8 +215,7 @@ def compute_profile(op: Operator, grid: Sequence[str] | None = None, *, work: fl
     ``device``: where the search runs (:mod:`~softrank_cert.solvers.device`; recorded in the
     provenance off the numpy path).
     """
-    from ...solvers.bracket import default_budget_seconds, search_budget
-    from ...solvers.device import resolve_device
+    from ...solvers import default_budget_seconds, resolve_device, search_budget
 
     where = resolve_device(device, op.shape)
     provenance = {**dict(provenance or {}), **where.provenance()}

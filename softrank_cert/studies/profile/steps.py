@@ -16,7 +16,7 @@ import numpy as np
 
 from ...errors import InternalInvariantError
 from ...kernel import Operator, Verdict, parse_tolerance
-from ...solvers.settle import first_verified
+from ...solvers import first_verified
 from ...util.numbers import decimal_above, decimal_below
 
 Progress = Callable[[str, float, float], None]
@@ -27,12 +27,12 @@ class LowerStep:
     """VERIFIED ``r_eps >= k`` at the decimal ``eps``, hence for every tolerance ``<= eps``.
 
     ``threshold`` is the float64 estimate of the pair's threshold; ``X``/``Y`` are None for the
-    trivial ``k = 1``; ``origin`` the search that found it (the report's ``method``).
+    trivial ``k = 1``; ``method`` the search that found it (as in the report).
     """
 
     k: int
     eps: str
-    origin: str
+    method: str
     threshold: float | None
     X: np.ndarray | None = field(default=None, repr=False)
     Y: np.ndarray | None = field(default=None, repr=False)
@@ -49,12 +49,12 @@ class UpperStep:
     (the ``identity`` witness ``r = p`` holds at every tolerance).
 
     ``error`` is the float64 estimate of ``||A - U W^T||``; ``U``/``W`` are None for the
-    trivial witnesses (``zero``, ``identity``); ``origin`` the construction (the report's
+    trivial witnesses (``zero``, ``identity``); ``method`` the construction (the report's
     ``construction``)."""
 
     r: int
     eps: str
-    origin: str
+    method: str
     error: float | None
     U: np.ndarray | None = field(default=None, repr=False)
     W: np.ndarray | None = field(default=None, repr=False)
@@ -66,7 +66,7 @@ class UpperStep:
 
     @property
     def everywhere(self) -> bool:
-        return self.origin == "identity"
+        return self.method == "identity"
 
 
 @dataclass(frozen=True)
@@ -105,18 +105,18 @@ def search_candidates(op: Operator, grid: Sequence[str], work: float | None, bud
     the driver's stage loop (``softrank_cert.solvers.bracket.search_operator``) so that the
     profile sees exactly what :func:`~softrank_cert.solvers.bracket.bracket_operator` sees.
     """
-    from ...solvers.bracket import search_operator
-    from ...solvers.candidates import CandidatePool
+    from ...solvers import CandidatePool, OneShot, search_operator
     from ...util.dense import Dense
 
     pool, ends = search_operator(op, list(grid), work=work, budget_seconds=budget_seconds, progress=progress,
                                  device=device)
     if pool is None:
         pool = CandidatePool(Dense.of(op))
+    shots = OneShot(pool)
     for r in range(1, pool.d.p):  # every rank's truncated SVD is known already: form the useful ones
         old = pool.witnesses.get(r)
-        if old is None or pool.tsvd[r] < old.error:
-            pool.witness("tsvd", r)
+        if old is None or shots.tsvd[r] < old.error:
+            shots.witness("tsvd", r)
     return pool, ends
 
 
@@ -149,7 +149,7 @@ def lower_steps(op: Operator, pool: Any, ends: Iterable[Any], floor_eps: str) ->
                 break
             c = None if k == 1 else proposals[k]
             attempts.append((eps, LowerStep(1, eps, "trivial", norm) if c is None else
-                             LowerStep(k, eps, c.origin, c.threshold, c.X, c.Y)))
+                             LowerStep(k, eps, c.method, c.threshold, c.X, c.Y)))
         found = first_verified(op, attempts)
         if found is not None:
             best = replace(found[1], verdict=found[2].verdict)
@@ -188,7 +188,7 @@ def upper_steps(op: Operator, pool: Any, ends: Iterable[Any], floor_eps: str) ->
                 break
             w = None if r == 0 else proposals[r]
             attempts.append((eps, UpperStep(0, eps, "zero", norm) if w is None else
-                             UpperStep(r, eps, w.origin, w.error, w.U, w.W)))
+                             UpperStep(r, eps, w.method, w.error, w.U, w.W)))
         found = first_verified(op, attempts)
         if found is not None:
             best = replace(found[1], verdict=found[2].verdict)

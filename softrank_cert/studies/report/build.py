@@ -1,15 +1,35 @@
 """The report document of a folder (UNTRUSTED): its certificates re-verified, the tables' rows
 and the figures to draw (``softrank report``, and the ``report`` stage of ``softrank survey``).
 
+* :func:`page_outputs`: the page and its figures folder, checked before any work;
 * :func:`read_campaign` / :func:`read_certificates`: a campaign folder (with its manifest) or a
   plain folder of certificate files, every certificate re-verified by the trusted kernel;
-* :func:`document`: the report document (the page's content and ``--json``) and the figures.
+* :func:`document`: the report document (the page's content and ``--json``) and the figures;
+* :func:`write_folder_page`: all of it for one folder, the page and its figures written together.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
+
+#: Suffixes the page may have.
+PAGE_SUFFIXES = (".html", ".htm")
+
+
+def page_outputs(out: str | os.PathLike[str] | None, folder: Path, *, force: bool,
+                 inputs: dict[str, Any] | None = None) -> tuple[Path, Path]:
+    """The page (``out``, default ``folder/report.html``) and its figures folder beside it
+    (``PAGE-figures/``), checked before any work: an input, a key file, or without ``force`` an
+    existing page or a figures folder that holds files, is refused (exit 2)."""
+    from ...util.files import check_folder_unused, check_output_file, check_output_folder
+
+    page = check_output_file(out if out else folder / "report.html", "--out", suffixes=PAGE_SUFFIXES, force=force,
+                             inputs=inputs)
+    figures = check_output_folder(page.with_name(page.stem + "-figures"), "--out (its figures folder)")
+    check_folder_unused(figures, "--out (its figures folder)", force=force)
+    return page, figures
 
 
 def read_campaign(folder: Path, manifest: dict[str, Any], max_certificates: int, max_bytes: int,
@@ -19,7 +39,7 @@ def read_campaign(folder: Path, manifest: dict[str, Any], max_certificates: int,
     from .folder import plan, unlisted_files, verify_operators
 
     planned = plan(folder, manifest, max_certificates=max_certificates, max_bytes=max_bytes)
-    records, summary = verify_operators(planned, manifest, lambda done, total: progress.stage("verifying", done, total))
+    records, summary = verify_operators(planned, manifest, progress.stage)
 
     def text(key: str) -> str | None:
         return manifest.get(key) if isinstance(manifest.get(key), str) else None
@@ -41,7 +61,7 @@ def read_certificates(folder: Path, trusted: frozenset[str] | None, signatures: 
 
     planned = plan_files(folder, max_certificates=max_certificates, max_bytes=max_bytes)
     reading = verify_files(planned, trusted_keys=trusted, require_signature=signatures["require_signature"],
-                           advance=lambda done, total: progress.stage("verifying", done, total))
+                           stage=progress.stage)
     campaign = {"state": None, "created": None, "updated": None, "generator_version": reading.generator_version,
                 "tolerances": reading.tolerances, "operators": reading.summary["operators"], "signer": None}
     return {"campaign": campaign, "signatures": signatures, "summary": reading.summary, "operators": reading.records,
@@ -91,3 +111,28 @@ def document(kind: str, folder: Path, page: Path, read: dict[str, Any],
             "signatures": read["signatures"], "summary": read["summary"], "groups": group_rows(records, tolerances),
             "figures": entries, "notes": notes, "operators": records}
     return envelope("report", body), drawn
+
+
+def write_folder_page(kind: str, folder: Path, manifest: dict[str, Any] | None, page: Path, figures: Path, *,
+                      trusted: frozenset[str] | None, signatures: dict[str, Any], max_certificates: int,
+                      max_bytes: int, progress: Any) -> dict[str, Any]:
+    """The page of ``folder`` (a campaign with its ``manifest``, or a plain folder of certificates
+    with the signature options ``trusted`` and ``signatures``): size, then re-verify every
+    certificate, draw the figures, write the page and its figures together (or nothing); returns
+    the report document.  ``progress``: a :class:`~softrank_cert.util.progress.Progress`."""
+    from ...util.files import OutputFiles
+    from .page import render_page
+
+    progress.stage("sizing the certificates")
+    if manifest is not None:
+        read = read_campaign(folder, manifest, max_certificates, max_bytes, progress)
+    else:
+        read = read_certificates(folder, trusted, signatures, max_certificates, max_bytes, progress)
+    progress.stage("figures")
+    doc, drawn = document(kind, folder, page, read, figures)
+    progress.stage("writing the page")
+    with OutputFiles() as outputs:  # the page and its figures together, or nothing
+        for figure, path in drawn:
+            outputs.stage_figure(figure, path)
+        outputs.stage_text(page, render_page(doc, page))
+    return doc

@@ -29,13 +29,13 @@ import os
 import stat
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...errors import FloatingPointEnvironmentError, InternalInvariantError, InvalidInputError, SoftrankError
 from ...plumbing.certificate_files import CERTIFICATE_FORMAT, declared_format
+from ...util.progress import Stage
 from .folder import (
     DEFAULT_MAX_BYTES, DEFAULT_MAX_CERTIFICATES, WHAT_TO_GIVE, Planned, check_count, check_limits, claims_not_verified,
     summarize, verified_brackets,
@@ -204,18 +204,18 @@ class FolderReading:
 
 def verify_files(planned: list[Planned], *, trusted_keys: frozenset[str] | None = None,
                  require_signature: bool = False,
-                 advance: Callable[[int, int], None] | None = None) -> FolderReading:
+                 stage: Stage | None = None) -> FolderReading:
     """:func:`check_file` of every planned file, then the page's tolerances
-    (:func:`page_tolerances`) and the records (:func:`assign`).  ``advance(done, total)`` is
-    called after each file."""
+    (:func:`page_tolerances`) and the records (:func:`assign`).  ``stage("verifying", done, total)``
+    after each file."""
     from ...util.operator_files import natural_key
 
     started = time.perf_counter()
     checked = []
     for index, item in enumerate(planned):
         checked.append(check_file(item, trusted_keys=trusted_keys, require_signature=require_signature))
-        if advance is not None:
-            advance(index + 1, len(planned))
+        if stage is not None:
+            stage("verifying", index + 1, len(planned))
     tolerances, held = page_tolerances(checked)
     records = assign(checked, tolerances)
     accepted = [c for c in checked if c.operator is not None]

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from ...plumbing.plotting import label_log_axis
-from .summary import ratio
+from .summary import bracket_ratio
 
 #: The line styles of every figure: a verified upper end solid with dots, a verified lower end
 #: dashed with squares.
@@ -86,7 +86,7 @@ def ratio_figure(records: list[dict[str, Any]], tolerances: list[str]) -> Any:
     drawn = 0
     for index, eps in spread(list(enumerate(tolerances)), MAX_TOLERANCES):
         ends = [(r["brackets"][index]["lower"], r["brackets"][index]["upper"]) for r in verified]
-        ratios = sorted(q for q in (ratio(lo, up) for lo, up in ends) if q is not None)
+        ratios = sorted(q for q in (bracket_ratio(lo, up) for lo, up in ends) if q is not None)
         unbounded = len(ends) - len(ratios)
         if not ratios:
             continue

@@ -28,12 +28,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 from ...errors import FloatingPointEnvironmentError, InternalInvariantError, InvalidInputError, SoftrankError
 from ...plumbing.campaign import FORMAT as CAMPAIGN_FORMAT, MANIFEST_NAME, check_manifest_numbers, operator_sha256
 from ...plumbing.certificate_files import certificate_path
 from ...util.files import loads_unique, read_regular_file
+from ...util.progress import Stage
 
 #: The most certificates one report reads (``--max-certificates``).
 DEFAULT_MAX_CERTIFICATES = 10_000
@@ -237,17 +237,17 @@ def check_one(planned: Planned, entry: dict[str, Any], tolerances: list[str],
 
 
 def verify_operators(planned: list[Planned], manifest: dict[str, Any],
-                     advance: Callable[[int, int], None] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                     stage: Stage | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """:func:`check_one` of every planned operator, in the manifest's order, and the verify
-    summary (:func:`summarize`).  ``advance(done, total)`` is called after each certificate read."""
+    summary (:func:`summarize`).  ``stage("verifying", done, total)`` after each certificate read."""
     signer = manifest.get("signer") if isinstance(manifest.get("signer"), str) else None
     started = time.perf_counter()
     records = []
     for index, item in enumerate(planned):
         entry = manifest["operators"][item.name]
         records.append(check_one(item, entry, list(manifest["tolerances"]), signer))
-        if advance is not None:
-            advance(index + 1, len(planned))
+        if stage is not None:
+            stage("verifying", index + 1, len(planned))
     files = sum(1 for item in planned if item.size is not None)
     return records, summarize(records, operators=len(records), files=files, signer=signer, started=started)
 

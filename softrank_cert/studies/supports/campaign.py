@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InvalidInputError
-from .points import (SweepPoint, effective_work, point_details, point_from_task, point_name, provenance,
+from .points import (SweepPoint, point_details, point_from_task, point_name, provenance,
                      support_point_task)
 
 #: Sweep parameters a resume may not change, and the option that sets each.
@@ -84,7 +84,7 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
     """Bracket the support operator at every kappa, write the certificates and the manifest when
     ``out`` is given, keep re-verified ones with ``resume`` (module docstring; ``force``: replace
     the certificates and start the campaign there again, keeping its run history).  ``bar``: an
-    :class:`~softrank_cert.util.progress.OperatorProgress` (stage names in process);
+    :class:`~softrank_cert.util.progress.Progress` (stage names in process);
     ``resume_command``: the line an interruption names to continue; ``device``: where the
     searches run (resolved once here, :mod:`~softrank_cert.solvers.device`)."""
     from ...certio.issuing import signed
@@ -98,7 +98,7 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
     if len(set(names)) != len(names):
         raise InvalidInputError("two kappas agree to 6 significant digits: their points would share a name")
     ops = [support_operator(support, dim, n, kappa) for kappa in kappas]
-    from ...solvers.device import resolve_device
+    from ...solvers import effective_work, resolve_device
 
     where = resolve_device(device, ops[0].shape)
     budget_work = effective_work(work, budget_seconds, *ops[0].shape)
@@ -154,19 +154,14 @@ def _rechecked(outcome: Any, name: str, op: Any, eps: str, point_provenance: dic
     before it is signed and written (:func:`~softrank_cert.plumbing.campaign.recheck_from_worker`:
     every claim VERIFIED, the point's operator bit for bit, exactly ``eps``, the point's
     provenance): passed on with the certificate that was verified (the point's ends are read from
-    it), or a failure saying why.  Without ``--out`` nothing is written and the points' numbers
+    it), or a failure saying why (:func:`~softrank_cert.plumbing.campaign.rechecked_outcome`).  Without ``--out`` nothing is written and the points' numbers
     are reported as the workers computed them."""
-    import dataclasses
-
-    from ...plumbing.campaign import recheck_from_worker, worker_failure
+    from ...plumbing.campaign import rechecked_outcome
 
     value = outcome.value
     document = value.get("certificate") if isinstance(value, dict) else None
-    verified, _report, why, code = recheck_from_worker(document, f"{name} (from a worker)", name, op, [eps],
-                                                       provenance=point_provenance)
-    if verified is None:
-        return worker_failure(outcome, why, code)
-    return dataclasses.replace(outcome, value={**value, "certificate": verified})
+    return rechecked_outcome(outcome, name, op, point_provenance, {"": (document, [eps])},
+                             lambda verified: {**value, "certificate": verified[""][0]})
 
 
 def _failure(campaign: Any, name: str, kappa: float, outcome: Any) -> dict[str, Any]:

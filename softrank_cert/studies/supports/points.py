@@ -99,15 +99,14 @@ def support_point_task(support: str, dim: int, n: int, kappa: float, eps: str, w
     solver seconds and :func:`point_details`.
 
     The search is bounded as ``softrank bracket``'s: ``work`` units (None: the driver's default
-    work for the operator's size, :func:`~softrank_cert.solvers.work.default_work`), capped by
+    work for the operator's size, :func:`~softrank_cert.solvers.effective_work`), capped by
     ``budget_seconds`` of wall time when given (alone, it replaces the work bound).  Without a
     time cap the same arguments give the same bracket, byte for byte, however busy the machine.
-    ``device``: where the search runs (:mod:`~softrank_cert.solvers.device`; recorded in the
+    ``device``: where the search runs (:func:`~softrank_cert.solvers.resolve_device`; recorded in the
     certificate's provenance off the numpy path)."""
     from ...certio.issuing import certificate_for
     from ...geometry.supports import stdout_to_stderr, support_operator
-    from ...solvers.bracket import bracket_operator
-    from ...solvers.device import resolve_device
+    from ...solvers import bracket_operator, resolve_device
 
     op = support_operator(support, dim, n, kappa)
     where = resolve_device(device, op.shape)
@@ -126,16 +125,3 @@ def point_from_task(kappa: float, eps: str, p: int, value: dict[str, Any]) -> Sw
     lower, upper = b["lower"], b["upper"]
     return SweepPoint(float(kappa), eps, lower["k"], upper["r"], p, lower["method"], upper["construction"],
                       value["seconds"], value["geometry"], value["spread"])
-
-
-def effective_work(work: float | None, budget_seconds: float | None, m: int, n: int) -> float | None:
-    """The work bound a search runs with, as recorded in a manifest and report (``budget_work``):
-    ``work`` when given, else the driver's default work of an m x N operator when there is no
-    time cap either, else None (a time-only budget, or ``--work inf``: unbounded work)."""
-    import math
-
-    from ...solvers.work import default_work
-
-    if work is not None:
-        return float(work) if math.isfinite(work) else None
-    return default_work(m, n) if budget_seconds is None else None

@@ -63,7 +63,7 @@ class Instance:
 def evaluate(instance: Instance, eps: str, ranks: list[int], budget_seconds: float) -> dict[str, Any]:
     """The verified bracket of the instance and its geometry rows (certified ``lower_over_phi`` per r)."""
     from ...geometry.supports import stdout_to_stderr
-    from ...solvers.bracket import bracket_operator
+    from ...solvers import bracket_operator
     from .points import geometry_rows
 
     op = instance.operator()

@@ -17,24 +17,12 @@ from typing import Any
 
 from ..report.figures import MAX_FIGURE_INCHES, MAX_TOLERANCES, spread
 from ..report.page import _e, href
-from ..report.summary import _HEAD, _WIDTH
+from ..panel_names import head_position
 
 #: A survey section: (report document, page path) -> HTML lines.
 Section = Callable[[dict[str, Any], Path], list[str]]
 #: The most heads and layers whose cells carry their numbers on a PNG heatmap (beyond: colour only).
 MAX_ANNOTATED = (16, 40)
-
-
-def head_position(name: str) -> tuple[str, int, int, int] | None:
-    """``(model/document, width, layer, head)`` of a panel name such as
-    ``smollm2/apache2/w128/L3H7``, or None for a name of another shape."""
-    parts = name.split("/")
-    if len(parts) < 3:
-        return None
-    width, head = _WIDTH.fullmatch(parts[-2]), _HEAD.fullmatch(parts[-1])
-    if width is None or head is None or not int(width[1]):
-        return None
-    return "/".join(parts[:-2]), int(width[1]), int(head[1]), int(head[2])
 
 
 def grids(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -215,7 +203,7 @@ def survey_document(out: Path, page: Path, figures: Path, *, max_certificates: i
     """The report document of the survey folder ``out`` (the campaign page of ``out/certs``, every
     certificate re-verified, with a ``survey`` part: parameters, stages, ``--work``, heatmap
     figures) and the figures to write (``progress``: a
-    :class:`~softrank_cert.util.progress.StageProgress`)."""
+    :class:`~softrank_cert.util.progress.Progress`)."""
     from ...util.progress import seconds_text
     from ..report.build import _css_width, document, read_campaign
     from ..report.folder import read_manifest

@@ -72,7 +72,7 @@ class Work:
 
     def units_for(self, m: int, n: int) -> float:
         """The work units of one m x N head's search."""
-        from ...solvers.work import default_work
+        from ...solvers import default_work
 
         if self.units is not None:
             return self.units
@@ -81,7 +81,7 @@ class Work:
 
 def cpu_seconds(units: float, m: int, n: int) -> float:
     """The estimated CPU seconds of a search of ``units`` work on an m x N operator (module docstring)."""
-    from ...solvers.work import units_per_second
+    from ...solvers import units_per_second
 
     return units / units_per_second(m, n)
 
@@ -125,6 +125,27 @@ def estimate_lines(prog: str, found: dict[str, Any]) -> list[str]:
         lines.append(f"{prog}: estimate: {found['heads']} heads, about {_minutes(found['cpu_seconds'])} of CPU time "
                      "in all (calibration machine, one core per head; divide by --jobs for the wall time)")
     return lines
+
+
+def check_folder(text: str, *, resume: bool, force: bool) -> Path:
+    """The survey folder ``--out TEXT``, checked before any work: a survey there needs ``resume``
+    or ``force`` (not both), other files ``force`` (exit 2)."""
+    import os
+
+    from ...errors import InvalidInputError
+    from ...util.files import check_output_folder
+
+    out = check_output_folder(text, "--out")
+    if resume and force:
+        raise InvalidInputError("--resume and --force: choose one (continue the survey, or compute it all again)")
+    if (out / MANIFEST_NAME).exists():
+        if not (resume or force):
+            raise InvalidInputError(f"--out {text}: holds a survey already; continue it with --resume, or compute "
+                                    "it all again with --force")
+    elif out.is_dir() and any(os.scandir(out)) and not force:
+        raise InvalidInputError(f"--out {text}: the folder holds other files; name a new or empty folder, or give "
+                                "--force")
+    return out
 
 
 def _minutes(seconds: float) -> str:

@@ -85,9 +85,9 @@ def capture(survey: Survey) -> dict[str, Any]:
     ``brackets`` stage recomputes every certificate that is not about it)."""
     from ...models import provenance_names, write_panel
     from ...models.capture import capture_panel
-    from ...util.progress import StageProgress
+    from ...util.progress import Progress
 
-    with StageProgress(PROG, survey.bar) as bar:
+    with Progress(PROG, bar=survey.bar) as bar:
         arrays = capture_panel(survey.source, survey.document, survey.widths, layers=survey.layers,
                                heads=survey.heads, image=survey.image, stage=bar.stage)
     path = survey.out / PANEL_NAME
@@ -100,12 +100,10 @@ def capture(survey: Survey) -> dict[str, Any]:
 def brackets(survey: Survey) -> dict[str, Any]:
     """Stage ``brackets``: the bracket campaign of every head of the panel into ``OUT/certs``,
     after the estimate of its CPU time (refused, before any search, beyond ``--max-cpu-minutes``)."""
-    from ...plumbing.bracket_campaign import CampaignPlan, run_campaign
-    from ...plumbing.campaign import check_campaign_start, check_manifest_clear
-    from ...plumbing.certificate_files import certificate_paths
-    from ...util.files import check_output_file, check_output_folder
+    from ...plumbing.bracket_campaign import CampaignPlan, bracket_targets, run_campaign
+    from ...plumbing.campaign import check_manifest_clear
     from ...util.operator_files import load_operators
-    from ...util.progress import OperatorProgress
+    from ...util.progress import Progress
     from .plan import check_estimate, estimate, estimate_lines
 
     panel, certs = survey.out / PANEL_NAME, survey.out / CERTS_NAME
@@ -120,16 +118,13 @@ def brackets(survey: Survey) -> dict[str, Any]:
     check_estimate(found, survey.max_cpu_seconds)
     names = [item.name for item in operators]
     check_manifest_clear(names)
-    check_output_folder(certs, "--out")
-    check_campaign_start(certs / "softrank-campaign.json", "--out", resume=survey.resume, force=survey.force)
-    targets = certificate_paths(certs, names)
-    for target in targets:
-        check_output_file(target, "--out", force=survey.force or survey.resume, inputs=survey.inputs)
+    _, targets = bracket_targets(f"{certs}{os.sep}", names, several=True, resume=survey.resume, force=survey.force,
+                                 inputs=survey.inputs)
     plan = CampaignPlan(certs, panel, operators, targets, survey.eps_list,
                         [survey.work.units_for(*shape) for shape in shapes], None, key=survey.key, jobs=survey.jobs,
                         max_memory=survey.max_memory, resume=survey.resume, force=survey.force,
                         resume_command=survey.resume_command)
-    with OperatorProgress(PROG, len(operators), bar=survey.bar) as bar:
+    with Progress(PROG, len(operators), bar=survey.bar) as bar:
         done = run_campaign(plan, {**survey.inputs, "panel": panel}, bar)
     survey.failed = survey.failed or bool(done.failed)
     return {"folder": str(certs), "computed": done.campaign.run["computed"], "kept": done.kept,
@@ -139,10 +134,10 @@ def brackets(survey: Survey) -> dict[str, Any]:
 def report(survey: Survey) -> dict[str, Any]:
     """Stage ``report``: the page ``OUT/report.html`` and its figures (every certificate
     re-verified), written together."""
-    from ...util.progress import StageProgress
+    from ...util.progress import Progress
     from .page import kv_shortfall, write_survey_page
 
-    with StageProgress(PROG, survey.bar, unit="certificates") as progress:
+    with Progress(PROG, bar=survey.bar, unit="certificates") as progress:
         doc = write_survey_page(survey.out, survey.out / PAGE_NAME, progress=progress)
     survey.failed = survey.failed or bool(doc["summary"]["failed"] or doc["summary"]["missing"] or kv_shortfall(doc))
     return {"page": str(survey.out / PAGE_NAME), "figures": str(survey.out / FIGURES_NAME), "summary": doc["summary"]}
@@ -152,22 +147,17 @@ def kv_budgets(survey: Survey) -> dict[str, Any]:
     """Stage ``kv-budgets``: certified KV-cache budgets of every head (``softrank kv-budgets
     OUT/certs`` with StreamingLLM and H2O at their defaults; ``proofs/kv-budgets.md``), the
     policy certificates in ``OUT/certs/kv-budgets/`` and ``OUT/certs/kv_budgets.json``."""
-    from ...util.files import check_folder_unused, check_output_file
-    from ...util.progress import StageProgress
-    from ..kv_budgets.folder import figures_folder, study_folder, write_report
+    from ...util.progress import Progress
+    from ..kv_budgets.folder import certify_folder, check_outputs
     from ..kv_budgets.policies import Policy
     from ..kv_budgets.study import REPORT_NAME
 
     certs = survey.out / CERTS_NAME
-    replace = survey.resume or survey.force
-    check_output_file(certs / REPORT_NAME, "--out", force=replace, inputs=survey.inputs)
-    check_folder_unused(figures_folder(certs), "--out", force=replace)
+    check_outputs(certs, [], list(KV_POLICIES), survey.inputs, survey.resume or survey.force)
     policies = [Policy(name) for name in KV_POLICIES]
-    with StageProgress(PROG, survey.bar, unit="heads") as progress:
-        found = study_folder(certs, policies, resume=survey.resume, key=survey.key,
-                             advance=lambda done, total, _name: progress.stage("certifying budgets", done, total))
-        progress.stage("writing the report and figures")
-        write_report(certs, found)
+    with Progress(PROG, bar=survey.bar, unit="heads") as progress:
+        found = certify_folder(certs, policies, None, stage=progress.stage, resume=survey.resume, force=survey.force,
+                               key=survey.key, inputs=survey.inputs)
     survey.failed = survey.failed or bool(found["failed"])
     return {"report": str(certs / REPORT_NAME), "policies": list(KV_POLICIES), "failed": len(found["failed"]),
             "heads": sum(1 for r in found["operators"] if r["status"] == "done")}
@@ -194,6 +184,31 @@ def _signer(key: Any) -> str:
     from ...certio.signing import did_key
 
     return did_key(key.public_key())
+
+
+def say_estimate(survey: Survey) -> None:
+    """Before any work: the CPU seconds per head at each width, at the chosen work and each level,
+    and the total for the heads ``layers`` and ``heads`` select (counted from the model's metadata
+    where they are not given); a total over ``max_cpu_seconds`` is refused here, before the
+    capture.  Without the widths (a vision model: its width comes from the model) the estimate
+    follows the capture, before any search (stage ``brackets``)."""
+    from ...models.capture import head_counts
+    from .plan import check_estimate, estimate, estimate_lines
+
+    if not survey.widths:
+        return
+    per_width = [(w, w) for w in survey.widths]
+    counts = None if (survey.layers and survey.heads) else head_counts(survey.source)
+    layers = len(set(survey.layers)) if survey.layers else (counts[0] if counts else None)
+    heads = len(set(survey.heads)) if survey.heads else (counts[1] if counts else None)
+    if layers is None or heads is None:
+        for line in estimate_lines(PROG, estimate(survey.work, per_width))[:-1]:
+            survey.say(line)
+        return
+    found = estimate(survey.work, per_width * layers * heads)
+    for line in estimate_lines(PROG, found):
+        survey.say(line)
+    check_estimate(found, survey.max_cpu_seconds)
 
 
 def check_resume(survey: Survey) -> dict[str, Any] | None:

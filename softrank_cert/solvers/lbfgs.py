@@ -1,4 +1,4 @@
-"""Limited-memory BFGS for the smoothed witness objective (UNTRUSTED; any array back end).
+"""Limited-memory BFGS for the smoothed objectives of both families (UNTRUSTED; any array back end).
 
 :func:`minimise` runs L-BFGS (Nocedal & Wright, Algorithm 7.4 and 7.5: the two-loop recursion
 over the last ``memory`` pairs ``s = x' - x``, ``y = g' - g``, initial Hessian scale
@@ -17,7 +17,8 @@ its bookkeeping outside the objective cost more than the objective itself -- 4.8
 evaluation against 3.3 ms inside it at 512 x 512, rank 150; this loop spends 1.6 ms outside
 (``benchmarks/results/solvers_lbfgs.md``).  Nothing here is trusted: the float64 error
 of what it returns is measured by the caller, and the kernel verifies every witness.  The
-vectors live on the back end of ``ops`` (:mod:`..backend`: numpy, or torch on any device).
+vectors live on the back end of ``ops`` (:mod:`.backend`: numpy, or torch on any device).  Its users: the witness search's stages
+(:mod:`.upper.smooth`) and the large-k key sides (:mod:`.lower.smooth_key`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import NUMPY, NumpyBackend
+from .backend import NUMPY, NumpyBackend
 
 #: Sufficient-decrease and curvature constants of the weak Wolfe conditions (scipy's defaults).
 C1, C2 = 1e-3, 0.9
