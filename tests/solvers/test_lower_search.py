@@ -146,3 +146,26 @@ def test_resumed_runs_do_the_same_work(heads: list[Operator], monkeypatch: pytes
     for eps in EPS:
         assert sliced.best_k(eps) >= one.best_k(eps)
     assert {k: s.t for k, s in sliced.states.items()} == {k: s.t for k, s in one.states.items()}
+
+
+def test_a_cut_gallop_resumes_where_it_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leap cut off by its stop point goes on from its step, or bisects below the least k it
+    found failing, when the next slice resumes it (it galloped again from step 1: at small work
+    on wide heads, two probes a slice above k = 303 and the lower ends stuck near 309)."""
+    s, _ = search(qk_operator(3, 64), [0.25])
+    works = 37  # the cheap starts clear eps up to this k
+    seen: list[int] = []
+
+    def probe(name: str, k: int, until: Until) -> float:
+        until.charge(1.0)
+        seen.append(k)
+        s.probes[(name, k)] = 1.0 if k <= works else 0.0
+        return s.probes[(name, k)]
+
+    monkeypatch.setattr(s, "probe", probe)
+    monkeypatch.setattr(s, "best_k", lambda eps: max((k for k in seen if k <= works), default=0))
+    budget = Budget()
+    for _ in range(6):  # slices of two k (each k probes both leap starts)
+        s.leap(0.25, Until(budget, budget.used + 2 * len(s.leap_starts)))
+    assert s.best_k(0.25) == works
+    assert len(set(seen)) <= 11

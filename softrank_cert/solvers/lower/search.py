@@ -154,6 +154,7 @@ class LowerSearch:
         self.ils_steps: dict[int, int] = {}  # finished ILS steps per k
         self.failures: dict[int, int] = {}  # ILS steps in a row without improvement per k
         self.probes: dict[tuple[str, int], float] = {}
+        self.gallops: dict[tuple[str, float], tuple[int, int | None]] = {}  # (step, least failing k) per gallop
         self._turn = 0
         self._queries: np.ndarray | None = None
 
@@ -318,7 +319,12 @@ class LowerSearch:
     def smooth_leap(self, eps: float, until: Until) -> None:
         """Largest k where the smoothed pivoted-QR pair works at eps: the gallop of :meth:`leap`
         with :meth:`smooth_probe`."""
-        self._gallop(eps, lambda k: self.smooth_probe(k, until) > eps * (1 + MARGIN), until)
+        def ok(k: int) -> bool | None:
+            if self.smooth_probe(k, until) > eps * (1 + MARGIN):
+                return True
+            return False if k in self.smooth_probes else None
+
+        self._gallop("smooth_leap", eps, ok, until)
 
     def smooth_pair(self, name: str, k: int, until: Until) -> None:
         """Selection ``name`` at k with its smoothed key side (:attr:`smooth_evaluations`), offered."""
@@ -440,21 +446,47 @@ class LowerSearch:
     def leap(self, eps: float, until: Until) -> None:
         """Largest k where a cheap start already works at eps: probes of :attr:`leap_starts`
         galloping up from the target (steps 1, 2, 4, ...), then bisection."""
-        self._gallop(eps, lambda k: max((self.probe(name, k, until) for name in self.leap_starts), default=0.0)
-                     > eps * (1 + MARGIN), until)
+        def ok(k: int) -> bool | None:
+            if max((self.probe(name, k, until) for name in self.leap_starts), default=0.0) > eps * (1 + MARGIN):
+                return True
+            return False if all((name, k) in self.probes for name in self.leap_starts) else None
 
-    def _gallop(self, eps: float, ok: Callable[[int], bool], until: Until) -> None:
-        """Gallop up from the target of eps while ``ok`` (steps 1, 2, 4, ...), then bisect."""
+        self._gallop("leap", eps, ok, until)
+
+    def _gallop(self, kind: str, eps: float, ok: Callable[[int], bool | None], until: Until) -> None:
+        """Gallop up from the target of eps while ``ok`` (steps 1, 2, 4, ...), then bisect below
+        the first k that fails.  ``ok(k)`` is None when ``until`` cut its probe off; the gallop
+        then stops, and the next call resumes where it stopped (:attr:`gallops`, per ``(kind,
+        eps)``): with the step it had reached, or bisecting below the least k it found failing."""
+        key = (kind, eps)
         lo = max(self.floor(eps), self.best_k(eps))
         hi = min(self.ceiling(eps), self.d.p)
-        step = 1
-        while lo + step <= hi and not until.reached() and ok(lo + step):
-            lo += step
-            step *= 2
-        bad = min(lo + step, hi + 1)
+        step, bad = self.gallops.get(key, (1, None))
+        if bad is None or not lo + 1 < bad <= hi:
+            while lo + step <= hi and not until.reached():
+                found = ok(lo + step)
+                if found is None:
+                    return
+                if not found:
+                    break
+                lo, step = lo + step, 2 * step
+                self.gallops[key] = (step, None)
+            if until.reached():
+                return
+            bad = min(lo + step, hi + 1)
+            self.gallops[key] = (step, bad)
         while bad - lo > 1 and not until.reached():
             mid = (lo + bad) // 2
-            lo, bad = (mid, bad) if ok(mid) else (lo, mid)
+            found = ok(mid)
+            if found is None:
+                return
+            if found:
+                lo = mid
+            else:
+                bad = mid
+                self.gallops[key] = (step, bad)
+        if not until.reached():
+            self.gallops.pop(key, None)  # finished: a new target gallops from step 1 again
 
     # -- growth and local search -------------------------------------------------------
     def grow_from(self, src: State, until: Until) -> Candidate | None:
