@@ -46,6 +46,10 @@ LEFTOVER_PASSES = 3
 WIDE_FROM = 512 * 512
 #: Continuation stages of a probe on a wide operator (the smoothest ones).
 WIDE_STAGES = 2
+#: A probe with one stage left is abandoned when its error exceeds ``target * LAST_STAGE_ABORT``
+#: (or the tighter :data:`~.smooth.ABORT` of its stage): the last stage of a wide two-stage probe
+#: lowered the error by 8-9 % (docs/solvers.md, "Fewer probes at ranks that cannot succeed").
+LAST_STAGE_ABORT = 1.10
 
 
 class UpperSearch:
@@ -116,7 +120,7 @@ class UpperSearch:
                 return True
             if st.stage >= max_stage:
                 return False
-            if abort and 0 < st.stage <= len(ABORT) and st.best_error > target * ABORT[st.stage - 1]:
+            if abort and 0 < st.stage <= len(ABORT) and st.best_error > target * self._abort_at(st.stage, max_stage):
                 return False
             before = st.stage
             reached = run_stages(self.d, st, stages=1, iterations=iterations, target=target,
@@ -136,6 +140,17 @@ class UpperSearch:
             for index, eps in enumerate(self.eps_values):
                 yield from self._squeeze(index, eps, self.stages + SQUEEZE_EXTRA_STAGES * (extra + 1),
                                          lambda: False, MAX_ITERATIONS)
+
+    def _fresh_wide(self, r: int) -> bool:
+        """Whether rank r is on a wide operator and no probe has started it (its first squeeze
+        step is then abandoned by the abort rule like any probe: 3 of 3 such steps failed at 512
+        and took 18 % of the search, docs/solvers.md)."""
+        return self.stages == WIDE_STAGES and r not in self.states
+
+    @staticmethod
+    def _abort_at(stage: int, max_stage: int) -> float:
+        """The abort factor of a probe after ``stage`` stages of its ``max_stage``."""
+        return min(ABORT[stage - 1], LAST_STAGE_ABORT) if max_stage - stage == 1 else ABORT[stage - 1]
 
     def _bisect(self, index: int, eps: float, over: Callable[[], bool]) -> Generator[None, None, None]:
         """Gallop down from the best known rank, then bisect after the first failed probe."""
@@ -173,7 +188,7 @@ class UpperSearch:
                 return
             r = max(hi - step, floor)
             ok = yield from self._probe(r, eps, iterations=iterations or self._iterations(index, r, 2),
-                                        max_stage=max_stage, abort=step > 1)
+                                        max_stage=max_stage, abort=step > 1 or self._fresh_wide(r))
             if ok:
                 step *= 2
             elif step > 1:
