@@ -9,11 +9,13 @@ least rank r whose :mod:`.smooth` witness has float64 error ``<= eps``:
 * a probe runs the continuation one stage at a time and is abandoned once its error cannot
   reach ``eps`` (:data:`.smooth.ABORT`); no rank below the verified lower end is tried; on
   operators of at least :data:`WIDE_FROM` entries a probe runs only the :data:`WIDE_STAGES`
-  smoothest stages, with the iterations of all of them;
+  smoothest stages, with the iterations of all of them, and is abandoned before its last
+  stage above :data:`LAST_STAGE_ABORT`;
 * every rank keeps its solver state, so a later tolerance continues the iterate an earlier one
   left (nothing is recomputed), and every improved pair goes to the profiles at once;
 * when the bisection is done and work is left, the ranks below the best one are squeezed
-  with longer stages (galloping while they succeed).
+  with longer stages (galloping while they succeed; the single step right below the best
+  rank runs without the abort rule, except at a rank no probe has started on a wide operator).
 
 Each tolerance gets a cumulative share of the search's work (``1 : 1.5 : 2 : ...`` from the
 largest eps down, in the units of :mod:`~softrank_cert.solvers.work`); what one leaves unused passes to the next.
