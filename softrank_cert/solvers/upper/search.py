@@ -50,7 +50,7 @@ WIDE_FROM = 512 * 512
 WIDE_STAGES = 2
 #: A probe with one stage left is abandoned when its error exceeds ``target * LAST_STAGE_ABORT``
 #: (or the tighter :data:`~.smooth.ABORT` of its stage): the last stage of a wide two-stage probe
-#: lowered the error by 8-9 % (docs/solvers.md, "Fewer probes at ranks that cannot succeed").
+#: lowered the error by 4-9 % (docs/solvers.md, "Fewer probes at ranks that cannot succeed").
 LAST_STAGE_ABORT = 1.10
 
 
@@ -145,8 +145,8 @@ class UpperSearch:
 
     def _fresh_wide(self, r: int) -> bool:
         """Whether rank r is on a wide operator and no probe has started it (its first squeeze
-        step is then abandoned by the abort rule like any probe: 3 of 3 such steps failed at 512
-        and took 18 % of the search, docs/solvers.md)."""
+        step is then abandoned by the abort rule like any probe: 8 of 8 such steps failed on three
+        heads at 512 and took 6-15 % of the witness work, docs/solvers.md)."""
         return self.stages == WIDE_STAGES and r not in self.states
 
     @staticmethod
