@@ -169,3 +169,27 @@ def test_a_cut_gallop_resumes_where_it_stopped(monkeypatch: pytest.MonkeyPatch) 
         s.leap(0.25, Until(budget, budget.used + 2 * len(s.leap_starts)))
     assert s.best_k(0.25) == works
     assert len(set(seen)) <= 11
+
+
+def test_a_probe_cut_off_twice_is_passed_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gallop probe larger than any slice is cut off in every slice: cut off twice at the same
+    k, the gallop bisects below it instead of trying it again forever."""
+    s, _ = search(qk_operator(3, 64), [0.25])
+    seen: list[int] = []
+
+    def probe(name: str, k: int, until: Until) -> float:
+        cost = 100.0 if k >= 32 else 1.0  # from k = 32 on a probe needs more than a slice
+        if until.left() < cost:
+            until.charge(until.left())
+            return 0.0
+        until.charge(cost)
+        seen.append(k)
+        s.probes[(name, k)] = 1.0
+        return 1.0
+
+    monkeypatch.setattr(s, "probe", probe)
+    monkeypatch.setattr(s, "best_k", lambda eps: max(seen, default=0))
+    budget = Budget()
+    for _ in range(8):
+        s.leap(0.25, Until(budget, budget.used + 2 * len(s.leap_starts)))
+    assert s.best_k(0.25) == 31

@@ -156,6 +156,7 @@ class LowerSearch:
         self.failures: dict[int, int] = {}  # ILS steps in a row without improvement per k
         self.probes: dict[tuple[str, int], float] = {}
         self.gallops: dict[tuple[str, float], tuple[int, int | None]] = {}  # (step, least failing k) per gallop
+        self.gallop_cut: dict[tuple[str, float], int] = {}  # the k of its last probe cut off, per gallop
         self._turn = 0
         self._queries: np.ndarray | None = None
 
@@ -467,6 +468,7 @@ class LowerSearch:
             while lo + step <= hi and not until.reached():
                 found = ok(lo + step)
                 if found is None:
+                    self._cut(key, step, lo + step)
                     return
                 if not found:
                     break
@@ -480,6 +482,7 @@ class LowerSearch:
             mid = (lo + bad) // 2
             found = ok(mid)
             if found is None:
+                self._cut(key, step, mid)
                 return
             if found:
                 lo = mid
@@ -488,6 +491,15 @@ class LowerSearch:
                 self.gallops[key] = (step, bad)
         if not until.reached():
             self.gallops.pop(key, None)  # finished: a new target gallops from step 1 again
+            self.gallop_cut.pop(key, None)
+
+    def _cut(self, key: tuple[str, float], step: int, k: int) -> None:
+        """The probe at k of gallop ``key`` was cut off by its stop point; cut off there twice,
+        k is taken as failing (a probe larger than a slice would be cut in every slice, and the
+        gallop would never go on below it)."""
+        if self.gallop_cut.get(key) == k:
+            self.gallops[key] = (step, k)
+        self.gallop_cut[key] = k
 
     # -- growth and local search -------------------------------------------------------
     def grow_from(self, src: State, until: Until) -> Candidate | None:
