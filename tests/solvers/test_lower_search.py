@@ -10,7 +10,7 @@ import pytest
 
 from softrank_cert.kernel import Operator, Status, verify_lower
 from softrank_cert.util.operator_files import load_operators
-from softrank_cert.solvers.lower.families import local as lower_local
+from softrank_cert.solvers.lower.families import local as lower_local, signed
 from softrank_cert.util.dense import Dense, threshold
 from softrank_cert.solvers.lower.pooled import pooled
 from softrank_cert.solvers.lower.lp import RowLP, feasible, signed_y
@@ -146,3 +146,54 @@ def test_resumed_runs_do_the_same_work(heads: list[Operator], monkeypatch: pytes
     for eps in EPS:
         assert sliced.best_k(eps) >= one.best_k(eps)
     assert {k: s.t for k, s in sliced.states.items()} == {k: s.t for k, s in one.states.items()}
+
+
+def test_a_cut_gallop_resumes_where_it_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leap cut off by its stop point goes on from its step, or bisects below the least k it
+    found failing, when the next slice resumes it (it galloped again from step 1: at small work
+    on wide heads, two probes a slice above k = 303 and the lower ends stuck near 309)."""
+    s, _ = search(qk_operator(3, 64), [0.25])
+    works = 37  # the cheap starts clear eps up to this k
+    seen: list[int] = []
+
+    probes = s.record("signed", dict)
+
+    def probe(_: object, name: str, k: int, until: Until) -> float:
+        until.charge(1.0)
+        seen.append(k)
+        probes[(name, k)] = 1.0 if k <= works else 0.0
+        return probes[(name, k)]
+
+    monkeypatch.setattr(signed, "probe", probe)
+    monkeypatch.setattr(s, "best_k", lambda eps: max((k for k in seen if k <= works), default=0))
+    budget = Budget()
+    for _ in range(6):  # slices of two k (each k probes both leap starts)
+        signed.leap(s, 0.25, Until(budget, budget.used + 2 * len(s.leap_starts)))
+    assert s.best_k(0.25) == works
+    assert len(set(seen)) <= 11
+
+
+def test_a_probe_cut_off_twice_is_passed_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gallop probe larger than any slice is cut off in every slice: cut off twice at the same
+    k, the gallop bisects below it instead of trying it again forever."""
+    s, _ = search(qk_operator(3, 64), [0.25])
+    seen: list[int] = []
+
+    probes = s.record("signed", dict)
+
+    def probe(_: object, name: str, k: int, until: Until) -> float:
+        cost = 100.0 if k >= 32 else 1.0  # from k = 32 on a probe needs more than a slice
+        if until.left() < cost:
+            until.charge(until.left())
+            return 0.0
+        until.charge(cost)
+        seen.append(k)
+        probes[(name, k)] = 1.0
+        return 1.0
+
+    monkeypatch.setattr(signed, "probe", probe)
+    monkeypatch.setattr(s, "best_k", lambda eps: max(seen, default=0))
+    budget = Budget()
+    for _ in range(8):
+        signed.leap(s, 0.25, Until(budget, budget.used + 2 * len(s.leap_starts)))
+    assert s.best_k(0.25) == 31

@@ -92,6 +92,8 @@ class LowerBase:
         self.done: set[tuple] = set()  # keys of finished units
         self.cut: set[tuple] = set()  # keys of units once cut off by a deadline
         self.exhausted: set[int] = set()  # k with nothing left to try
+        self.gallops: dict[tuple[str, float], tuple[int, int | None]] = {}  # (step, least failing k) per gallop
+        self.gallop_cut: dict[tuple[str, float], int] = {}  # the k of its last probe cut off, per gallop
         self._records: dict[str, Any] = {}
         self._turn = 0  # the driver's round-robin over the targets
         self._queries: np.ndarray | None = None
@@ -202,15 +204,48 @@ class LowerBase:
             return rows if len(rows) == k else None
         raise ValueError(f"unknown selection {name!r}")
 
-    def gallop(self, eps: float, ok: Callable[[int], bool], until: Until) -> None:
-        """Gallop up from the target of eps while ``ok`` (steps 1, 2, 4, ...), then bisect."""
+    def gallop(self, kind: str, eps: float, ok: Callable[[int], bool | None], until: Until) -> None:
+        """Gallop up from the target of eps while ``ok`` (steps 1, 2, 4, ...), then bisect below
+        the first k that fails.  ``ok(k)`` is None when ``until`` cut its probe off; the gallop
+        then stops, and the next call resumes where it stopped (:attr:`gallops`, per ``(kind,
+        eps)``): with the step it had reached, or bisecting below the least k it found failing."""
+        key = (kind, eps)
         lo = max(self.floor(eps), self.best_k(eps))
         hi = min(self.ceiling(eps), self.d.p)
-        step = 1
-        while lo + step <= hi and not until.reached() and ok(lo + step):
-            lo += step
-            step *= 2
-        bad = min(lo + step, hi + 1)
+        step, bad = self.gallops.get(key, (1, None))
+        if bad is None or not lo + 1 < bad <= hi:
+            while lo + step <= hi and not until.reached():
+                found = ok(lo + step)
+                if found is None:
+                    self._cut(key, step, lo + step)
+                    return
+                if not found:
+                    break
+                lo, step = lo + step, 2 * step
+                self.gallops[key] = (step, None)
+            if until.reached():
+                return
+            bad = min(lo + step, hi + 1)
+            self.gallops[key] = (step, bad)
         while bad - lo > 1 and not until.reached():
             mid = (lo + bad) // 2
-            lo, bad = (mid, bad) if ok(mid) else (lo, mid)
+            found = ok(mid)
+            if found is None:
+                self._cut(key, step, mid)
+                return
+            if found:
+                lo = mid
+            else:
+                bad = mid
+                self.gallops[key] = (step, bad)
+        if not until.reached():
+            self.gallops.pop(key, None)  # finished: a new target gallops from step 1 again
+            self.gallop_cut.pop(key, None)
+
+    def _cut(self, key: tuple[str, float], step: int, k: int) -> None:
+        """The probe at k of gallop ``key`` was cut off by its stop point; cut off there twice,
+        k is taken as failing (a probe larger than a slice would be cut in every slice, and the
+        gallop would never go on below it)."""
+        if self.gallop_cut.get(key) == k:
+            self.gallops[key] = (step, k)
+        self.gallop_cut[key] = k

@@ -53,8 +53,9 @@ class LowerSearch(LowerBase):
     :data:`.families.local.ILS_PATIENCE` steps in a row fail; general key sides
     (:attr:`general`, and above :attr:`general_max_k` :attr:`smooth`, which also gallops from
     each new target) come after the starts.  A unit cut off by the deadline is discarded
-    and redone by the next call (kept, if cut off a second time; a gallop always resumes),
-    so the work done does not depend on how the time is sliced into calls.  ``add``
+    and redone by the next call (kept, if cut off a second time; a gallop always resumes,
+    where it stopped: :meth:`~.base.LowerBase.gallop`), so the work done does not depend on how
+    the time is sliced into calls.  ``add``
     receives every certificate that raises, for some eps, the largest k whose float64
     threshold exceeds eps.  ``ops``: the array back end of the large-k family's key sides
     (:mod:`~softrank_cert.solvers.backend`); everything else runs in numpy.

@@ -9,11 +9,13 @@ least rank r whose :mod:`.smooth` witness has float64 error ``<= eps``:
 * a probe runs the continuation one stage at a time and is abandoned once its error cannot
   reach ``eps`` (:data:`.smooth.ABORT`); no rank below the verified lower end is tried; on
   operators of at least :data:`WIDE_FROM` entries a probe runs only the :data:`WIDE_STAGES`
-  smoothest stages, with the iterations of all of them;
+  smoothest stages, with the iterations of all of them, and is abandoned before its last
+  stage above :data:`LAST_STAGE_ABORT`;
 * every rank keeps its solver state, so a later tolerance continues the iterate an earlier one
   left (nothing is recomputed), and every improved pair goes to the profiles at once;
 * when the bisection is done and work is left, the ranks below the best one are squeezed
-  with longer stages (galloping while they succeed).
+  with longer stages (galloping while they succeed; the single step right below the best
+  rank runs without the abort rule, except at a rank no probe has started on a wide operator).
 
 Each tolerance gets a cumulative share of the search's work (``1 : 1.5 : 2 : ...`` from the
 largest eps down, in the units of :mod:`~softrank_cert.solvers.work`); what one leaves unused passes to the next.
@@ -46,6 +48,10 @@ LEFTOVER_PASSES = 3
 WIDE_FROM = 512 * 512
 #: Continuation stages of a probe on a wide operator (the smoothest ones).
 WIDE_STAGES = 2
+#: A probe with one stage left is abandoned when its error exceeds ``target * LAST_STAGE_ABORT``
+#: (or the tighter :data:`~.smooth.ABORT` of its stage): the last stage of a wide two-stage probe
+#: lowered the error by 4-9 % (docs/solvers.md, "Fewer probes at ranks that cannot succeed").
+LAST_STAGE_ABORT = 1.10
 
 
 class UpperSearch:
@@ -116,7 +122,7 @@ class UpperSearch:
                 return True
             if st.stage >= max_stage:
                 return False
-            if abort and 0 < st.stage <= len(ABORT) and st.best_error > target * ABORT[st.stage - 1]:
+            if abort and 0 < st.stage <= len(ABORT) and st.best_error > target * self._abort_at(st.stage, max_stage):
                 return False
             before = st.stage
             reached = run_stages(self.d, st, stages=1, iterations=iterations, target=target,
@@ -136,6 +142,17 @@ class UpperSearch:
             for index, eps in enumerate(self.eps_values):
                 yield from self._squeeze(index, eps, self.stages + SQUEEZE_EXTRA_STAGES * (extra + 1),
                                          lambda: False, MAX_ITERATIONS)
+
+    def _fresh_wide(self, r: int) -> bool:
+        """Whether rank r is on a wide operator and no probe has started it (its first squeeze
+        step is then abandoned by the abort rule like any probe: 8 of 8 such steps failed on three
+        heads at 512 and took 6-15 % of the witness work, docs/solvers.md)."""
+        return self.stages == WIDE_STAGES and r not in self.states
+
+    @staticmethod
+    def _abort_at(stage: int, max_stage: int) -> float:
+        """The abort factor of a probe after ``stage`` stages of its ``max_stage``."""
+        return min(ABORT[stage - 1], LAST_STAGE_ABORT) if max_stage - stage == 1 else ABORT[stage - 1]
 
     def _bisect(self, index: int, eps: float, over: Callable[[], bool]) -> Generator[None, None, None]:
         """Gallop down from the best known rank, then bisect after the first failed probe."""
@@ -173,7 +190,7 @@ class UpperSearch:
                 return
             r = max(hi - step, floor)
             ok = yield from self._probe(r, eps, iterations=iterations or self._iterations(index, r, 2),
-                                        max_stage=max_stage, abort=step > 1)
+                                        max_stage=max_stage, abort=step > 1 or self._fresh_wide(r))
             if ok:
                 step *= 2
             elif step > 1:

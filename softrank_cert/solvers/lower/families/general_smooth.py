@@ -77,7 +77,14 @@ def smooth_probe(s: LowerBase, k: int, until: Until) -> float:
 def smooth_leap(s: LowerBase, eps: float, until: Until) -> None:
     """Largest k where the smoothed pivoted-QR pair works at eps: the gallop of the signed leap
     with :func:`smooth_probe`."""
-    s.gallop(eps, lambda k: smooth_probe(s, k, until) > eps * (1 + MARGIN), until)
+    probes = s.record("smooth", Tally).probes
+
+    def ok(k: int) -> bool | None:
+        if smooth_probe(s, k, until) > eps * (1 + MARGIN):
+            return True
+        return False if k in probes else None
+
+    s.gallop("smooth_leap", eps, ok, until)
 
 
 def smooth_pair(s: LowerBase, name: str, k: int, until: Until) -> None:

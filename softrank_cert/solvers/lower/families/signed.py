@@ -91,5 +91,11 @@ def probe(s: LowerBase, name: str, k: int, until: Until) -> float:
 def leap(s: LowerBase, eps: float, until: Until) -> None:
     """Largest k where a cheap start already works at eps: probes of :attr:`leap_starts`
     galloping up from the target (steps 1, 2, 4, ...), then bisection."""
-    s.gallop(eps, lambda k: max((probe(s, name, k, until) for name in s.leap_starts), default=0.0)
-             > eps * (1 + MARGIN), until)
+    probes: dict[tuple[str, int], float] = s.record("signed", dict)
+
+    def ok(k: int) -> bool | None:
+        if max((probe(s, name, k, until) for name in s.leap_starts), default=0.0) > eps * (1 + MARGIN):
+            return True
+        return False if all((name, k) in probes for name in s.leap_starts) else None
+
+    s.gallop("leap", eps, ok, until)
