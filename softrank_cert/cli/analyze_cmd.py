@@ -12,7 +12,7 @@ from ..plumbing.parallel import resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
 from ..plumbing.reports import dumps
 from ..util.escaping import safe_text
-from .common import (add_quiet_option, PLOT_HELP, add_command, add_force_option, add_parallel_options, check_distinct_outputs,
+from .common import (add_json_options, PLOT_HELP, add_command, add_force_option, add_parallel_options, check_distinct_outputs,
                      int_list, stdout_console)
 
 EPILOG = """\
@@ -47,11 +47,7 @@ certificate is re-verified and its brackets re-derived, docs/campaigns.md).
 
 
 def add_analyze(sub: Any) -> None:
-    p = add_command(sub, "analyze",
-                    description="Read kernel-verified brackets from certificates, compute the intrinsic, native "
-                                "and baseline scores of every operator, and report how well each orders the "
-                                "certified ranks, whether it adds held-out information beyond a calibrated "
-                                "baseline, and what a power-of-two refactorization does to it.", epilog=EPILOG)
+    p = add_command(sub, "analyze", epilog=EPILOG)
     p.add_argument("certificates", nargs="+", metavar="CERTS_DIR", help="certificate folders (*.json below) or files")
     p.add_argument("--operators", nargs="+", required=True, metavar="PANEL.npz",
                    help="the panels holding the certified operators (names must match the certificates)")
@@ -74,8 +70,7 @@ def add_analyze(sub: Any) -> None:
                         "beside --out (for exactly this software version, certificate bytes, operator and options; "
                         "every certificate is verified again all the same) and compute the rest "
                         "(REPORT-campaign.json records the campaign)")
-    p.add_argument("--json", action="store_true", help="print the report JSON instead of the tables")
-    add_quiet_option(p)
+    add_json_options(p, "print the report JSON instead of the tables")
     p.set_defaults(run=run_analyze)
 
 

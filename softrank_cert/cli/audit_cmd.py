@@ -57,10 +57,7 @@ that is not .png/.pdf/.svg: checked before any work; a failed run writes nothing
 
 
 def add_audit(sub: Any) -> None:
-    p = add_command(sub, "audit",
-                    description="Verify supplied certificates, or reproduce and try to refute each published "
-                                "bracket end with the solvers; every audited end is VERIFIED by the trusted kernel.",
-                    epilog=EPILOG)
+    p = add_command(sub, "audit", epilog=EPILOG)
     p.add_argument("table", metavar="BRACKETS.jsonl")
     p.add_argument("--operators", required=True, metavar="PANEL.npz", help="the panel the rows' operator names refer to")
     p.add_argument("--out", required=True, metavar="REPORT.json")

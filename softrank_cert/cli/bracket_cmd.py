@@ -67,9 +67,7 @@ REJECTED, 3 INCONCLUSIVE, 2 it does not decode), nothing written.
 
 
 def add_bracket(sub: Any) -> None:
-    p = add_command(sub, "bracket",
-                    description="Run the float64 solvers on an operator, keep the tightest ends the trusted kernel "
-                                "verifies at each tolerance, and write a (signed) certificate.", epilog=EPILOG)
+    p = add_command(sub, "bracket", epilog=EPILOG)
     p.add_argument("operator_file", metavar="OPERATOR.npz")
     p.add_argument("--eps", required=True, metavar="E1,E2,...", help="exact decimal tolerances, e.g. 0.1,0.25,0.5")
     p.add_argument("--out", required=True, metavar="CERT.json|FOLDER")

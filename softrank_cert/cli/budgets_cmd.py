@@ -65,10 +65,7 @@ SIGTERM (the message names the --resume command).
 
 
 def add_budgets(sub: Any) -> None:
-    p = add_command(sub, "budgets",
-                    description="For every operator of the panels, bracket r_eps with kernel-verified ends and "
-                                "classify each rank budget as feasible, impossible or unresolved; report the "
-                                "fractions per document and block width.", epilog=EPILOG)
+    p = add_command(sub, "budgets", epilog=EPILOG)
     p.add_argument("panels", nargs="+", metavar="PANEL.npz")
     p.add_argument("--budgets", required=True, metavar="B1,B2,...", help="rank budgets, e.g. 8,16,32")
     p.add_argument("--eps", required=True, metavar="E", help="one exact decimal tolerance, e.g. 0.25")

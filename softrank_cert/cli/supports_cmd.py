@@ -73,10 +73,7 @@ DEFAULT_X_MIN, DEFAULT_X_MAX, DEFAULT_POINTS = 4.0, 256.0, 4
 def add_supports(sub: Any) -> None:
     from ..geometry.supports import MAX_SWEEP_POINTS, SUPPORTS
 
-    p = add_command(sub, "supports",
-                    description="Sweep kappa at fixed eps on a support, bracket each operator with verified "
-                                "certificates, and bound the growth exponent between consecutive points.",
-                    epilog=EPILOG)
+    p = add_command(sub, "supports", epilog=EPILOG)
     p.add_argument("support", choices=SUPPORTS)
     p.add_argument("--dim", type=int, required=True, metavar="d", help="r for the grid, d for S^{d-1} and B^d")
     p.add_argument("--eps", default="0.25", metavar="E", help="exact decimal tolerance (default 0.25)")

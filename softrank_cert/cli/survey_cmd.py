@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .common import (add_campaign_options, add_command, add_force_option, add_quiet_option, int_list, key_inputs)
+from .common import (IMAGE_HELP, add_campaign_options, add_capture_options, add_command, add_force_option,
+                     add_json_options, key_inputs)
 
 #: The default of --max-cpu-minutes: a survey estimated longer is refused before any search.
 DEFAULT_MAX_CPU_MINUTES = 240.0
@@ -46,23 +47,15 @@ and the page); 130 interrupted (the message names the --resume command).
 
 def add_survey(sub: Any) -> None:
     """The parser of ``softrank survey`` (imports no study)."""
-    p = add_command(sub, "survey",
-                    description="Capture every selected head of a model on a document, bracket each one's rank "
-                                "with kernel-verified certificates, and write the layer x head page: one resumable "
-                                "command, its CPU time estimated before any work.", epilog=EPILOG)
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", help="'minilm' or a checkpoint folder (numpy loaders; as softrank panel)")
-    source.add_argument("--hf", metavar="DIR", help="a transformers checkpoint folder, 'minilm' or 'dinov2-small' "
-                                                    "(the [hf] extra; as softrank panel)")
-    source.add_argument("--gguf", metavar="FILE", help="a GGUF file or 'smollm2', 'qwen2.5-0.5b', 'qwen2.5-1.5b', "
-                                                       "'gemma3-270m' (the [gguf] extra; as softrank panel)")
-    given = p.add_mutually_exclusive_group(required=True)
-    given.add_argument("--text", metavar="FILE", help="UTF-8 document")
-    given.add_argument("--image", metavar="FILE", help="an image for a vision model (PNG/JPEG)")
-    p.add_argument("--widths", type=int_list, metavar="W1,W2,...",
-                   help="block widths in tokens (required for text models; a ViT uses patches + 1)")
-    p.add_argument("--layers", type=int_list, metavar="L1,L2,...", help="default: all layers")
-    p.add_argument("--heads", type=int_list, metavar="H1,H2,...", help="default: all heads")
+    p = add_command(sub, "survey", epilog=EPILOG)
+    add_capture_options(p, {
+        "--model": "'minilm' or a checkpoint folder (numpy loaders; as softrank panel)",
+        "--hf": "a transformers checkpoint folder, 'minilm' or 'dinov2-small' (the [hf] extra; as softrank panel)",
+        "--gguf": "a GGUF file or 'smollm2', 'qwen2.5-0.5b', 'qwen2.5-1.5b', 'gemma3-270m' (the [gguf] extra; as "
+                  "softrank panel)",
+        "--text": "UTF-8 document",
+        "--image": IMAGE_HELP},
+        "block widths in tokens (required for text models; a ViT uses patches + 1)")
     p.add_argument("--eps", default="0.1,0.25,0.5", metavar="E1,E2,...",
                    help="exact decimal tolerances (default 0.1,0.25,0.5)")
     p.add_argument("--work", metavar="LEVEL|N", help="search work per head: quick, default (the default) or N units")
@@ -75,8 +68,7 @@ def add_survey(sub: Any) -> None:
                    help="heads solved at a time in worker processes (default 1; 0 = one per CPU)")
     add_campaign_options(p)
     add_force_option(p, "start the survey again where OUT holds one (or holds other files)")
-    p.add_argument("--json", action="store_true", help="print a JSON summary")
-    add_quiet_option(p)
+    add_json_options(p, "print a JSON summary")
     p.set_defaults(run=run_survey_command)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..blas_kernels import kernels_pinned
 from ..errors import EXIT_INTERNAL, EXIT_INVALID_INPUT, InvalidInputError, SoftrankError, WireError, WorkerError
-from .wire import MAX_RESULT_BYTES, decode
+from .wire import MAX_MESSAGE, MAX_RESULT_BYTES, decode
 
 #: Room for the event header in front of a worker's frame.
 HEADER_BYTES = 1 << 16
@@ -55,7 +55,7 @@ def _event(raw: bytes, count: int, attempts: int, seen: set[int]) -> Event | Sof
     if kind == "done" and len(header) == 1:
         return None
     if kind == "error" and set(header) == {"event", "message", "exit_code"} and isinstance(header["message"], str):
-        message = " ".join(header["message"].split())[:2000]
+        message = " ".join(header["message"].split())[:MAX_MESSAGE]
         return InvalidInputError(message) if header["exit_code"] == EXIT_INVALID_INPUT else \
             WorkerError(message, EXIT_INTERNAL)
     if kind not in ("result", "refused"):

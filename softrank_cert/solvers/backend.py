@@ -23,32 +23,67 @@ import scipy.linalg
 from ..util.dense import row_errors
 
 
-class NumpyBackend:
+class ArrayBackend:
+    """The operations that numpy and torch spell alike, written once: ``xp`` is the array module
+    (numpy or torch), whose functions of these names do the same thing on its arrays."""
+
+    xp: Any
+
+    # -- vectors of L-BFGS --------------------------------------------------------------
+    def empty_like(self, x: Any) -> Any:
+        return self.xp.empty_like(x)
+
+    def scale_into(self, x: Any, t: float, out: Any) -> None:
+        """``out = t x``."""
+        self.xp.multiply(x, t, out=out)
+
+    def add_into(self, a: Any, b: Any, out: Any) -> None:
+        self.xp.add(a, b, out=out)
+
+    def subtract_into(self, a: Any, b: Any, out: Any) -> None:
+        self.xp.subtract(a, b, out=out)
+
+    def dot(self, a: Any, b: Any) -> float:
+        return float(self.xp.dot(a, b))
+
+    # -- matrices of the witness search ---------------------------------------------------
+    def rebalance(self, U: Any, W: Any) -> tuple[Any, Any]:
+        """Same product ``U W^T`` with orthonormal ``W`` (``W = Q R``, ``U <- U R^T``)."""
+        q, rr = self.xp.linalg.qr(W)
+        return U @ rr.T, q
+
+    # -- key sides of the large-k lower family --------------------------------------------
+    def all_finite(self, a: Any) -> bool:
+        return bool(self.xp.isfinite(a).all())
+
+    def max_row_l1(self, Y: Any) -> float:
+        return float(self.xp.abs(Y).sum(axis=1).max())
+
+    def smooth_key(self, Y: Any, tau: float, delta: float) -> tuple[float, Any]:
+        """Value of the key-side surrogate of :mod:`.lower.smooth_key` at ``Y`` and its gradient
+        in ``Y`` (before projection)."""
+        xp = self.xp
+        root = xp.sqrt(Y * Y + delta * delta)
+        s = (root - delta).sum(axis=1)
+        top = s.max()
+        w = xp.exp(tau * (s - top))
+        total = w.sum()
+        p = w / total
+        G = (p[:, None] * Y) / root
+        return float(top + xp.log(total) / tau), G
+
+
+class NumpyBackend(ArrayBackend):
     """The numpy path: float64 vectors, float32 (or float64) evaluations, one CPU core."""
 
     name = "numpy"
     cost = 1.0
+    xp = np
 
     # -- vectors of L-BFGS --------------------------------------------------------------
     def copy64(self, x: Any) -> Any:
         """A float64 copy of ``x``."""
         return np.array(x, dtype=np.float64)
-
-    def empty_like(self, x: Any) -> Any:
-        return np.empty_like(x)
-
-    def scale_into(self, x: Any, t: float, out: Any) -> None:
-        """``out = t x``."""
-        np.multiply(x, t, out=out)
-
-    def add_into(self, a: Any, b: Any, out: Any) -> None:
-        np.add(a, b, out=out)
-
-    def subtract_into(self, a: Any, b: Any, out: Any) -> None:
-        np.subtract(a, b, out=out)
-
-    def dot(self, a: Any, b: Any) -> float:
-        return float(np.dot(a, b))
 
     def norm(self, a: Any) -> float:
         return float(np.linalg.norm(a))
@@ -70,11 +105,6 @@ class NumpyBackend:
     def flat(self, U: Any, W: Any) -> Any:
         """``U`` and ``W`` as one float64 vector (rows of ``U``, then rows of ``W``)."""
         return np.concatenate([U.ravel(), W.ravel()])
-
-    def rebalance(self, U: Any, W: Any) -> tuple[Any, Any]:
-        """Same product ``U W^T`` with orthonormal ``W`` (``W = Q R``, ``U <- U R^T``)."""
-        q, rr = np.linalg.qr(W)
-        return U @ rr.T, q
 
     def max_row_error(self, A: Any, U: Any, W: Any) -> float:
         """float64 ``max_i sum_j |A - U W^T|_ij``."""
@@ -130,24 +160,6 @@ class NumpyBackend:
 
     def zeros(self, shape: tuple[int, ...]) -> Any:
         return np.zeros(shape)
-
-    def all_finite(self, a: Any) -> bool:
-        return bool(np.isfinite(a).all())
-
-    def max_row_l1(self, Y: Any) -> float:
-        return float(np.abs(Y).sum(axis=1).max())
-
-    def smooth_key(self, Y: Any, tau: float, delta: float) -> tuple[float, Any]:
-        """Value of the key-side surrogate of :mod:`.lower.smooth_key` at ``Y`` and its gradient
-        in ``Y`` (before projection)."""
-        root = np.sqrt(Y * Y + delta * delta)
-        s = (root - delta).sum(axis=1)
-        top = s.max()
-        w = np.exp(tau * (s - top))
-        total = w.sum()
-        p = w / total
-        G = (p[:, None] * Y) / root
-        return float(top + np.log(total) / tau), G
 
     # -- results --------------------------------------------------------------------------
     def to_numpy(self, a: Any) -> np.ndarray:

@@ -19,14 +19,18 @@ from typing import Any
 import numpy as np
 import torch
 
+from .backend import ArrayBackend
+
 
 def _f64(x: Any) -> float:
     return float(x.item()) if isinstance(x, torch.Tensor) else float(x)
 
 
-class TorchBackend:
+class TorchBackend(ArrayBackend):
     """Torch tensors on ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:1"`` ...); ``cost``: the
     factor on every work charge of what runs here (:mod:`.device`)."""
+
+    xp = torch
 
     def __init__(self, device: str, cost: float = 1.0, label: str | None = None) -> None:
         self.device = torch.device(device)
@@ -39,21 +43,6 @@ class TorchBackend:
         if isinstance(x, torch.Tensor):
             return x.to(self.device, torch.float64, copy=True)
         return torch.tensor(np.asarray(x, dtype=np.float64), dtype=torch.float64, device=self.device)
-
-    def empty_like(self, x: Any) -> Any:
-        return torch.empty_like(x)
-
-    def scale_into(self, x: Any, t: float, out: Any) -> None:
-        torch.mul(x, t, out=out)
-
-    def add_into(self, a: Any, b: Any, out: Any) -> None:
-        torch.add(a, b, out=out)
-
-    def subtract_into(self, a: Any, b: Any, out: Any) -> None:
-        torch.sub(a, b, out=out)
-
-    def dot(self, a: Any, b: Any) -> float:
-        return float(torch.dot(a, b).item())
 
     def norm(self, a: Any) -> float:
         return float(torch.linalg.vector_norm(a).item())
@@ -75,10 +64,6 @@ class TorchBackend:
 
     def flat(self, U: Any, W: Any) -> Any:
         return torch.cat([U.reshape(-1), W.reshape(-1)])
-
-    def rebalance(self, U: Any, W: Any) -> tuple[Any, Any]:
-        q, rr = torch.linalg.qr(W)
-        return U @ rr.T, q
 
     def max_row_error(self, A: Any, U: Any, W: Any) -> float:
         return _f64(self.row_errors(A, U, W).max())
@@ -125,22 +110,6 @@ class TorchBackend:
 
     def zeros(self, shape: tuple[int, ...]) -> Any:
         return torch.zeros(shape, dtype=torch.float64, device=self.device)
-
-    def all_finite(self, a: Any) -> bool:
-        return bool(torch.isfinite(a).all().item())
-
-    def max_row_l1(self, Y: Any) -> float:
-        return _f64(Y.abs().sum(dim=1).max())
-
-    def smooth_key(self, Y: Any, tau: float, delta: float) -> tuple[float, Any]:
-        root = torch.sqrt(Y * Y + delta * delta)
-        s = (root - delta).sum(dim=1)
-        top = s.max()
-        w = torch.exp(tau * (s - top))
-        total = w.sum()
-        p = w / total
-        G = (p[:, None] * Y) / root
-        return _f64(top + torch.log(total) / tau), G
 
     # -- results --------------------------------------------------------------------------
     def to_numpy(self, a: Any) -> np.ndarray:

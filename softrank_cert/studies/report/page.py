@@ -111,6 +111,13 @@ def href(target: str | Path, page: Path) -> str:
     return quote(raw, safe="/")
 
 
+def table_row(cells: Sequence[str], name: str | None = None) -> str:
+    """One ``<tr>`` of a page's table: a ``<td>`` of each of ``cells`` (HTML, escaped already),
+    after the row's ``name`` cell (HTML, class ``name``) when it has one."""
+    head = "" if name is None else f"<td class=\"name\">{name}</td>"
+    return "<tr>" + head + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"
+
+
 def _number(value: float | None, digits: int = 3) -> str:
     return "&ndash;" if value is None else _e(f"{value:.{digits}g}")
 
@@ -198,9 +205,8 @@ def _group_tables(doc: dict[str, Any]) -> list[str]:
                    "<th>resolved</th></tr>")
         for eps in tolerances:
             cell = row["eps"][eps]
-            out.append(f"<tr><td>{_e(eps)}</td><td>{_number(cell['median_lower'])}</td>"
-                       f"<td>{_number(cell['median_upper'])}</td><td>{_number(cell['median_ratio'])}</td>"
-                       f"<td>{_share(cell['resolved_share'])}</td></tr>")
+            out.append(table_row([_e(eps), _number(cell["median_lower"]), _number(cell["median_upper"]),
+                                  _number(cell["median_ratio"]), _share(cell["resolved_share"])]))
         out.append("</table>")
     return out
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..report.figures import MAX_FIGURE_INCHES, MAX_TOLERANCES, spread
-from ..report.page import _e, href
+from ..report.page import _e, href, table_row
 from ..panel_names import head_position
 
 #: A survey section: (report document, page path) -> HTML lines.
@@ -169,10 +169,8 @@ def _stages(doc: dict[str, Any], page: Path) -> list[str]:
     out += ["</dl>", "<table class=\"sortable\"><tr><th class=\"name\">stage</th><th>status</th><th>CPU s</th>"
             "<th>wall s</th></tr>"]
     for stage in survey["stages"]:
-        cpu, wall = stage["cpu_seconds"], stage["wall_seconds"]
-        out.append(f"<tr><td class=\"name\">{_e(stage['name'])}</td><td>{_e(stage['status'])}</td>"
-                   f"<td>{'&ndash;' if cpu is None else seconds_text(cpu)}</td>"
-                   f"<td>{'&ndash;' if wall is None else seconds_text(wall)}</td></tr>")
+        times = ["&ndash;" if s is None else seconds_text(s) for s in (stage["cpu_seconds"], stage["wall_seconds"])]
+        out.append(table_row([_e(stage["status"]), *times], name=_e(stage["name"])))
     out.append("</table>")
     return out
 
