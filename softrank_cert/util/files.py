@@ -16,6 +16,9 @@ checked before any work and written atomically.
 * :class:`OutputFiles`: the files of one run, each staged beside its target and renamed into
   place together (``fsync`` before the rename, the folder after it), or all removed when the
   run fails; :class:`OutputWriteError` is a write that failed (one line, exit 2).
+* :func:`remove_outputs`: an earlier run's outputs removed by a forced run (only what the
+  command recognises as its own, never a key file or an input), :func:`remove_leftovers` what an
+  interrupted removal left;
 * :func:`replace_atomically`, :func:`write_text_atomic`, :func:`write_json_atomic`: one file
   replaced the same way; :func:`canonical_dump`, the stable JSON text of every certificate,
   report and manifest.  (Figures: :func:`softrank_cert.plumbing.plotting.save_figure_atomic`.)
