@@ -139,8 +139,7 @@ def run_kv_budgets(args: Any) -> int:
 
         load_private_key(args.key)  # fail before any work
     planned = plan(folder, manifest)
-    inputs: dict[str, Path] = {"campaign manifest": folder / "softrank-campaign.json", **key_inputs(args.key),
-                               **{f"certificate of {p.name}": p.path for p in planned if p.path is not None}}
+    inputs: dict[str, Path] = dict(key_inputs(args.key))  # the campaign's own files: added by check_outputs
     if args.keep:
         inputs["--keep file"] = Path(args.keep)
     check_outputs(folder, [p.name for p in planned], names, inputs, bool(args.force or args.resume))

@@ -78,8 +78,10 @@ def worker_process(parent: int, *, default_sigterm: bool = False) -> Generator[N
     """The one setup of a process that serves the process ``parent`` (a pool worker, the Dask
     client process): Ctrl-C (SIGINT) ignored -- it reaches ``parent``, which stops us -- and,
     with ``default_sigterm``, SIGTERM ends it at once; ``parent`` watched (:func:`watch_parent`).
-    The signal handlers it found are restored when the block ends, so that running a worker's
-    loop in place never changes the signal handling of the process that ran it."""
+    When the loop runs in place (``parent`` is this process, as a test runs it) the signal
+    handlers it found are restored when the block ends, so that it never changes the signal
+    handling of the process that ran it; a real worker keeps ignoring Ctrl-C to its end (a
+    Ctrl-C while its pool shuts down prints no traceback there)."""
     previous = {signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN)}
     if default_sigterm:
         previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -87,5 +89,6 @@ def worker_process(parent: int, *, default_sigterm: bool = False) -> Generator[N
         watch_parent(parent)
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        if parent == os.getpid():
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)

@@ -109,8 +109,11 @@ def search_budget(m: int, n: int, work: float | None = None, budget_seconds: flo
 
     Neither given: :func:`.work.default_work` units, no deadline (the same ends however busy the
     machine).  ``budget_seconds`` alone: a wall-time bound only (``math.inf``: none at all) --
-    the ends may then depend on the load.  Both: whichever runs out first.
+    the ends may then depend on the load.  Both: whichever runs out first.  A ``work`` that is
+    NaN or negative is refused (ValueError); ``math.inf`` is unbounded work.
     """
+    if work is not None and not work >= 0:
+        raise ValueError("the work budget must be >= 0")
     work = effective_work(work, budget_seconds, m, n)
     if work is None:
         work = math.inf

@@ -27,7 +27,6 @@ pytest.importorskip("gguf", reason="needs the gguf package: pip install gguf acc
 import softrank_cert as sc  # noqa: E402
 from softrank_cert.models import write_panel  # noqa: E402
 from softrank_cert.models.dinov2_onnx import INSTALL as DINOV2_INSTALL  # noqa: E402
-from softrank_cert.models.gguf_file import one_parse  # noqa: E402
 from softrank_cert.models.hf_capture import capture_attention  # noqa: E402
 from softrank_cert.models.hf_panel import HFCheckpoint, hf_panel, load_image, open_gguf, text_blocks  # noqa: E402
 from softrank_cert.models.packaged import SPLIT_GGUF, package_file  # noqa: E402
@@ -98,13 +97,13 @@ def test_qwen05_block_pricing_is_below_the_whole_model(qwen05) -> None:
 @_needs("qwen2.5-0.5b")
 def test_qwen05_first_blocks_equal_the_whole_model(qwen05) -> None:
     """Q and K of layers 0 and 11 from the first 12 blocks equal those of the whole model as
-    transformers' own GGUF loader builds it (float64), bit for bit (its readers of the file share
-    one parse of the metadata, as in a block load)."""
+    transformers' own GGUF loader builds it (float64), bit for bit; the whole model is loaded
+    without ``one_parse`` (its own parse of the file), so a bug in the shared parse of a block
+    load is caught."""
     path = qwen05.gguf.path
-    with one_parse(path):
-        whole = transformers.AutoModel.from_pretrained(
-            str(path.parent), gguf_file=path.name, local_files_only=True, dtype=torch.float64,
-            attn_implementation="eager", quantization_config=transformers.GgufConfig(dequantize=True))
+    whole = transformers.AutoModel.from_pretrained(
+        str(path.parent), gguf_file=path.name, local_files_only=True, dtype=torch.float64,
+        attn_implementation="eager", quantization_config=transformers.GgufConfig(dequantize=True))
     ids = _ids(qwen05, 64)
     for cut, full in zip(capture_attention(qwen05.model, ids, [0, 11]), capture_attention(whole, ids, [0, 11])):
         assert np.array_equal(cut.q, full.q) and np.array_equal(cut.k, full.k)

@@ -34,7 +34,7 @@ def test_a_pool_worker_run_in_place_leaves_sigint_alone():
     here, there = multiprocessing.Pipe(duplex=True)
     here.send((abs, (-3,)))
     here.send(None)
-    parallel._worker_main(there, os.getppid())  # answers one task, then returns on None
+    parallel._worker_main(there, os.getpid())  # in place: answers one task, then returns on None
     assert read_frame(here.recv_bytes())[0] == 3
     assert _handlers() == before and signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
@@ -47,3 +47,14 @@ def test_the_worker_setup_ignores_sigint_inside_and_restores_both_handlers():
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     assert _handlers() == before
+
+
+def test_a_real_worker_keeps_ignoring_sigint_after_its_loop(monkeypatch):
+    """A worker process (its parent another process) does not restore Ctrl-C when its loop ends:
+    a Ctrl-C while the pool shuts down prints no traceback in it."""
+    from softrank_cert.plumbing import worker_task
+
+    monkeypatch.setattr(worker_task, "watch_parent", lambda parent: None)
+    with worker_task.worker_process(os.getpid() + 1):
+        pass
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN

@@ -128,3 +128,14 @@ def test_probabilities_and_causal_operators() -> None:
     for operator in (op, causal):
         for b in bracket_operator(operator, ["0.25"], budget_seconds=5):
             assert 1 <= b.lower.k <= b.upper.r <= 24
+
+
+@pytest.mark.parametrize("work", [float("nan"), -1.0])
+def test_a_nan_or_negative_work_budget_is_refused_not_unlimited(work: float) -> None:
+    from softrank_cert.solvers.bracket import search_budget
+
+    with pytest.raises(ValueError, match="the work budget must be >= 0"):
+        search_budget(24, 24, work=work)
+    with pytest.raises(ValueError, match="the work budget must be >= 0"):
+        bracket_operator(qk_operator(2), ["0.5"], work=work)
+    assert search_budget(24, 24, work=float("inf")).work == float("inf")

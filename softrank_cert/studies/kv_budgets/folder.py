@@ -7,7 +7,8 @@ The entry points a command or a survey stage calls (``softrank kv-budgets``, the
   survey's ``FOLDER/certs`` (the survey folder of ``softrank survey``);
 * :func:`check_outputs`: every output path checked before any work; :func:`certify_folder`: the
   whole run (an earlier run's outputs removed first when forced, then :func:`study_folder` and
-  :func:`write_report`);
+  :func:`write_report`); both protect the campaign's own files (:func:`folder_inputs`), and
+  :func:`is_output` says what a forced run may remove;
 * :func:`study_folder`: every head of its manifest (:func:`~.study.run_study`, certificates
   written as each head is done) and the report document (envelope included);
 * :func:`write_report`: ``kv_budgets.json`` and one figure per model, together and atomically;
@@ -16,20 +17,28 @@ The entry points a command or a survey stage calls (``softrank kv-budgets``, the
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 from ...plumbing.campaign import MANIFEST_NAME
 from ...errors import InvalidInputError
-from ...util.files import OutputFiles, check_folder_unused, check_output_file, remove_outputs
+from ...util.files import (OutputFiles, check_folder_unused, check_output_file, file_kind, remove_leftovers,
+                           remove_outputs)
 from ...util.progress import Stage
 from .plot import figure_name, kv_figures, models
-from .policies import Policy
+from .policies import POLICY_NAMES, Policy
 from .study import OUTPUT_FOLDER, REPORT_NAME, policy_certificate_path, report_body, run_study
 
 #: The bracket campaign folder inside a survey folder (``softrank survey``).
 SURVEY_CERTIFICATES = "certs"
+#: The figures' subfolder of ``kv-budgets/``, and a figure's name there (:func:`~.plot.figure_name`).
+FIGURES = "figures"
+_FIGURE = re.compile(r"kv-budgets-[A-Za-z0-9._-]+\.png")
+#: A temporary file that an interrupted atomic write left beside its target: ``.NAME.XXXXXXXX.tmp``
+#: (``.png`` for a figure; :class:`~softrank_cert.util.files.OutputFiles`).
+_STAGED = re.compile(r"\..+\.[a-z0-9_]{8}\.(tmp|png)")
 
 
 def bracket_folder(folder: Path) -> Path:
@@ -43,7 +52,39 @@ def bracket_folder(folder: Path) -> Path:
 
 def figures_folder(folder: Path) -> Path:
     """Where the figures of the bracket folder ``folder`` go."""
-    return Path(folder) / OUTPUT_FOLDER / "figures"
+    return Path(folder) / OUTPUT_FOLDER / FIGURES
+
+
+def is_output(folder: Path, path: Path) -> bool:
+    """Whether ``path``, below the bracket folder ``folder``, is an output of a kv-budgets run
+    that ``--force`` may remove: the report ``kv_budgets.json``, or a regular file (not a
+    symlink) under ``kv-budgets/``: a softrank certificate (by its content) below a policy's
+    folder ``kv-budgets/POLICY/``, a figure ``kv-budgets/figures/kv-budgets-*.png``, or a
+    temporary file that an interrupted write left in either.  Cost: a certificate is read."""
+    parts = Path(path).relative_to(folder).parts
+    if Path(path).is_symlink() or not Path(path).is_file():
+        return False
+    if parts == (REPORT_NAME,):
+        return True
+    if len(parts) < 3 or parts[0] != OUTPUT_FOLDER:
+        return False
+    name = parts[-1]
+    if parts[1] == FIGURES:
+        return len(parts) == 3 and bool(_FIGURE.fullmatch(name) or _STAGED.fullmatch(name))
+    return parts[1] in POLICY_NAMES and (bool(_STAGED.fullmatch(name)) or
+                                         (name.endswith(".json") and file_kind(path) == "a softrank certificate"))
+
+
+def folder_inputs(folder: Path, inputs: dict[str, Path] | None = None) -> dict[str, Path]:
+    """``inputs`` and the bracket folder's own: its campaign manifest and the certificate of
+    every operator the manifest lists (wherever a name puts it, e.g. under ``kv-budgets/``), so
+    that no output of a run -- nor what a forced run removes -- is one of them, whatever the
+    caller passed."""
+    from ..report.folder import plan, read_manifest
+
+    own = {"campaign manifest": Path(folder) / MANIFEST_NAME,
+           **{f"certificate of {p.name}": p.path for p in plan(folder, read_manifest(folder)) if p.path is not None}}
+    return {**own, **(inputs or {})}
 
 
 def study_folder(folder: Path, policies: list[Policy], tolerances: list[str] | None = None, *, resume: bool = False,
@@ -84,7 +125,9 @@ def write_report(folder: Path, report: dict[str, Any]) -> None:
 def check_outputs(folder: Path, operators: list[str], policies: list[str], inputs: dict[str, Path],
                   replace: bool) -> None:
     """Every output path of a run on ``folder`` checked before any work: nothing replaced without
-    ``replace`` (``--force`` or ``--resume``), no output that is one of ``inputs`` (exit 2)."""
+    ``replace`` (``--force`` or ``--resume``), no output that is one of ``inputs`` or of the
+    folder's own (:func:`folder_inputs`) (exit 2)."""
+    inputs = folder_inputs(folder, inputs)
     probed: set[Path] = set()
     if (folder / REPORT_NAME).exists() and not replace:
         raise InvalidInputError(f"{folder / REPORT_NAME}: exists (an earlier run); give --resume to keep its "
@@ -101,18 +144,23 @@ def certify_folder(folder: Path, policies: list[Policy], tolerances: list[str] |
                    resume: bool = False, force: bool = False, key: Any = None,
                    inputs: dict[str, Path] | None = None) -> dict[str, Any]:
     """A whole run on the bracket folder ``folder`` whose outputs were checked
-    (:func:`check_outputs`): with ``force`` (and not ``resume``) the earlier run's report and
-    ``kv-budgets/`` folder -- every policy's certificates, also of policies not run now -- are
-    removed first (:func:`~softrank_cert.util.files.remove_outputs`: none of ``inputs`` may lie
-    there); then every head is studied and the report and figures written together, reported on
-    ``stage`` (:meth:`~softrank_cert.util.progress.Progress.stage`)."""
+    (:func:`check_outputs`): what an interrupted removal left is deleted
+    (:func:`~softrank_cert.util.files.remove_leftovers`); with ``force`` (and not ``resume``) the
+    earlier run's report and ``kv-budgets/`` folder -- every policy's certificates, also of
+    policies not run now -- are removed first (:func:`~softrank_cert.util.files.remove_outputs`:
+    refused, nothing removed, when one of ``inputs`` or of :func:`folder_inputs` lies there, or a
+    key file, or a file that is not an output, :func:`is_output`); then every head is studied
+    and the report and figures written together, reported on ``stage``
+    (:meth:`~softrank_cert.util.progress.Progress.stage`)."""
+    remove_leftovers(folder)
     if force and not resume:
-        remove_outputs(folder, [REPORT_NAME, OUTPUT_FOLDER], inputs=inputs)
+        remove_outputs(folder, [REPORT_NAME, OUTPUT_FOLDER], inputs=folder_inputs(folder, inputs),
+                       is_output=lambda path: is_output(folder, path))
     report = study_folder(folder, policies, tolerances, resume=resume, key=key, stage=stage)
     stage("writing the report and figures")
     write_report(folder, report)
     return report
 
 
-__all__ = ["SURVEY_CERTIFICATES", "bracket_folder", "certify_folder", "check_outputs", "figure_paths", "figures_folder",
-           "study_folder", "write_report"]
+__all__ = ["FIGURES", "SURVEY_CERTIFICATES", "bracket_folder", "certify_folder", "check_outputs", "figure_paths",
+           "figures_folder", "folder_inputs", "is_output", "study_folder", "write_report"]

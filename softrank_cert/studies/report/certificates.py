@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import FloatingPointEnvironmentError, InternalInvariantError, InvalidInputError, SoftrankError
-from ...plumbing.certificate_files import CERTIFICATE_FORMAT, declared_format
+from ...plumbing.certificate_files import CERTIFICATE_FORMAT, declared_format, json_files_below
 from ...util.progress import Stage
 from .folder import (
     DEFAULT_MAX_BYTES, DEFAULT_MAX_CERTIFICATES, WHAT_TO_GIVE, Planned, check_count, check_limits, claims_not_verified,
@@ -80,8 +80,9 @@ def plan_files(folder: Path, *, max_certificates: int = DEFAULT_MAX_CERTIFICATES
 
 
 def unread_below(folder: Path, shown: int = 3) -> str | None:
-    """A note on the ``*.json`` files in subfolders of ``folder`` (not read), or None."""
-    below = sorted(str(p.relative_to(folder)) for p in folder.rglob(f"*{SUFFIX}") if p.parent != folder)
+    """A note on the ``*.json`` files in subfolders of ``folder`` (not read; those below a
+    ``.softrank-removed-*`` folder not counted), or None."""
+    below = sorted(str(p.relative_to(folder)) for p in json_files_below(folder) if p.parent != folder)
     if not below:
         return None
     return (f"{len(below)} JSON file(s) in subfolders were not read (only the files directly in the folder are): "

@@ -31,7 +31,7 @@ from typing import Any
 
 from ...errors import FloatingPointEnvironmentError, InternalInvariantError, InvalidInputError, SoftrankError
 from ...plumbing.campaign import FORMAT as CAMPAIGN_FORMAT, MANIFEST_NAME, check_manifest_numbers, operator_sha256
-from ...plumbing.certificate_files import certificate_path
+from ...plumbing.certificate_files import certificate_path, json_files_below
 from ...util.files import loads_unique, read_regular_file
 from ...util.progress import Stage
 
@@ -164,11 +164,12 @@ KV_BUDGETS_REPORT, KV_BUDGETS_FOLDER = "kv_budgets.json", "kv-budgets"
 
 def unlisted_files(folder: Path, planned: list[Planned], shown: int = 3) -> str | None:
     """A note on the ``*.json`` files below ``folder`` that are neither the manifest nor the
-    certificate of one of its operators (they are not read), or None when there are none."""
+    certificate of one of its operators (they are not read; those below a ``.softrank-removed-*``
+    folder, being deleted, are not counted), or None when there are none."""
     expected = {p.path.resolve() for p in planned if p.path is not None} | {(folder / MANIFEST_NAME).resolve()}
     expected |= {(folder / KV_BUDGETS_REPORT).resolve()}
     kv_folder = (folder / KV_BUDGETS_FOLDER).resolve()
-    extra = sorted(str(p.relative_to(folder)) for p in folder.rglob("*.json")
+    extra = sorted(str(p.relative_to(folder)) for p in json_files_below(folder)
                    if p.resolve() not in expected and not p.resolve().is_relative_to(kv_folder))
     if not extra:
         return None
