@@ -26,8 +26,8 @@ held out); image: matplotlib's ``grace_hopper.jpg`` (a real photograph shipped o
 
 A **unit** is one family at one width (at most ``Family.chunk`` heads: width 64 is two units,
 DINOv2's width two).  It is captured once per family and capture group (``softrank panel``,
-the group's widths, the layers its heads need: :data:`SEPARATE_CAPTURES`), bracketed and verified by ``seed_scale.run_unit`` (the same
-record, store and sample as the seed-scale campaign, under ``benchmarks/results/family_table/``),
+the group's widths, the layers its heads need: :data:`SEPARATE_CAPTURES`), bracketed and
+verified by ``seed_scale.run_unit`` (the same record, store and sample as the seed-scale campaign, under ``benchmarks/results/family_table/``),
 then compared with the truncated SVD (:func:`svd_unit`): per operator and eps, the least rank r
 whose rank-r truncated SVD the kernel VERIFIES (searched in float64 from the least rank whose
 float64 error meets eps, upwards; the kernel decides), the kernel's verdict on the SVD one rank
@@ -205,7 +205,7 @@ class Panels(seed_scale.Panels):
             raise CaptureError(f"capturing {name} exited {rc} (see {self.log})")
         costs = captures(self.results)
         costs[name] = {"layers": layers, "cpu_s": round(cpu, 1), "wall_s": round(wall, 1),
-                               "command": " ".join(["softrank", *command[3:]])}
+                       "command": " ".join(["softrank", *command[3:]])}
         write_atomic(self.results / "captures.json", json.dumps(costs, indent=1, sort_keys=True) + "\n")
         return path
 
