@@ -25,13 +25,14 @@ tokens of ``examples/data/py-specialnames.txt`` (a document no earlier run or ca
 held out); image: matplotlib's ``grace_hopper.jpg`` (a real photograph shipped offline).
 
 A **unit** is one family at one width (at most ``Family.chunk`` heads: width 64 is two units,
-DINOv2's width two).  It is captured once per family and capture group (``softrank panel``,
-the group's widths, the layers its heads need: :data:`SEPARATE_CAPTURES`), bracketed and
-verified by ``seed_scale.run_unit`` (the same record, store and sample as the seed-scale
-campaign, under ``benchmarks/results/family_table/``), then compared with the truncated SVD (:func:`svd_unit`): per operator and eps, the least rank r
-whose rank-r truncated SVD the kernel VERIFIES (searched in float64 from the least rank whose
-float64 error meets eps, upwards; the kernel decides), the kernel's verdict on the SVD one rank
-below, and a certificate of ``[trivial lower, SVD upper]`` re-checked by ``softrank-verify``.
+DINOv2's width two). It is captured once per family and capture group (``softrank panel``, the
+group's widths, the layers its heads need: :data:`SEPARATE_CAPTURES`), bracketed and verified by
+``seed_scale.run_unit`` (the same record, store and sample as the seed-scale campaign, under
+``benchmarks/results/family_table/``), then compared with the truncated SVD (:func:`svd_unit`):
+per operator and eps, the least rank r whose rank-r truncated SVD the kernel VERIFIES (searched
+in float64 from the least rank whose float64 error meets eps, upwards; the kernel decides), the
+kernel's verdict on the SVD one rank below, and a certificate of ``[trivial lower, SVD upper]``
+re-checked by ``softrank-verify``.
 Its record goes to ``svd/UNIT.json`` only when every claim checks.
 
 Resuming: a unit with both records is done; an interrupted bracket resumes from the certificates
