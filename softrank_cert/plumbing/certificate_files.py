@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from ..errors import InvalidInputError
-from ..util.files import is_removal_leftover
+from ..util.removal import is_removal_leftover
 from ..util.operator_files import natural_key
 
 #: The ``format`` of a certificate (``certio.certificate.FORMAT_NAME``; a test checks they agree).
@@ -81,7 +81,7 @@ def certificate_paths(out: Path, names: list[str], *, reserve_manifest: bool = T
 def expand_json_paths(paths: list[str]) -> list[str]:
     """Files as given; folders replaced by the ``*.json`` files below them (in natural order:
     ``L0H2`` before ``L0H10``), except those below a folder that a removal moved aside
-    (``.softrank-removed-*``, :func:`~softrank_cert.util.files.remove_outputs`: earlier outputs
+    (``.softrank-removed-*``, :func:`~softrank_cert.util.removal.remove_outputs`: earlier outputs
     being deleted, not results).  Whether a file is a certificate is for its content to say
     (:func:`declared_format`), not its name."""
     out: list[str] = []
@@ -96,7 +96,7 @@ def expand_json_paths(paths: list[str]) -> list[str]:
 
 def json_files_below(folder: Path) -> list[Path]:
     """The ``*.json`` files below ``folder`` (``rglob``), less those below a
-    ``.softrank-removed-*`` folder in it (:func:`~softrank_cert.util.files.is_removal_leftover`)."""
+    ``.softrank-removed-*`` folder in it (:func:`~softrank_cert.util.removal.is_removal_leftover`)."""
     return [p for p in Path(folder).rglob("*.json")
             if not any(is_removal_leftover(part) for part in p.relative_to(folder).parts[:-1])]
 

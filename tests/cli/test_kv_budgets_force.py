@@ -49,7 +49,7 @@ def _listing(where: Path) -> list[str]:
 
 
 def test_remove_outputs_moves_aside_then_deletes_and_never_removes_an_input(tmp_path):
-    from softrank_cert.util.files import remove_outputs
+    from softrank_cert.util.removal import remove_outputs
 
     _outputs(tmp_path)
     (tmp_path / ".softrank-removed-left").mkdir()  # an interrupted removal's folder
@@ -155,7 +155,7 @@ def test_a_bracket_certificate_under_kv_budgets_is_never_removed_whatever_the_ca
 # --- an interrupted removal: finished, its leftovers cleaned and never read ---------------------
 
 def test_a_removal_interrupted_by_ctrl_c_is_finished_before_the_interrupt_goes_on(tmp_path, monkeypatch):
-    from softrank_cert.util.files import remove_outputs
+    from softrank_cert.util.removal import remove_outputs
 
     _outputs(tmp_path)
     real = shutil.rmtree
@@ -193,7 +193,7 @@ def test_leftovers_of_a_killed_removal_are_never_read_and_any_run_cleans_them(st
 # --- odd targets, failed renames, and two runs at once ------------------------------------------
 
 def test_a_symlinked_or_mounted_target_or_one_that_is_an_input_is_refused(tmp_path, monkeypatch):
-    from softrank_cert.util.files import remove_outputs
+    from softrank_cert.util.removal import remove_outputs
 
     _outputs(tmp_path)
     with pytest.raises(InvalidInputError, match="holds the folder"):
@@ -209,7 +209,7 @@ def test_a_symlinked_or_mounted_target_or_one_that_is_an_input_is_refused(tmp_pa
 
 def test_a_rename_failing_part_way_puts_the_first_back(tmp_path, monkeypatch):
     from softrank_cert.errors import OutputWriteError
-    from softrank_cert.util import files
+    from softrank_cert.util import removal
 
     _outputs(tmp_path)
     real = os.replace
@@ -219,14 +219,14 @@ def test_a_rename_failing_part_way_puts_the_first_back(tmp_path, monkeypatch):
             raise OSError(errno.EXDEV, "Invalid cross-device link")
         return real(source, target)
 
-    monkeypatch.setattr(files.os, "replace", cross_device)
+    monkeypatch.setattr(removal.os, "replace", cross_device)
     with pytest.raises(OutputWriteError):
-        files.remove_outputs(tmp_path, ["report.json", "old"], is_output=_any)
+        removal.remove_outputs(tmp_path, ["report.json", "old"], is_output=_any)
     assert _listing(tmp_path) == ["old", "old/a", "old/a/x.json", "report.json"]
 
 
 def test_a_file_or_symlink_named_like_a_leftover_is_left_alone(tmp_path):
-    from softrank_cert.util.files import remove_outputs
+    from softrank_cert.util.removal import remove_outputs
 
     _outputs(tmp_path / "run")
     (tmp_path / "run" / ".softrank-removed-notes").write_text("mine")
@@ -240,7 +240,7 @@ def test_a_file_or_symlink_named_like_a_leftover_is_left_alone(tmp_path):
 
 def test_two_removals_at_once_both_succeed(tmp_path, monkeypatch):
     """Run B starts while run A is between its two renames (and deletes A's folder as a leftover)."""
-    from softrank_cert.util import files
+    from softrank_cert.util import removal
 
     _outputs(tmp_path)
     real = os.replace
@@ -250,10 +250,10 @@ def test_two_removals_at_once_both_succeed(tmp_path, monkeypatch):
         real(source, target)
         if not done:
             done.append(True)
-            monkeypatch.setattr(files.os, "replace", real)
-            files.remove_outputs(tmp_path, ["report.json", "old"], is_output=_any)
-            monkeypatch.setattr(files.os, "replace", racing)
+            monkeypatch.setattr(removal.os, "replace", real)
+            removal.remove_outputs(tmp_path, ["report.json", "old"], is_output=_any)
+            monkeypatch.setattr(removal.os, "replace", racing)
 
-    monkeypatch.setattr(files.os, "replace", racing)
-    files.remove_outputs(tmp_path, ["report.json", "old"], is_output=_any)
+    monkeypatch.setattr(removal.os, "replace", racing)
+    removal.remove_outputs(tmp_path, ["report.json", "old"], is_output=_any)
     assert list(tmp_path.iterdir()) == []

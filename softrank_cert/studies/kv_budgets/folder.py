@@ -24,8 +24,8 @@ from typing import Any
 
 from ...plumbing.campaign import MANIFEST_NAME
 from ...errors import InvalidInputError
-from ...util.files import (OutputFiles, check_folder_unused, check_output_file, file_kind, remove_leftovers,
-                           remove_outputs)
+from ...util.files import OutputFiles, check_folder_unused, check_output_file, file_kind
+from ...util.removal import remove_leftovers, remove_outputs
 from ...util.progress import Stage
 from .plot import figure_name, kv_figures, models
 from .policies import POLICY_NAMES, Policy
@@ -145,9 +145,9 @@ def certify_folder(folder: Path, policies: list[Policy], tolerances: list[str] |
                    inputs: dict[str, Path] | None = None) -> dict[str, Any]:
     """A whole run on the bracket folder ``folder`` whose outputs were checked
     (:func:`check_outputs`): what an interrupted removal left is deleted
-    (:func:`~softrank_cert.util.files.remove_leftovers`); with ``force`` (and not ``resume``) the
+    (:func:`~softrank_cert.util.removal.remove_leftovers`); with ``force`` (and not ``resume``) the
     earlier run's report and ``kv-budgets/`` folder -- every policy's certificates, also of
-    policies not run now -- are removed first (:func:`~softrank_cert.util.files.remove_outputs`:
+    policies not run now -- are removed first (:func:`~softrank_cert.util.removal.remove_outputs`:
     refused, nothing removed, when one of ``inputs`` or of :func:`folder_inputs` lies there, or a
     key file, or a file that is not an output, :func:`is_output`); then every head is studied
     and the report and figures written together, reported on ``stage``
