@@ -265,6 +265,18 @@ def verified_rows(report: dict, unit: Unit) -> tuple[list[dict], list[str]]:
     return rows, problems
 
 
+def uncosted_operators(manifest: dict, ledger_runs: int) -> int:
+    """How many of a unit's operators were computed by bracket runs its cost ledger does not hold.
+
+    Every ``softrank bracket --resume`` run of the unit's folder appends one entry to the campaign
+    manifest's ``runs``; the ledger holds the runs this script started and saw end, which are the
+    manifest's last ``ledger_runs``.  Earlier manifest runs (one started by hand, or one whose
+    campaign was killed before its ledger line) computed operators whose CPU is not in
+    ``bracket_cpu_s``."""
+    earlier = manifest.get("runs", [])[:max(len(manifest.get("runs", [])) - ledger_runs, 0)]
+    return sum(int(run.get("computed", 0)) for run in earlier)
+
+
 def run_unit(unit: Unit, panels: Panels, work: Path, log: Path, sample: set[str], results: Path | None = None) -> bool:
     """Bracket, verify and record ``unit`` (under ``results``, default :data:`RESULTS`); False
     (nothing recorded) when anything does not check."""
@@ -294,6 +306,7 @@ def run_unit(unit: Unit, panels: Panels, work: Path, log: Path, sample: set[str]
         return False
     manifest = json.loads((out / "softrank-campaign.json").read_text(encoding="utf-8"))
     seconds = {name: entry.get("seconds") for name, entry in manifest["operators"].items()}
+    uncosted = uncosted_operators(manifest, len(runs))
     for row in rows:
         row["solver_seconds"] = seconds.get(row["operator"])
     store = work / "store"
@@ -311,7 +324,7 @@ def run_unit(unit: Unit, panels: Panels, work: Path, log: Path, sample: set[str]
               "work": "default", "started": started, "bracket_wall_s": round(wall, 1), "bracket_cpu_s": round(cpu, 1),
               "verify": {"exit_code": vrc, "wall_s": round(vwall, 1), "cpu_s": round(vcpu, 1),
                          "claims": report["summary"].get("claims"), "verified": report["summary"].get("verified")},
-              "runs": len(runs), **_commit(), "rows": rows}
+              "runs": len(runs), "uncosted_operators": uncosted, **_commit(), "rows": rows}
     write_atomic(record_path(unit, results), json.dumps(record, indent=0, sort_keys=True) + "\n")
     print(f"  {unit.name}: {len(unit.operators())} operators, {wall:.0f} s wall, {cpu:.0f} s CPU, "
           f"{report['summary'].get('verified')} claims VERIFIED", flush=True)
@@ -407,7 +420,8 @@ def table(records: list[dict]) -> list[dict]:
 
 
 def costs(records: list[dict]) -> list[dict]:
-    """Per model x width: operators, CPU seconds per operator (the bracket runs, all processes),
+    """Per model x width: operators, CPU seconds per operator (the bracket runs, all processes, over
+    the units whose ledgers hold every run: a unit with ``uncosted_operators`` is left out of both sums),
     median solver seconds, and the verify seconds."""
     groups: dict[tuple[str, int], list[dict]] = {}
     for record in records:
@@ -416,8 +430,11 @@ def costs(records: list[dict]) -> list[dict]:
     for (model, width), group in sorted(groups.items()):
         operators = sum(r["operators"] for r in group)
         solver = [row["solver_seconds"] for r in group for row in r["rows"][::len(EPS)] if row.get("solver_seconds")]
-        out.append({"model": model, "width": width, "operators": operators,
-                    "cpu_s_per_operator": round(sum(r["bracket_cpu_s"] for r in group) / operators, 1),
+        costed = [r for r in group if not r.get("uncosted_operators")]
+        costed_operators = sum(r["operators"] for r in costed)
+        cpu = sum(r["bracket_cpu_s"] for r in costed) / costed_operators if costed_operators else float("nan")
+        out.append({"model": model, "width": width, "operators": operators, "costed_operators": costed_operators,
+                    "cpu_s_per_operator": round(cpu, 1),
                     "nominal_s": round(nominal_cpu_seconds(width), 1),
                     "median_solver_s": round(_median(solver), 1),
                     "verify_s_per_operator": round(sum(r["verify"]["cpu_s"] for r in group) / operators, 2)})
@@ -588,11 +605,13 @@ def write_summary(units: list[Unit]) -> str:
              "done_operators": sum(r["operators"] for r in records), "cpu_hours": round(cpu / 3600, 2),
              "wall_hours": round(wall / 3600, 2), "claims_verified": sum(r["verify"]["verified"] or 0 for r in records),
              "table": rows, "costs": cost, "commits": sorted({r["commit"] for r in records})}
+    unrecorded = sum(r.get("uncosted_operators", 0) for r in records)
+    uncosted = f"; not the {unrecorded} operators computed by runs no cost ledger holds" if unrecorded else ""
     lines = ["# Seed-scale campaign at the default work (issue 34)", "",
              f"{stats['done_operators']:,} of {planned:,} planned operators ({len(done_units)} of {len(units)} units), "
              f"eps {' / '.join(EPS)}, default work, `--jobs {JOBS}` on a 2-core machine; "
              f"{stats['claims_verified']:,} claims, every one VERIFIED by `softrank-verify` before its unit was "
-             f"recorded. CPU {stats['cpu_hours']:.2f} h, wall {stats['wall_hours']:.2f} h (bracket and verify runs). "
+             f"recorded. CPU {stats['cpu_hours']:.2f} h, wall {stats['wall_hours']:.2f} h (bracket and verify runs{uncosted}). "
              "Plan and method: `benchmarks/seed_scale.py`; one record per unit in `units/`, a deterministic "
              "sample of certificates in `sample/` (named by SHA-256); `softrank report "
              "benchmarks/results/seed_scale/sample --out /tmp/sample/index.html` re-verifies it and renders it as a "
@@ -601,9 +620,10 @@ def write_summary(units: list[Unit]) -> str:
              "verified lower end).", ""]
     lines += group_table_markdown(report_table(records), list(EPS), heading="model/width")
     lines += ["", f"For comparison, {RESEARCH}.", "",
-              "| model | width | operators | CPU s per operator | nominal s | median solver wall s | verify CPU s per operator |",
+              "| model | width | operators | CPU s per operator (over how many) | nominal s | median solver wall s | "
+              "verify CPU s per operator |",
               "|---|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {c['model']} | {c['width']} | {c['operators']} | {c['cpu_s_per_operator']:.1f} | {c['nominal_s']:.1f} | "
+    lines += [f"| {c['model']} | {c['width']} | {c['operators']} | {c['cpu_s_per_operator']:.1f} ({c['costed_operators']}) | {c['nominal_s']:.1f} | "
               f"{c['median_solver_s']:.1f} | {c['verify_s_per_operator']:.2f} |" for c in cost]
     if rank_figure(records, RESULTS / "rank_vs_width.png"):
         lines += ["", "![Certified rank against block width, per head: softrank report's figure](rank_vs_width.png)"]

@@ -77,6 +77,24 @@ def _tiny_unit(tmp_path, monkeypatch, heads: int):
     return seed_scale.Unit("minilm", "apache2", 16, (0,)), work
 
 
+def test_operators_computed_by_runs_no_ledger_holds_are_not_costed():
+    """A unit whose folder was bracketed by a run the ledger missed (started by hand, or killed
+    before its ledger line) names those operators, and its CPU stays out of the per-operator cost."""
+    manifest = {"runs": [{"computed": 20}, {"computed": 3}, {"computed": 1}]}
+    assert seed_scale.uncosted_operators(manifest, 3) == 0
+    assert seed_scale.uncosted_operators(manifest, 2) == 20
+    assert seed_scale.uncosted_operators(manifest, 1) == 23
+    assert seed_scale.uncosted_operators({"runs": []}, 1) == 0
+
+    def unit(name: str, cpu: float, uncosted: int) -> dict:
+        return {"unit": name, "model": "m", "width": 16, "operators": 2, "bracket_cpu_s": cpu,
+                "uncosted_operators": uncosted, "verify": {"cpu_s": 1.0},
+                "rows": [{"solver_seconds": 1.0}] * (2 * len(seed_scale.EPS))}
+
+    (cost,) = seed_scale.costs([unit("a", 100.0, 0), unit("b", 1.0, 2)])
+    assert cost["operators"] == 4 and cost["costed_operators"] == 2 and cost["cpu_s_per_operator"] == 50.0
+
+
 @pytest.mark.slow
 def test_a_unit_end_to_end(tmp_path, monkeypatch):
     """Two MiniLM heads at width 16: bracketed, verified, recorded, stored by SHA-256, summarised."""
