@@ -19,10 +19,12 @@ import time
 from functools import partial
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+import softrank_cert  # noqa: E402,F401  (before numpy: pins its kernels, softrank_cert.blas_kernels)
+import numpy as np  # noqa: E402
+
 SIZES = ((512, 100), (1024, 200), (2048, 400))
 
 

@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import softrank_cert  # noqa: F401  (before numpy: pins its kernels, softrank_cert.blas_kernels)
 import numpy as np
 from scipy.optimize import minimize
 

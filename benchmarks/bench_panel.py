@@ -18,11 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import softrank_cert  # noqa: E402,F401  (before numpy: pins its kernels, softrank_cert.blas_kernels)
+import numpy as np  # noqa: E402
 from softrank_cert.models import build_panel, provenance_names, write_panel  # noqa: E402
 
 TEXT = ROOT / "examples" / "data" / "apache2.txt"

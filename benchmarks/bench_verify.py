@@ -42,6 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import softrank_cert  # noqa: F401  (before numpy: pins its kernels, softrank_cert.blas_kernels)
 import numpy as np
 
 from softrank_cert.certio.certificate import Bracket, LowerEnd, UpperEnd, certificate_document

@@ -18,6 +18,7 @@ import json
 import math
 import time
 
+import softrank_cert  # noqa: F401  (before numpy: pins its kernels, softrank_cert.blas_kernels)
 import numpy as np
 
 from bench_solvers import ROOT, _single_thread, document_text, minilm_panel

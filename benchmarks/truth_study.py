@@ -50,6 +50,7 @@ import sys
 import time
 from pathlib import Path
 
+import softrank_cert  # noqa: F401  (before numpy: pins its kernels, softrank_cert.blas_kernels)
 import numpy as np
 
 from softrank_cert.util.dense import Dense, threshold

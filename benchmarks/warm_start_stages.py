@@ -25,6 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import softrank_cert  # noqa: F401  (before numpy: pins its kernels, softrank_cert.blas_kernels)
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,6 +16,7 @@ import argparse
 import shutil
 from pathlib import Path
 
+import softrank_cert  # noqa: F401  (before numpy: pins its kernels, softrank_cert.blas_kernels)
 import numpy as np
 
 from softrank_cert.certio.signing import sign_certificate

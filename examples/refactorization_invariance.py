@@ -9,6 +9,7 @@ operators are the *same* exact real matrix A.
 
 from __future__ import annotations
 
+import softrank_cert  # noqa: F401  (before numpy: pins its kernels, softrank_cert.blas_kernels)
 import numpy as np
 
 from softrank_cert.geometry import compute_geometry

@@ -5,6 +5,7 @@ on every machine with AVX2 (docs/solvers.md)."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -27,3 +28,43 @@ def test_a_campaign_script_leaves_its_children_free_to_pin(script):
     assert done.returncode == 0, done.stderr
     unpinned, coretype = done.stdout.split()
     assert unpinned == "None" and coretype != "None"
+
+
+#: Scripts that must not import the package: the independent numpy yardstick of ``bench_verify.py``
+#: (its kernels are those of the parent that starts it, which pins them).
+INDEPENDENT = {"numpy_recompute.py"}
+NUMERIC = ("numpy", "scipy", "torch", "threadpoolctl")
+
+
+def _first_imports(path: Path) -> list[str]:
+    """The top-level modules ``path`` imports at module level, in order."""
+    names = []
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Import):
+            names += [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module.split(".")[0])
+    return names
+
+
+def _pins_before_numpy(path: Path) -> bool:
+    """Whether ``softrank_cert`` (or a sibling script that does so itself) is imported before numpy."""
+    for name in _first_imports(path):
+        if name == "softrank_cert":
+            return True
+        if (path.parent / f"{name}.py").is_file():
+            return _pins_before_numpy(path.parent / f"{name}.py")
+        if name in NUMERIC:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("script", sorted((ROOT / "benchmarks").glob("*.py")) + sorted((ROOT / "examples").glob("*.py")),
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_script_imports_the_package_before_numpy(script):
+    """A benchmark or example that computes in its own process runs the pinned kernels, so that
+    its committed figures and certificates are the same on every machine with AVX2."""
+    if script.name in INDEPENDENT:
+        assert "softrank_cert" not in _first_imports(script)
+    else:
+        assert _pins_before_numpy(script), f"{script.name} imports numpy (or scipy, torch) before softrank_cert"
