@@ -1,4 +1,4 @@
-"""One JSON contract for every ``--json`` output and every report file (front end; decides nothing).
+"""One JSON contract for every ``--json`` output and every JSON document a command writes (front end; decides nothing).
 
 Every document has the same envelope::
 

@@ -63,7 +63,7 @@ class _Bound:
 
 
 @dataclass
-class GeometryReport:
+class GeometrySummary:
     """Certified bounds (exact rationals) and float64 estimates of the theorem's quantities."""
 
     shape: tuple[int, int]
@@ -140,7 +140,7 @@ def _factors_for(C: np.ndarray, r: int, T: np.ndarray | None, factors: tuple[np.
 
 
 def compute_geometry(op: Operator, r: int, eps: str, *, T: np.ndarray | None = None,
-                     factors: tuple[np.ndarray, np.ndarray] | None = None, optimise: bool = True) -> GeometryReport:
+                     factors: tuple[np.ndarray, np.ndarray] | None = None, optimise: bool = True) -> GeometrySummary:
     """Certified geometry of ``op`` with a rank-``r`` retained part at tolerance ``eps``.
 
     ``T``: a user m x N matrix (refactored at rank r); ``factors``: user ``(X, Y)``, used exactly
@@ -185,4 +185,4 @@ def compute_geometry(op: Operator, r: int, eps: str, *, T: np.ndarray | None = N
     }
     if tau_f < eps_f:
         estimates["phi"] = float((1 + kappa_f / (eps_f - tau_f) ** 2) ** (r / 2))
-    return GeometryReport((m, n), r, eps, label, bounds, estimates, X, Y, b, s)
+    return GeometrySummary((m, n), r, eps, label, bounds, estimates, X, Y, b, s)
