@@ -43,7 +43,7 @@ import budget_study  # noqa: E402
 
 from softrank_cert.studies.analyze.study import analysis  # noqa: E402
 from softrank_cert.studies.analyze.plot import analysis_figure  # noqa: E402
-from softrank_cert.studies.analyze.report import markdown_report  # noqa: E402
+from softrank_cert.studies.analyze.document import markdown_document  # noqa: E402
 from softrank_cert.plumbing.bracketing import Issued, issue_packed  # noqa: E402
 from softrank_cert.cli.common import comma_items, int_list  # noqa: E402
 from softrank_cert.plumbing.certificate_files import certificate_path  # noqa: E402
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     report["comparison"] = comparison(report)
     report["inputs"]["panels"] = [f"minilm/{d} (examples/data/{d}.txt, widths {args.widths})" for d in documents]
     study = report["study"]
-    text = (markdown_report(report)
+    text = (markdown_document(report)
             + f"\n## Study\n\nall-MiniLM-L6-v2 on {', '.join(f'`examples/data/{d}.txt`' for d in documents)}, widths "
             f"{', '.join(map(str, args.widths))}, {study['heads']} heads, eps {', '.join(eps_list)}; bracket search "
             + ", ".join(f"{s:g} s at w{w}" for w, s in budgets.items())

@@ -11,7 +11,7 @@ Python API (see docs/api.md; names load on first use)::
 * :class:`Operator` (constructors ``Operator.from_qk``, ``.from_scores``, ``.from_probabilities``),
   :func:`load_operator`, :func:`load_panel`;
 * :func:`bracket` -> :class:`BracketResult`; :func:`profile` -> :class:`Profile`;
-  :func:`verify` -> :class:`VerifyReport`.
+  :func:`verify` -> :class:`VerificationResult` (``VerifyReport``: its former name, still importable).
 
 Layers (lowest first). A module may import a module of a lower layer, or a module of its own
 package on its own layer -- nothing else of ``softrank_cert`` (``tests/plumbing/test_layering.py``
@@ -30,7 +30,7 @@ them is untrusted or only orchestrates (docs/design.md section 2).
 5. ``verification`` -- certificate bytes -> kernel claims -> verdicts (decides nothing itself)
 6. ``solvers``, ``geometry``, ``models`` -- float64 proposers of bracket ends; the theorem's
    quantities (certified ones from the kernel's enclosures); checkpoint loaders
-7. ``plumbing`` -- campaigns, worker pools and Dask, reports (the JSON contract), figures
+7. ``plumbing`` -- campaigns, worker pools and Dask, the JSON contract, figures
 8. ``studies`` -- one package a study: audit, budgets, profile, analyze, supports, report
 9. ``api``, ``cli``, ``softrank_cert`` -- the front ends: the Python API, ``softrank`` and
    ``softrank-verify``, this top level
@@ -48,7 +48,7 @@ _API = {
     "Operator": "kernel", "Status": "kernel", "Verdict": "kernel",
     "load_operator": "api", "load_panel": "api", "operator_id": "api", "bracket": "api", "verify": "api",
     "profile": "api", "operator_provenance": "api", "capture": "api", "load_gguf": "api",
-    "BracketResult": "plumbing.bracketing", "VerifyReport": "api",
+    "BracketResult": "plumbing.bracketing", "VerificationResult": "api", "VerifyReport": "api",
     "Profile": "studies.profile.curves", "LowerStep": "studies.profile.curves", "UpperStep": "studies.profile.curves",
     "SoftrankError": "errors", "InvalidInputError": "errors",
 }

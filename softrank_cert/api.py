@@ -6,7 +6,7 @@ Everything here is re-exported at the package top level (``import softrank_cert 
     op = sc.Operator.from_qk(Q, K)              # from arrays: also .from_scores, .from_probabilities
     result = sc.bracket(op, ["0.1", "0.25"])    # kernel-verified [lower, upper] per tolerance
     result.save("cert.json", key="issuer.key")  # a (signed) certificate
-    report = sc.verify("cert.json")             # or bytes, or the parsed dict
+    checked = sc.verify("cert.json")            # a VerificationResult; or bytes, or the parsed dict
     prof = sc.profile(op)                       # both certified curves, every step VERIFIED
 
 Nothing here decides a claim: every end comes from the trusted kernel
@@ -37,13 +37,17 @@ from .plumbing.bracketing import BracketResult
 from .errors import InvalidInputError, InvalidOperatorError
 from .kernel import DEFAULT_MAX_PREC, Operator
 from .util.tolerances import check_budget, parse_eps
-from .verification import VerifyReport, verify_certificate_bytes, verify_certificate_document, verify_certificate_file
+from .verification import (VerificationResult, verify_certificate_bytes, verify_certificate_document,
+                           verify_certificate_file)
 
 Progress = Callable[[str, float, float], None]
 
+#: The former name of :class:`VerificationResult` (what :func:`verify` returns), still importable.
+VerifyReport = VerificationResult
+
 __all__ = [
-    "BracketResult", "Operator", "VerifyReport", "bracket", "capture", "load_gguf", "load_operator", "load_panel",
-    "operator_id", "operator_provenance", "parse_eps", "profile", "verify",
+    "BracketResult", "Operator", "VerificationResult", "VerifyReport", "bracket", "capture", "load_gguf",
+    "load_operator", "load_panel", "operator_id", "operator_provenance", "parse_eps", "profile", "verify",
 ]
 
 
@@ -209,7 +213,7 @@ def profile(op: Operator, grid: str | Iterable[str] | None = None, *, work: floa
 
 
 # --------------------------------------------------------------------------------------
-# Verification (the one path of softrank_cert.verification; VerifyReport is defined there)
+# Verification (the one path of softrank_cert.verification; VerificationResult is defined there)
 # --------------------------------------------------------------------------------------
 
 def _trusted(trusted_keys: Any) -> frozenset[str] | None:
@@ -235,7 +239,7 @@ def _exists(path: str) -> bool:
 
 def verify(source: str | os.PathLike[str] | bytes | Mapping[str, Any], *, trusted_keys: Any = None,
            require_signature: bool = False, max_prec: int = DEFAULT_MAX_PREC, kernel: str = "auto",
-           max_memory: int | str | None = None) -> VerifyReport:
+           max_memory: int | str | None = None) -> VerificationResult:
     """Re-check a certificate end to end (schema, hashes, signature, every claim with the kernel).
 
     ``source``: a file path, the file's bytes, or the parsed JSON document (a dict) -- all three

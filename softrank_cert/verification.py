@@ -71,7 +71,7 @@ _R = TypeVar("_R")
 
 
 @dataclass(frozen=True, eq=False)
-class VerifyReport:
+class VerificationResult:
     """What re-checking one certificate established: one ``(lower, upper)`` kernel verdict
     pair per bracket, in file order (``sc.verify`` and ``softrank-verify`` return this)."""
 
@@ -120,7 +120,7 @@ class VerifyReport:
         body = ", ".join(f"{lo.eps}: [{short(lo)}, {short(up)}]" for lo, up in self.pairs)
         status = "all VERIFIED" if self.ok else "NOT all verified"
         signed = f"; signed by {self.signer.split('#', 1)[0]}" if self.signer else "; unsigned"
-        return f"<VerifyReport {self.operator_id}: {status}; eps {body}{signed}>"
+        return f"<VerificationResult {self.operator_id}: {status}; eps {body}{signed}>"
 
 
 def check_signature(document: dict[str, Any], *, trusted_keys: frozenset[str] | None,
@@ -331,7 +331,7 @@ def check_consistency(verdicts: Iterable[Verdict], operator_id: str,
 
 def verify_certificate_file(path: str | os.PathLike[str], *, trusted_keys: frozenset[str] | None = None,
                             require_signature: bool = False, max_prec: int = DEFAULT_MAX_PREC,
-                            kernel: str = "auto", memory_limit: int | None = None) -> VerifyReport:
+                            kernel: str = "auto", memory_limit: int | None = None) -> VerificationResult:
     """Steps 0-8 for one file; raises InvalidInputError (exit 2) on invalid input and
     KernelLimitError (exit 5) when ``kernel="exact"`` cannot take the certificate, or the Arb
     path would need more than ``memory_limit`` bytes (see :func:`check_claims`)."""
@@ -342,7 +342,7 @@ def verify_certificate_file(path: str | os.PathLike[str], *, trusted_keys: froze
 
 def verify_certificate_bytes(raw: bytes, *, source: str = "<bytes>", trusted_keys: frozenset[str] | None = None,
                              require_signature: bool = False, max_prec: int = DEFAULT_MAX_PREC,
-                             kernel: str = "auto", memory_limit: int | None = None) -> VerifyReport:
+                             kernel: str = "auto", memory_limit: int | None = None) -> VerificationResult:
     """Steps 0-8 for a certificate file's bytes (``source`` names it in the report)."""
     check_size(raw, source)                                              # 0.
     return _verify(bytes(raw), source, trusted_keys=trusted_keys, require_signature=require_signature,
@@ -352,7 +352,7 @@ def verify_certificate_bytes(raw: bytes, *, source: str = "<bytes>", trusted_key
 def verify_certificate_document(document: Mapping[str, Any], *, source: str = "<document>",
                                 trusted_keys: frozenset[str] | None = None, require_signature: bool = False,
                                 max_prec: int = DEFAULT_MAX_PREC, kernel: str = "auto",
-                                memory_limit: int | None = None) -> VerifyReport:
+                                memory_limit: int | None = None) -> VerificationResult:
     """Steps 0-8 for a parsed certificate (e.g. ``json.load`` output).
 
     The document is encoded to JSON text and verified as those bytes, so it is held to the rules
@@ -389,7 +389,7 @@ def _plain_json(value: Any, depth: int = 0) -> Any:
 
 
 def _verify(raw: bytes, source: str, *, trusted_keys: frozenset[str] | None, require_signature: bool,
-            max_prec: int, kernel: str, memory_limit: int | None) -> VerifyReport:
+            max_prec: int, kernel: str, memory_limit: int | None) -> VerificationResult:
     """Steps 1-8 on size-checked bytes."""
     document = parse_json_strict(raw)                                    # 1.
     certificate = decode_certificate(document)                           # 2.-5.
@@ -398,4 +398,4 @@ def _verify(raw: bytes, source: str, *, trusted_keys: frozenset[str] | None, req
     pairs = check_claims(certificate, max_prec=max_prec, kernel=kernel, memory_limit=memory_limit)  # 7.
     check_consistency((v for pair in pairs for v in pair), certificate.operator_id,  # 8.
                       {b.eps: b.eps_value for b in certificate.brackets if b.eps_value is not None})
-    return VerifyReport(source, certificate.operator_id, signer, pairs, certificate)
+    return VerificationResult(source, certificate.operator_id, signer, pairs, certificate)

@@ -57,6 +57,12 @@ def pytest_collection_finish(session) -> None:
 def pytest_sessionfinish(session, exitstatus) -> None:
     _TIER_GUARD.session_finished(session, exitstatus)
 
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist (``-n N``): a worker is done; the guard adds what it loaded."""
+    _TIER_GUARD.worker_finished(getattr(node, "workeroutput", {}))
+
 CREATED = "2026-01-02T03:04:05Z"
 
 

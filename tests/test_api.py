@@ -74,7 +74,7 @@ def test_tutorial_example_runs_and_writes_only_to_its_scratch_folder(tmp_path, m
     exec(compile(tutorial_example(), "docs/tutorial.md", "exec"), namespace)
     out = capsys.readouterr().out
     assert "<BracketResult minilm/apache2/w32/L5H2 (32x32 qk)" in out
-    assert "<VerifyReport minilm/apache2/w32/L5H2: all VERIFIED" in out
+    assert "<VerificationResult minilm/apache2/w32/L5H2: all VERIFIED" in out
     work = namespace["work"]
     for name in ("cert.json", "cert-0.25.json", "profile.png"):
         assert (work / name).is_file(), name
@@ -101,10 +101,17 @@ def test_bracket_result_is_compact_and_complete(result, small_op):
     assert json.dumps(result.to_json())  # plain data
 
 
-def test_profile_and_report_reprs_are_compact(small_op, cert_path):
-    report = sc.verify(cert_path)
-    for text in (repr(report), repr(sc.profile(small_op, ["0.2"], budget_seconds=0.5))):
+def test_profile_and_verification_reprs_are_compact(small_op, cert_path):
+    verification = sc.verify(cert_path)
+    for text in (repr(verification), repr(sc.profile(small_op, ["0.2"], budget_seconds=0.5))):
         assert "\n" not in text and "array" not in text and len(text) < 400, text
+
+
+def test_verify_returns_a_verification_result_still_importable_by_its_former_name(cert_path):
+    """``sc.verify`` returns :class:`sc.VerificationResult`; ``VerifyReport`` names the same class."""
+    verification = sc.verify(cert_path)
+    assert type(verification) is sc.VerificationResult is sc.VerifyReport
+    assert {"VerificationResult", "VerifyReport"} <= set(sc.__all__) and repr(verification).startswith("<VerificationResult ")
 
 
 def test_tolerances_are_exact_decimal_strings(small_op):

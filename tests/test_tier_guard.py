@@ -49,19 +49,24 @@ def _session(markexpr: str = "not slow", keyword: str = "") -> SimpleNamespace:
     return SimpleNamespace(config=config, items=[], exitstatus=0)
 
 
+def _verdicts(guard: TierGuard, loaded: list[str], monkeypatch) -> tuple[int, int]:
+    """The exit statuses ``guard`` gives a passing whole run when the package is ``loaded``, then
+    when it also holds a module no test loaded."""
+    statuses = []
+    for package in (loaded, [*loaded, PLANTED]):
+        monkeypatch.setattr(tier_guard, "package_modules", lambda package=package: package)
+        session = _session()
+        guard.session_finished(session, 0)
+        statuses.append(session.exitstatus)
+    return statuses[0], statuses[1]
+
+
 def test_a_whole_run_that_loads_every_module_passes_and_one_that_misses_one_fails(monkeypatch) -> None:
     loaded = sorted(m for m in sys.modules if m.startswith("softrank_cert"))
     guard = TierGuard()
     guard.collection_finished(_session())
     guard.before_run -= set(loaded)  # as if this run's tests had imported them
-    monkeypatch.setattr(tier_guard, "package_modules", lambda: loaded)
-    complete = _session()
-    guard.session_finished(complete, 0)
-    assert complete.exitstatus == 0
-    monkeypatch.setattr(tier_guard, "package_modules", lambda: [*loaded, PLANTED])
-    incomplete = _session()
-    guard.session_finished(incomplete, 0)
-    assert incomplete.exitstatus == 1
+    assert _verdicts(guard, loaded, monkeypatch) == (0, 1)
 
 
 def test_a_narrowed_or_failing_run_is_not_judged(monkeypatch) -> None:
@@ -71,3 +76,33 @@ def test_a_narrowed_or_failing_run_is_not_judged(monkeypatch) -> None:
     for session, status in ((_session(keyword="kernel"), 0), (_session(markexpr="slow"), 0), (_session(), 1)):
         guard.session_finished(session, status)
         assert session.exitstatus == 0
+
+
+def test_under_xdist_workers_hand_their_loads_to_the_controller_which_judges_the_union(monkeypatch) -> None:
+    """``-n 2``: each worker puts what it loaded in ``workeroutput`` and judges nothing; the
+    controller, which ran no test itself, passes a run whose workers loaded every module between
+    them and fails one that left a module out."""
+    loaded = sorted(m for m in sys.modules if m.startswith("softrank_cert"))
+    outputs = []
+    for half in (loaded[::2], loaded[1::2]):
+        worker = TierGuard()
+        worker.collection_finished(_session())
+        worker.before_run -= set(half)  # as if this worker's tests had imported them
+        session = _session()
+        session.config.workerinput, session.config.workeroutput = {}, {}
+        worker.session_finished(session, 0)
+        assert session.exitstatus == 0 and set(half) <= set(session.config.workeroutput[tier_guard.WORKER_KEY])
+        outputs.append(session.config.workeroutput)
+    monkeypatch.setattr(tier_guard, "package_modules", lambda: loaded)
+    controller = TierGuard()
+    controller.collection_finished(_session())
+    controller.before_run |= set(loaded)  # the controller itself loads nothing that counts
+    for output in outputs:
+        controller.worker_finished(output)
+    complete = _session()
+    controller.session_finished(complete, 0)
+    assert complete.exitstatus == 0
+    monkeypatch.setattr(tier_guard, "package_modules", lambda: [*loaded, PLANTED])
+    incomplete = _session()
+    controller.session_finished(incomplete, 0)
+    assert incomplete.exitstatus == 1

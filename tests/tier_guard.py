@@ -22,6 +22,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "softrank_cert"
+#: The key of an xdist worker's ``workeroutput`` that carries the modules it loaded.
+WORKER_KEY = "tier_guard_loaded"
 
 
 def _module_of(path: Path) -> str:
@@ -104,13 +106,19 @@ def whole_suite(config) -> bool:
 
 class TierGuard:
     """Collects what a run loaded (see the module docstring) and fails a passing whole run that
-    left a module out."""
+    left a module out.
+
+    Under pytest-xdist (``-n N``) each worker collects what it loaded and hands it to the
+    controller in ``workeroutput`` (:meth:`session_finished` in the worker); the controller
+    gathers them (:meth:`worker_finished`, from ``pytest_testnodedown``) and judges their union.
+    """
 
     def __init__(self) -> None:
         self.before_run: set[str] = set()
         self.selected_files: set[Path] = set()
         self.by_file: dict[Path, set[str]] = {}  # what importing each test file loaded first
         self._before_file: set[str] = set()
+        self.from_workers: set[str] | None = None  # the union of the xdist workers' loads (controller)
 
     def collect_start(self, collector) -> None:
         if isinstance(collector, pytest.Module):
@@ -124,15 +132,27 @@ class TierGuard:
         self.before_run = set(sys.modules)
         self.selected_files = {Path(str(item.path)).resolve() for item in session.items}
 
-    def session_finished(self, session, exitstatus: int) -> None:
-        if exitstatus != 0 or not whole_suite(session.config):
-            return
+    def covered(self) -> set[str]:
+        """What this process's run loaded (the module docstring's rule)."""
         ran = set(sys.modules) - self.before_run
         ran.update(*(self.by_file.get(f, set()) for f in self.selected_files))
-        missing = missing_modules(ran | loaded_by(f for f in self.selected_files if f.name.startswith("test_")))
+        return ran | loaded_by(f for f in self.selected_files if f.name.startswith("test_"))
+
+    def worker_finished(self, workeroutput: dict) -> None:
+        """The controller's part under xdist: add what one worker loaded."""
+        self.from_workers = (self.from_workers or set()) | set(workeroutput.get(WORKER_KEY, ()))
+
+    def session_finished(self, session, exitstatus: int) -> None:
+        config = session.config
+        if hasattr(config, "workerinput"):  # an xdist worker: the controller judges
+            config.workeroutput[WORKER_KEY] = sorted(self.covered())
+            return
+        if exitstatus != 0 or not whole_suite(config):
+            return
+        missing = missing_modules(self.covered() if self.from_workers is None else self.from_workers)
         if missing:
-            tier = "fast tier" if session.config.option.markexpr else "suite"
-            reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+            tier = "fast tier" if config.option.markexpr else "suite"
+            reporter = config.pluginmanager.get_plugin("terminalreporter")
             message = (f"tier guard: no test of this {tier} loads {len(missing)} module(s): {', '.join(missing)} "
                        f"(tests/tier_guard.py)")
             if reporter is not None:

@@ -10,7 +10,7 @@ from ..errors import InvalidInputError
 from ..util.files import OutputFiles, check_output_file
 from ..plumbing.parallel import resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
-from ..plumbing.reports import dumps
+from ..plumbing.json_contract import dumps
 from ..util.escaping import safe_text
 from .common import (add_json_options, PLOT_HELP, add_command, add_force_option, add_parallel_options, check_distinct_outputs,
                      int_list, stdout_console)
@@ -88,7 +88,7 @@ def run_analyze(args: Any) -> int:
     from ..certio.signing import load_trusted_keys
     from ..studies.analyze.study import analysis
     from ..studies.analyze.plot import analysis_figure
-    from ..studies.analyze.report import markdown_report
+    from ..studies.analyze.document import markdown_document
     from .bracket_cmd import resume_hint
 
     probed: set[Path] = set()
@@ -120,7 +120,7 @@ def run_analyze(args: Any) -> int:
     with OutputFiles() as outputs:  # all or nothing
         outputs.stage_json(out, report)
         if table:
-            outputs.stage_text(table, markdown_report(report))
+            outputs.stage_text(table, markdown_document(report))
         outputs.stage_figure(analysis_figure(report), plot)
     if args.json:
         print(dumps(report))
@@ -136,7 +136,7 @@ def run_analyze(args: Any) -> int:
 def render(report: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from ..studies.analyze.report import HELDOUT_COLUMNS, SCORE_COLUMNS, heldout_rows, invariance_line, score_rows
+    from ..studies.analyze.document import HELDOUT_COLUMNS, SCORE_COLUMNS, heldout_rows, invariance_line, score_rows
 
     console = stdout_console()
     c = report["counts"]

@@ -14,7 +14,7 @@ from ..util.tolerances import check_budget
 from ..plumbing.parallel import resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
 from ..util.progress import Progress
-from ..plumbing.reports import dumps, envelope
+from ..plumbing.json_contract import dumps, envelope
 from ..util.escaping import safe_text
 from .common import (PLOT_HELP, add_campaign_run_options, add_command, budget_help, campaign_memory,
                      check_distinct_outputs, key_inputs, name_table, stdout_console)

@@ -13,7 +13,7 @@ from ..util.operator_files import NamedOperator, choose_operator_message, load_o
 from ..plumbing.bracket_campaign import bracket_targets, run_single
 from ..plumbing.parallel import check_scheduler, resolve_jobs
 from ..util.progress import Progress
-from ..plumbing.reports import dumps, envelope
+from ..plumbing.json_contract import dumps, envelope
 from ..util.tolerances import check_budget, parse_eps_list
 from .common import (add_budget_options, add_campaign_run_options, add_command, add_device_option, campaign_memory,
                      key_inputs, name_table, stdout_console)

@@ -12,7 +12,7 @@ from ..plumbing.certificate_files import certificate_paths
 from ..util.files import OutputFiles, check_output_file, check_output_folder
 from ..plumbing.parallel import resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
-from ..plumbing.reports import dumps
+from ..plumbing.json_contract import dumps
 from ..util.escaping import safe_text
 from .audit_cmd import stage_certificates
 from .bracket_cmd import resume_hint

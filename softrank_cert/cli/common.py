@@ -98,7 +98,7 @@ def command_name(prog: str) -> str:
 
 def print_json_error(prog: str, message: str, exit_code: int) -> None:
     """The JSON error document (``{"error": {"message", "exit_code"}}``) on stdout."""
-    from ..plumbing.reports import dumps, error_document
+    from ..plumbing.json_contract import dumps, error_document
 
     try:
         print(dumps(error_document(command_name(prog), message, exit_code)), flush=True)
@@ -138,7 +138,7 @@ def run_main(prog: str, body: Callable[[], int], *, json_errors: bool = False) -
     SoftrankError -> its exit code; invalid memory requests -> 2; anything else is a bug:
     one line and exit 4 (set SOFTRANK_DEBUG=1 to see the traceback); Ctrl-C or SIGTERM -> 130.  With ``json_errors``
     (the command's ``--json``) a failure also prints the JSON error document on stdout
-    (:func:`softrank_cert.plumbing.reports.error_document`); exit codes are the same.
+    (:func:`softrank_cert.plumbing.json_contract.error_document`); exit codes are the same.
     """
     message: str | None = None
     previous = _interrupt_on_sigterm()

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..util.operator_files import NamedOperator, choose_operator_message, load_operators, npz_headers, operator_names
-from ..plumbing.reports import dumps, envelope
+from ..plumbing.json_contract import dumps, envelope
 from ..util.tolerances import parse_one_eps
 from .common import add_json_options, add_command
 
@@ -112,8 +112,8 @@ def run_geometry(args: Any) -> int:
     entries = []
     with Progress("softrank geometry", len(items), bar=not args.json) as bar:
         for item in items:
-            report = compute_geometry(item.operator, args.rank, args.eps, **extra)
-            entries.append({"operator": item.name, "kind": item.operator.kind, "p": item.operator.p, **report.to_json()})
+            summary = compute_geometry(item.operator, args.rank, args.eps, **extra)
+            entries.append({"operator": item.name, "kind": item.operator.kind, "p": item.operator.p, **summary.to_json()})
             bar.advance(item.name)
             bar.finished(item.name, f"certified bounds at rank {args.rank}, eps {args.eps}")
     document = envelope("geometry", {"source": {"path": str(path), "kind": source}, "retained_rank": args.rank,
@@ -127,7 +127,7 @@ def run_geometry(args: Any) -> int:
 
 
 def render_geometry(doc: dict[str, Any], width: int | None = None) -> str:
-    """The text report of one operator: a table of the certified bounds (each shown whole: 17
+    """The text of one operator: a table of the certified bounds (each shown whole: 17
     digits, rounded outward) and their float64 estimates, then what each quantity means (folded
     to the width, never cut), then whether the theorem applies.  Fits ``width`` (default: the
     terminal's, else 80) columns."""

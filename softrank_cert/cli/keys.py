@@ -10,7 +10,7 @@ from ..certio.certificate import FORMAT_NAME, parse_json_strict, read_certificat
 from ..certio.signing import did_key, generate_private_key, load_private_key, sign_certificate, write_key_file
 from ..errors import CertificateFormatError, CertificateRefusedError, InvalidInputError, KernelLimitError
 from ..util.files import check_output_file, key_file_kind, same_file, write_json_atomic
-from ..plumbing.reports import dumps, envelope
+from ..plumbing.json_contract import dumps, envelope
 from .common import add_command, add_force_option, key_inputs
 
 
@@ -127,16 +127,16 @@ def read_certificate_to_sign(path: str | Path, *, max_prec: int | None = None, k
         raise InvalidInputError(f"{path} is not a softrank certificate ({what}); softrank sign signs certificates only")
     unsigned = {key: value for key, value in document.items() if key != "proof"}
     try:
-        report = verify_certificate_document(unsigned, source=str(path), max_prec=max_prec or DEFAULT_MAX_PREC,
-                                             kernel=kernel)
+        verification = verify_certificate_document(unsigned, source=str(path), max_prec=max_prec or DEFAULT_MAX_PREC,
+                                                   kernel=kernel)
     except InvalidInputError as exc:
         raise type(exc)(f"{path}: refusing to sign an invalid certificate: {exc}") from None
     except KernelLimitError as exc:
         raise KernelLimitError(f"{path}: refusing to sign a certificate whose claims were not checked: {exc}") from None
-    bad = first_unverified(report)
+    bad = first_unverified(verification)
     if bad is not None:
         raise CertificateRefusedError(f"{path}: refusing to sign: claim {bad} by the trusted kernel (softrank-verify "
-                                      "shows every claim); nothing was written", report.exit_code)
+                                      "shows every claim); nothing was written", verification.exit_code)
     return unsigned
 
 

@@ -163,7 +163,7 @@ def _study(args: Any, folder: Path, names: list[str], keep: list[int], tolerance
 
 def _print(args: Any, folder: Path, report: dict[str, Any]) -> None:
     if args.json:
-        from ..plumbing.reports import dumps
+        from ..plumbing.json_contract import dumps
 
         print(dumps(report))
         return

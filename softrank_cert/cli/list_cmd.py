@@ -31,7 +31,7 @@ def add_list(sub: Any) -> None:
 def run_list(args: Any) -> int:
     from ..errors import InvalidInputError
     from ..util.operator_files import EXPECTED, operator_shapes
-    from ..plumbing.reports import dumps, envelope
+    from ..plumbing.json_contract import dumps, envelope
     from ..util.escaping import plain_text
 
     rows = operator_shapes(args.operator_file)

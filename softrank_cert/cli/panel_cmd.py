@@ -6,7 +6,7 @@ from typing import Any
 
 from ..util.files import check_output_file
 from ..util.progress import Progress
-from ..plumbing.reports import dumps, envelope
+from ..plumbing.json_contract import dumps, envelope
 from .common import IMAGE_HELP, add_capture_options, add_command, add_force_option, add_json_options
 
 EPILOG = """\

@@ -11,7 +11,7 @@ from ..util.operator_files import choose_operator_message, operator_names
 from ..plumbing.plotting import PLOT_SUFFIXES
 from ..util.progress import Progress
 from ..util.tolerances import check_budget
-from ..plumbing.reports import dumps
+from ..plumbing.json_contract import dumps
 from .common import (add_device_option, add_json_options, PLOT_HELP, add_budget_options, add_command,
                      add_force_option, check_distinct_outputs, key_inputs, stdout_console)
 

@@ -134,7 +134,7 @@ def run_report(args: Any) -> int:
     summary = doc["summary"]
     shown_page = shown(str(page))  # a path that is not UTF-8: its bytes as \xNN
     if args.json:
-        from ..plumbing.reports import dumps
+        from ..plumbing.json_contract import dumps
 
         print(dumps(doc))
     elif kind == "campaign":
@@ -162,7 +162,7 @@ def _run_survey_report(args: Any, folder: Path, max_bytes: int) -> int:
                                 max_bytes=max_bytes)
     summary = doc["summary"]
     if args.json:
-        from ..plumbing.reports import dumps
+        from ..plumbing.json_contract import dumps
 
         print(dumps(doc))
     else:

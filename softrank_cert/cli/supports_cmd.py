@@ -15,7 +15,7 @@ from ..util.files import OutputFiles, check_output_file
 from ..plumbing.parallel import check_scheduler, resolve_jobs
 from ..plumbing.plotting import PLOT_SUFFIXES
 from ..util.progress import Progress
-from ..plumbing.reports import dumps, envelope
+from ..plumbing.json_contract import dumps, envelope
 from .common import (PLOT_HELP, add_budget_options, add_campaign_run_options, add_command, add_device_option,
                      campaign_memory, comma_items, key_inputs, stdout_console)
 

@@ -107,7 +107,7 @@ def run_survey_command(args: Any) -> int:
     out.mkdir(parents=True, exist_ok=True)
     summaries = run_survey(survey)
     if args.json:
-        from ..plumbing.reports import dumps, envelope
+        from ..plumbing.json_contract import dumps, envelope
 
         print(dumps(envelope("survey", {"folder": str(out), "model": source.label, "document": str(document),
                                         "widths": args.widths, "eps": eps_list, "work": work.name,

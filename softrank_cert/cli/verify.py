@@ -284,7 +284,7 @@ def _run(args: Any) -> int:
     summary = _summary(entries)
     code = summary["exit_code"]
     if args.json:
-        from ..plumbing.reports import dumps, envelope
+        from ..plumbing.json_contract import dumps, envelope
 
         print(dumps(envelope("verify", {"exit_code": code, "kernel": args.kernel, "max_prec": args.max_prec,
                                         "require_signature": bool(args.require_signature),
@@ -311,7 +311,7 @@ def _progress(enabled: bool, total: int) -> Any:
 def _checked_entry(verification: Any, trusted: frozenset[str] | None) -> tuple[dict[str, Any], list[str]]:
     """The JSON report's entry of a checked file (claims with both margins), and the text
     report's margin column of its claims."""
-    from ..plumbing.reports import enclosure, verdict_fields
+    from ..plumbing.json_contract import enclosure, verdict_fields
 
     claims, cells = [], []
     for bracket, pair in zip(verification.certificate.brackets, verification.pairs):

@@ -1,4 +1,4 @@
-"""Front-end plumbing (UNTRUSTED, decides nothing): campaigns, worker pools, reports and figures.
+"""Front-end plumbing (UNTRUSTED, decides nothing): campaigns, worker pools, the JSON contract and figures.
 
 Layering is one-directional: the front ends (``softrank_cert.cli``, ``softrank_cert.api``) import
 the studies and this package, never the reverse -- nothing outside ``softrank_cert.cli`` imports
@@ -15,7 +15,7 @@ numbers, memory, progress, operator files) are in :mod:`softrank_cert.util`.
 * :mod:`~softrank_cert.plumbing.campaign` -- campaign manifests and ``--resume`` (the manifest's
   schema: ``certificates/schema/softrank-campaign-v1.schema.json``), with
   :mod:`~softrank_cert.plumbing.campaign_inputs` (the inputs a resume must match);
-* :mod:`~softrank_cert.plumbing.reports` -- the one JSON contract (envelope, schemas, errors);
+* :mod:`~softrank_cert.plumbing.json_contract` -- the one JSON contract (envelope, schemas, errors);
 * :mod:`~softrank_cert.plumbing.plotting` -- figures in PNG / PDF / SVG by suffix, saved
   atomically (``save_figure_atomic``);
 * :mod:`~softrank_cert.plumbing.certificate_files` -- where certificates lie: ``OUT/NAME.json``

@@ -203,7 +203,7 @@ def recheck_certificate(raw: bytes | str, source: str, name: str, op: Any, eps_l
     VERIFIED (signed by ``signer`` when one is given), about the operator ``name`` with the exact
     inputs of ``op``, holding exactly the tolerances ``eps_list`` in that order (None: any) and,
     when ``provenance`` is given, exactly that provenance.  ``verification`` is the
-    :class:`~softrank_cert.verification.VerifyReport`: its verdicts are what a resume reports."""
+    :class:`~softrank_cert.verification.VerificationResult`: its verdicts are what a resume reports."""
     verification, why, _code = _recheck(raw, source, name, op, eps_list, signer=signer, provenance=provenance,
                                         max_prec=max_prec)
     return verification, why
@@ -250,7 +250,7 @@ def _recheck(raw: bytes | str, source: str, name: str, op: Any, eps_list: list[s
 
 
 def first_unverified(verification: Any) -> str | None:
-    """The first claim of a :class:`~softrank_cert.verification.VerifyReport`, in file order, that
+    """The first claim of a :class:`~softrank_cert.verification.VerificationResult`, in file order, that
     the kernel did not VERIFY, in words (``r_eps >= 8 (lower end) at eps 0.25 is REJECTED``), or
     None when every claim is VERIFIED."""
     from ..kernel import Status

@@ -26,7 +26,7 @@ from ..util.operator_files import natural_key
 CERTIFICATE_FORMAT = "softrank-certificate"
 #: The project's documents that are not certificates: every command's report
 #: (``softrank-<command>-report``), the ``--json`` error document and the campaign manifest
-#: (``plumbing.reports`` and ``plumbing.campaign``; ``tests/cli/test_verify_report.py`` checks
+#: (``plumbing.json_contract`` and ``plumbing.campaign``; ``tests/cli/test_verify_report.py`` checks
 #: that every format they write matches).
 NOT_CERTIFICATE_FORMATS = re.compile(r"softrank-[a-z0-9]+(-[a-z0-9]+)*-report|softrank-error|softrank-campaign")
 

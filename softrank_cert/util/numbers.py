@@ -1,8 +1,9 @@
 """The one outward-rounding formatter: decimal strings rounded in the safe direction.
 
 * ``format_down(x)`` is a decimal <= x and ``format_up(x)`` one >= x (scientific notation), so a
-  table that prints "margin >= 1.23e-3" never claims more than was proved; reports use
-  :data:`CERTIFIED_DIGITS` digits.
+  table that prints "margin >= 1.23e-3" never claims more than was proved;
+* ``bound_down(x)`` / ``bound_up(x)``: a certified lower / upper bound as every JSON document
+  prints it, with :data:`CERTIFIED_DIGITS` digits (None stays None);
 * ``decimal_below(x)`` / ``decimal_above(x)``: short *plain* decimals (no exponent: the strict
   tolerance grammar of the kernel) strictly below / above a float64 estimate, at which a
   candidate end is then verified (a profile step, a threshold rounded down, an error rounded up).
@@ -14,7 +15,9 @@ rational the string denotes.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from fractions import Fraction
+from typing import overload
 
 #: Significant digits of every certified bound in a report (outward rounding).
 CERTIFIED_DIGITS = 17
@@ -58,6 +61,27 @@ def format_down(value: Fraction, digits: int = 3) -> str:
 def format_up(value: Fraction, digits: int = 3) -> str:
     """A decimal string whose value is >= ``value``."""
     return _directed(value, digits, up=True)
+
+
+@dataclass(frozen=True)
+class _CertifiedEnd:
+    """A certified bound as a decimal string of :data:`CERTIFIED_DIGITS` significant digits,
+    rounded outward (``up``: >= the value, an upper end; else <=, a lower end); None stays None."""
+
+    up: bool
+
+    @overload
+    def __call__(self, value: Fraction | int) -> str: ...
+    @overload
+    def __call__(self, value: None) -> None: ...
+    def __call__(self, value: Fraction | int | None) -> str | None:
+        return None if value is None else _directed(Fraction(value), CERTIFIED_DIGITS, self.up)
+
+
+#: A certified lower bound as a decimal string <= the value (None stays None).
+bound_down = _CertifiedEnd(up=False)
+#: A certified upper bound as a decimal string >= the value (None stays None).
+bound_up = _CertifiedEnd(up=True)
 
 
 #: Significant digits of the decimal tolerance at which each step is verified.

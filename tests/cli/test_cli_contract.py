@@ -291,7 +291,7 @@ def test_long_distinct_names_fold_other_columns(monkeypatch):
     """No common prefix: the names keep their full width and the other columns give way."""
     from softrank_cert.certio.certificate import decode_certificate
     from softrank_cert.cli.verify import _checked_entry, render_verify_table
-    from softrank_cert.verification import VerifyReport, check_claims
+    from softrank_cert.verification import VerificationResult, check_claims
 
     monkeypatch.setenv("COLUMNS", "80")
     op = peaked_operator()
@@ -300,7 +300,7 @@ def test_long_distinct_names_fold_other_columns(monkeypatch):
     names = ["gpt2/a-rather-long-document-name/w512/L11H11", "minilm/another-document/w512/L0H0"]
     entries, margins = [], {}
     for index, n in enumerate(names):
-        entry, margins[index] = _checked_entry(VerifyReport(f"{n}.json", n, None, pairs, cert), None)
+        entry, margins[index] = _checked_entry(VerificationResult(f"{n}.json", n, None, pairs, cert), None)
         entries.append(entry)
     text = render_verify_table(entries, margins)
     assert max(len(line) for line in text.splitlines()) <= 80, text

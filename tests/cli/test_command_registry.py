@@ -1,5 +1,5 @@
 """One list of commands: the command list of ``softrank`` (``cli/commands.py``) is the one the
-parser and the generated option page follow, and the JSON contract's (``plumbing/reports.py``,
+parser and the generated option page follow, and the JSON contract's (``plumbing/json_contract.py``,
 read off the report schema files) holds exactly those commands and ``softrank-verify``."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ from pathlib import Path
 
 from softrank_cert.cli.commands import COMMANDS
 from softrank_cert.cli.main import build_parser
-from softrank_cert.plumbing import reports
+from softrank_cert.plumbing import json_contract
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_command_and_softrank_verify_have_a_report_format_and_nothing_else_does():
-    assert sorted(reports.COMMANDS) == sorted([*COMMANDS, "verify"])
-    for command in reports.COMMANDS:
-        assert reports.report_schema(reports.report_format(command))
+    assert sorted(json_contract.COMMANDS) == sorted([*COMMANDS, "verify"])
+    for command in json_contract.COMMANDS:
+        assert json_contract.report_schema(json_contract.report_format(command))
 
 
 def test_the_parser_builds_each_listed_command_with_its_own_module():

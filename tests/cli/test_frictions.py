@@ -87,7 +87,8 @@ def test_numpy_before_softrank_cert_warns_once_when_searching():
     assert "numpy was imported" not in ours_first.stderr
 
 
-@pytest.mark.parametrize("command", ["panel", "survey"])
+# the survey runs the same check as the panel (a survey builds its panel first): slow
+@pytest.mark.parametrize("command", ["panel", pytest.param("survey", marks=pytest.mark.slow)])
 def test_gguf_without_its_package_names_the_install_line(tmp_path, command):
     """``--gguf`` where the gguf package does not import: one line, exit 2, naming the one
     install line that makes it work; nothing written."""

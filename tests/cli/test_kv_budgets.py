@@ -19,7 +19,7 @@ from softrank_cert.cli.main import main as softrank_main
 from softrank_cert.cli.verify import main as verify_main
 from softrank_cert.errors import InternalInvariantError
 from softrank_cert.kernel import Operator
-from softrank_cert.plumbing.reports import validate_report
+from softrank_cert.plumbing.json_contract import validate_report
 from softrank_cert.studies.kv_budgets import certify as certify_module
 from softrank_cert.studies.kv_budgets.certify import certify_budget
 from softrank_cert.studies.kv_budgets.policies import (H2O, KEEP, STREAMING_LLM, Policy, h2o_order, policy_errors,

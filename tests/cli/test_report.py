@@ -946,6 +946,7 @@ def test_a_huge_or_odd_number_in_the_manifest_is_one_line(folder, number):
     assert files_below(folder) == before
 
 
+@pytest.mark.slow
 def test_a_headless_browser_sorts_the_survey_page(tmp_path):
     """A survey folder's page (``softrank survey``): the layer x head heatmap is there with a cell
     per head, its images load, and clicking a column header sorts the operator table's rows by

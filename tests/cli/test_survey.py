@@ -117,7 +117,7 @@ def test_the_kv_outputs_are_not_reported_as_unread_files(copy):
 
 
 def test_json_summary_follows_its_schema(surveyed):
-    from softrank_cert.plumbing.reports import validate_report
+    from softrank_cert.plumbing.json_contract import validate_report
 
     validate_report(surveyed[1])
     assert surveyed[1]["work"] == "300 units" and surveyed[1]["stages"]["panel"]["operators"] == len(NAMES)

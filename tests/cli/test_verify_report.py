@@ -14,7 +14,7 @@ import pytest
 
 from softrank_cert.certio.certificate import Bracket, LowerEnd, UpperEnd
 from softrank_cert.kernel import Operator
-from softrank_cert.plumbing.reports import validate_report
+from softrank_cert.plumbing.json_contract import validate_report
 
 from conftest import (
     assert_one_line_error, build_document, false_witness_brackets, peaked_operator, run_verify, valid_brackets,
@@ -122,7 +122,7 @@ def test_unknown_format_is_checked_as_a_certificate(tmp_path):
 def test_every_format_the_project_writes_is_recognised():
     from softrank_cert.plumbing import campaign
     from softrank_cert.plumbing.certificate_files import is_certificate_format
-    from softrank_cert.plumbing.reports import COMMANDS, ERROR_FORMAT, report_format
+    from softrank_cert.plumbing.json_contract import COMMANDS, ERROR_FORMAT, report_format
 
     for fmt in [report_format(c) for c in COMMANDS] + [ERROR_FORMAT, campaign.FORMAT]:
         assert not is_certificate_format(fmt), fmt

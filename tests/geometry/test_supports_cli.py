@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from softrank_cert.plumbing.campaign import MANIFEST_NAME  # noqa: E402
-from softrank_cert.plumbing.reports import validate_report  # noqa: E402
+from softrank_cert.plumbing.json_contract import validate_report  # noqa: E402
 from softrank_cert.solvers.work import default_work  # noqa: E402
 from softrank_cert.studies.supports.plot import sweeps_figure  # noqa: E402
 from tests.helpers import softrank_in_process as run

@@ -23,7 +23,7 @@ import jsonschema
 import pytest
 
 from softrank_cert.cli.main import main as softrank_main
-from softrank_cert.plumbing.reports import COMMANDS, bound_down, bound_up, report_schema, validate_report
+from softrank_cert.plumbing.json_contract import COMMANDS, bound_down, bound_up, report_schema, validate_report
 from tests.helpers import softrank_in_process as run, write_qk_panel
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -89,7 +89,8 @@ def test_fewer_rows_are_charged_less_at_the_operators_unit_rate() -> None:
     assert evaluation_units(m, n, r, 1) == evaluation_units(m, n, r, MIN_CHARGED_ROWS) < evaluation_units(m, n, r, 65)
 
 
-@pytest.mark.parametrize("name", HEADS)
+# one head in the fast tier, the others slow (each several seconds)
+@pytest.mark.parametrize("name", [HEADS[0], *(pytest.param(name, marks=pytest.mark.slow) for name in HEADS[1:])])
 def test_ends_with_active_rows_are_as_good(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     op = sc.load_operator(PANEL, name)
     before = bracket_operator(op, EPS, work=20000.0)

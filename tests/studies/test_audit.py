@@ -19,7 +19,7 @@ from softrank_cert.errors import InvalidInputError
 from softrank_cert.kernel import Operator, verify_trivial_lower
 from softrank_cert.util.files import write_json_atomic
 from softrank_cert.util.operator_files import load_operators
-from softrank_cert.plumbing.reports import validate_report
+from softrank_cert.plumbing.json_contract import validate_report
 from softrank_cert.solvers.bracket import bracket_operator
 from softrank_cert.verification import verify_certificate_file
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .report import SCORES, ci_text, number_text
+from .document import SCORES, ci_text, number_text
 
 #: The score fitted to the very brackets it is drawn against (its panel is marked in-sample).
 IN_SAMPLE = "baseline"

@@ -77,7 +77,7 @@ from ...errors import CertificateRefusedError, InvalidInputError
 from ...geometry.intrinsic import double_above, operator_geometry, rank_grid, refactored_operator
 from ...kernel import Status, parse_tolerance
 from ...util.tolerances import parse_eps_list
-from .report import build_report
+from .document import build_document
 from .stats import operator_features
 from ...plumbing.certificate_files import declared_format, expand_json_paths, is_certificate_format
 from ...util.files import loads_unique, write_text_atomic
@@ -109,16 +109,16 @@ def _overlap(a: tuple[Fraction, Fraction] | None, b: tuple[Fraction, Fraction] |
 def verified_brackets(op: Any, name: str, raw: bytes, source: str, eps_list: list[str], options: dict[str, Any]
                       ) -> tuple[Any, Any, dict[str, dict[str, Any]], list[str]]:
     """Re-verify the certificate ``raw`` (every claim decided by the kernel now) and return
-    ``(certificate, report, brackets, dropped)``: the VERIFIED ends per eps, refusing the
+    ``(certificate, verification, brackets, dropped)``: the VERIFIED ends per eps, refusing the
     certificate unless every claim is VERIFIED (or dropping the tolerances that are not with
     ``options["drop_unverified"]``); it must be about the panel operator ``op`` bit for bit."""
     from ...plumbing.campaign_inputs import operator_mismatch
     from ...verification import verify_certificate_bytes
 
-    report = verify_certificate_bytes(raw, source=source, trusted_keys=options.get("trusted_keys"),
-                                      require_signature=bool(options.get("require_signature")),
-                                      max_prec=options.get("max_prec", 512))
-    certificate = report.certificate
+    verification = verify_certificate_bytes(raw, source=source, trusted_keys=options.get("trusted_keys"),
+                                            require_signature=bool(options.get("require_signature")),
+                                            max_prec=options.get("max_prec", 512))
+    certificate = verification.certificate
     assert certificate is not None  # verify_certificate_bytes always decodes it
     reason = operator_mismatch(op, certificate.operator)
     if certificate.operator_id != name or reason:
@@ -133,7 +133,7 @@ def verified_brackets(op: Any, name: str, raw: bytes, source: str, eps_list: lis
         raise InvalidInputError(f"{name}: softrank analyze needs unmasked 'qk' or 'scores' operators (the theorem "
                                 "assumes one common positive support and needs scores)")
     by_eps: dict[Fraction | None, tuple[Any, Any]] = {}
-    for bracket, ends in zip(certificate.brackets, report.pairs):
+    for bracket, ends in zip(certificate.brackets, verification.pairs):
         by_eps[bracket.eps_value] = ends
     brackets: dict[str, dict[str, Any]] = {}
     dropped: list[str] = []
@@ -153,7 +153,7 @@ def verified_brackets(op: Any, name: str, raw: bytes, source: str, eps_list: lis
                 1 if worst is Status.REJECTED else 3)
         brackets[eps] = {"lower": pair[0].rank, "upper": pair[1].rank, "lower_method": pair[0].method,
                          "upper_method": pair[1].method}
-    return certificate, report, brackets, dropped
+    return certificate, verification, brackets, dropped
 
 
 #: The fields of a per-operator result that a cache may supply (everything but the brackets,
@@ -168,14 +168,14 @@ def analyze_task(spec: dict[str, Any], name: str, raw: bytes, source: str, eps_l
     Re-verifies the certificate (:func:`verified_brackets`), computes features, geometry, scores
     and the invariance check.  Returns plain data (floats, ints, strings).
     """
-    from ...plumbing.reports import bound_up
+    from ...plumbing.json_contract import bound_up
     from ...plumbing.parallel import unpack_operator
     from ...verification import check_claims
 
     start = time.perf_counter()
     op = unpack_operator(spec)
-    certificate, report, brackets, dropped = verified_brackets(op, name, raw, source, eps_list, options)
-    verdicts = report.verdicts
+    certificate, verification, brackets, dropped = verified_brackets(op, name, raw, source, eps_list, options)
+    verdicts = verification.verdicts
     verify_s = time.perf_counter() - start
     grid = rank_grid(op, ranks)
     features = operator_features(op)
@@ -367,7 +367,7 @@ def analysis(certificates: list[str], panels: list[str], eps: str | None = None,
     from ...plumbing.campaign_inputs import read_kept_bytes
     from ...util.operator_files import natural_key
     from ...plumbing.parallel import pack_operator, run_tasks
-    from ...plumbing.reports import envelope
+    from ...plumbing.json_contract import envelope
 
     for path in panels:
         if not Path(path).is_file():
@@ -431,7 +431,7 @@ def analysis(certificates: list[str], panels: list[str], eps: str | None = None,
     if campaign is not None:
         campaign.finish()
     stage_line("softrank analyze", f"statistics: concordance, {resamples} bootstrap resamples, held-out fits")
-    report = envelope("analyze", build_report(results, stems, eps_list, resamples=resamples, seed=seed))
+    report = envelope("analyze", build_document(results, stems, eps_list, resamples=resamples, seed=seed))
     report["inputs"] = {"certificates": len(paths), "panels": [str(p) for p in panels],
                         "operators_without_certificate": len(set(operators) - set(seen))}
     report["seconds"] = round(time.perf_counter() - start, 1)

@@ -45,15 +45,15 @@ def check_certificate_bytes(raw: bytes, shown_path: str, *,
                             trusted_keys: frozenset[str] | None = None) -> CheckedCertificate:
     """Re-check a certificate given as bytes (in memory: no temporary file), decoding them once."""
     try:
-        report = verify_certificate_bytes(raw, source=shown_path, trusted_keys=trusted_keys)
+        verification = verify_certificate_bytes(raw, source=shown_path, trusted_keys=trusted_keys)
     except InvalidInputError as exc:
         return CheckedCertificate(None, error=str(exc))
-    certificate = report.certificate
-    bad = [v for v in report.verdicts if v.status is Status.REJECTED]
+    certificate = verification.certificate
+    bad = [v for v in verification.verdicts if v.status is Status.REJECTED]
     if bad:
-        return CheckedCertificate(certificate, report.pairs, report.signer,
+        return CheckedCertificate(certificate, verification.pairs, verification.signer,
                                   f"claim {bad[0].claim} at eps {bad[0].eps} is REJECTED by the kernel")
-    return CheckedCertificate(certificate, report.pairs, report.signer)
+    return CheckedCertificate(certificate, verification.pairs, verification.signer)
 
 
 def audit_with_certificate(row: PublishedRow, op: Operator, checked: CheckedCertificate, shown_path: str) -> RowResult:

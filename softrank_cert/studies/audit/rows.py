@@ -17,7 +17,7 @@ from typing import Any, TypeGuard
 
 from ...errors import InvalidInputError, SoftrankError
 from ...kernel import Status, Verdict, parse_tolerance
-from ...plumbing.reports import verdict_fields
+from ...plumbing.json_contract import verdict_fields
 
 STATUSES = ("confirmed", "tightened", "reproduced", "refuted", "invalid-certificate", "unresolved", "error")
 #: Refuse bracket tables larger than this (bytes) before reading them.
@@ -189,7 +189,7 @@ def read_table(path: str | Path) -> list[PublishedRow | RowError]:
 # --------------------------------------------------------------------------- verdicts as evidence
 
 def end_evidence(verdict: Verdict, *, certificate: str | None = None) -> dict[str, Any]:
-    """A VERIFIED end as report JSON (:func:`~softrank_cert.plumbing.reports.verdict_fields`: enclosures rounded
+    """A VERIFIED end as report JSON (:func:`~softrank_cert.plumbing.json_contract.verdict_fields`: enclosures rounded
     outward to 17 significant digits)."""
     kind = ("trivial" if verdict.method in ("trivial", "identity", "zero")
             else "lower-certificate" if verdict.side == "lower" else "upper-witness")

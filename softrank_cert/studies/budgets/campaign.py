@@ -80,7 +80,7 @@ def study(panels: list[str], eps: str, budgets: list[int], budget_seconds: float
     """
     from ...plumbing.campaign import budget_json
     from ...plumbing.parallel import pack_operator
-    from ...plumbing.reports import envelope
+    from ...plumbing.json_contract import envelope
 
     selected = _load(panels, operators)
     want = certificates is not None
@@ -259,17 +259,17 @@ class _BudgetsCampaign(Campaign):
             if entry is None or entry.get("result_version") != RESULT_VERSION:
                 continue
             state = self._state_path(item.name)
-            report, why = recheck_certificate(read_kept_bytes(state), str(state), item.name, item.operator, [eps],
-                                              provenance=item.provenance)
-            if report is None:
+            verification, why = recheck_certificate(read_kept_bytes(state), str(state), item.name, item.operator, [eps],
+                                                    provenance=item.provenance)
+            if verification is None:
                 self.note(item.name, f"recomputed: {why}")
                 continue
             recorded = got if isinstance(got := entry.get("result"), dict) else {}
-            result = OperatorBudgets.from_verified(item.name, stem, item.operator, report.certificate.brackets[0],
-                                                   report.pairs[0], budgets, recorded.get("sharpened"),
+            result = OperatorBudgets.from_verified(item.name, stem, item.operator, verification.certificate.brackets[0],
+                                                   verification.pairs[0], budgets, recorded.get("sharpened"),
                                                    entry.get("seconds"))
             self.kept[i] = result
-            self.certificates[i] = report.certificate
+            self.certificates[i] = verification.certificate
             self.keep(item.name, entry, result=result.to_json())
         self.save()
 

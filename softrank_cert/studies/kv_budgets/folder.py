@@ -92,7 +92,7 @@ def study_folder(folder: Path, policies: list[Policy], tolerances: list[str] | N
     """The KV-budget report of the bracket folder ``folder`` (``tolerances``: a subset of its
     campaign's, default all); the policy certificates are written into it as each head is done
     (signed with ``key``; ``resume``: kept ones re-checked, :mod:`.study`)."""
-    from ...plumbing.reports import envelope
+    from ...plumbing.json_contract import envelope
     from ..report.folder import plan, read_manifest
 
     started = time.perf_counter()

@@ -133,10 +133,10 @@ class Profile:
     # -- output ---------------------------------------------------------------------------
     def to_json(self, marks: Sequence[str] = ()) -> dict[str, Any]:
         """The profile as plain JSON data (``softrank-profile-report``, the contract of
-        :mod:`softrank_cert.plumbing.reports`): every listed step is a kernel-VERIFIED end."""
+        :mod:`softrank_cert.plumbing.json_contract`): every listed step is a kernel-VERIFIED end."""
         m, n = self.operator.shape
 
-        from ...plumbing.reports import envelope, verdict_fields
+        from ...plumbing.json_contract import envelope, verdict_fields
 
         def verdict(v: Verdict | None) -> dict[str, Any]:
             return {} if v is None else verdict_fields(v)

@@ -84,7 +84,7 @@ def _drawn(what: str, chosen: list[str], every: list[str]) -> str:
 def document(kind: str, folder: Path, page: Path, read: dict[str, Any],
               figures: Path) -> tuple[dict[str, Any], list[tuple[Any, Path]]]:
     """The report document (the page's content; ``--json``) and the figures to write."""
-    from ...plumbing.reports import envelope
+    from ...plumbing.json_contract import envelope
     from .figures import MAX_LAYERS, MAX_TOLERANCES, ratio_figure, spread, width_figure
     from .summary import group_rows, width_series
 

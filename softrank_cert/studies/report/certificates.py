@@ -131,20 +131,20 @@ def check_file(planned: Planned, *, trusted_keys: frozenset[str] | None = None,
     raw = b""
     try:
         raw = read_certificate_bytes(planned.path)
-        report = verify_certificate_bytes(raw, source=str(planned.path), trusted_keys=trusted_keys,
-                                          require_signature=require_signature)
+        verification = verify_certificate_bytes(raw, source=str(planned.path), trusted_keys=trusted_keys,
+                                                require_signature=require_signature)
     except (FloatingPointEnvironmentError, InternalInvariantError):
         raise  # the process or the checker, not the file: exit 4, no page
     except SoftrankError as exc:
         return Checked(planned, reason=_not_verified(raw, exc))
-    certificate = report.certificate
+    certificate = verification.certificate
     assert certificate is not None  # verify_certificate_bytes always decodes it
-    if not report.ok:
-        return Checked(planned, reason=claims_not_verified(report))
+    if not verification.ok:
+        return Checked(planned, reason=claims_not_verified(verification))
     generator = certificate.document.get("generator")
     version = generator.get("version") if isinstance(generator, dict) else None
     return Checked(planned, certificate.operator_id, tuple(b.eps for b in certificate.brackets),
-                   verified_brackets(report), version if isinstance(version, str) else None)
+                   verified_brackets(verification), version if isinstance(version, str) else None)
 
 
 def page_tolerances(checked: list[Checked]) -> tuple[list[str], int]:

@@ -177,18 +177,18 @@ def unlisted_files(folder: Path, planned: list[Planned], shown: int = 3) -> str 
             f"not read: {', '.join(extra[:shown])}" + (", ..." if len(extra) > shown else ""))
 
 
-def claims_not_verified(report: Any) -> str:
+def claims_not_verified(verification: Any) -> str:
     """``r_eps >= 5 at eps 0.1: REJECTED (reason); ...`` for the claims that are not VERIFIED."""
-    bad = [v for v in report.verdicts if v.status.value != "VERIFIED"]
+    bad = [v for v in verification.verdicts if v.status.value != "VERIFIED"]
     shown = "; ".join(f"r_eps {'>=' if v.side == 'lower' else '<='} {v.rank} at eps {v.eps}: {v.status.value}"
                       + (f" ({v.reason})" if v.reason else "") for v in bad[:3])
     return f"{len(bad)} claim(s) not verified: {shown}" + ("; ..." if len(bad) > 3 else "")
 
 
-def verified_brackets(report: Any) -> list[dict[str, Any]]:
+def verified_brackets(verification: Any) -> list[dict[str, Any]]:
     """The verified ends, per tolerance in file order (from the kernel's verdicts)."""
     return [{"eps": lo.eps, "lower": lo.rank, "upper": up.rank, "lower_method": lo.method,
-             "upper_construction": up.method, "checked_by": [lo.engine, up.engine]} for lo, up in report.pairs]
+             "upper_construction": up.method, "checked_by": [lo.engine, up.engine]} for lo, up in verification.pairs]
 
 
 def check_one(planned: Planned, entry: dict[str, Any], tolerances: list[str],
@@ -211,18 +211,18 @@ def check_one(planned: Planned, entry: dict[str, Any], tolerances: list[str],
     trusted = frozenset({signer.split("#", 1)[0]}) if signer else None
     try:
         raw = read_certificate_bytes(planned.path)
-        report = verify_certificate_bytes(raw, source=str(planned.path), trusted_keys=trusted,
-                                          require_signature=bool(signer))
+        verification = verify_certificate_bytes(raw, source=str(planned.path), trusted_keys=trusted,
+                                                require_signature=bool(signer))
     except (FloatingPointEnvironmentError, InternalInvariantError):
         raise  # the process or the checker, not the file: exit 4, no page
     except SoftrankError as exc:
         record.update(status="failed", reason=f"does not verify: {exc}")
         return record
-    certificate = report.certificate
+    certificate = verification.certificate
     assert certificate is not None  # verify_certificate_bytes always decodes it
     recorded = entry.get("operator_sha256")
-    if not report.ok:
-        reason = claims_not_verified(report)
+    if not verification.ok:
+        reason = claims_not_verified(verification)
     elif certificate.operator_id != planned.name:
         reason = f"the certificate is about {certificate.operator_id!r}, not this operator"
     elif [b.eps for b in certificate.brackets] != tolerances:
@@ -231,7 +231,7 @@ def check_one(planned: Planned, entry: dict[str, Any], tolerances: list[str],
     elif isinstance(recorded, str) and recorded != operator_sha256(certificate.operator):
         reason = "its operator is not the one the campaign recorded (operator_sha256 differs)"
     else:
-        record.update(status="verified", brackets=verified_brackets(report))
+        record.update(status="verified", brackets=verified_brackets(verification))
         return record
     record.update(status="failed", reason=reason)
     return record

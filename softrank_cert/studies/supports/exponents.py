@@ -10,7 +10,7 @@ whenever the ends inside the logarithms are positive (otherwise that side is unb
 ``None``).  Both sides are evaluated here in Arb ball arithmetic from the exact integers and
 the exact rationals ``x_i`` (the float64 kappa is a dyadic rational), and rounded outward:
 the lower side to a rational below the ball, the upper side to one above, then to decimal
-strings rounded the same way (:func:`~softrank_cert.plumbing.reports.bound_down` /
+strings rounded the same way (:func:`~softrank_cert.plumbing.json_contract.bound_down` /
 ``bound_up``).  No float enters a certified interval.
 
 The theory exponent ``e`` of the support is then compared with the exact rational ends:
@@ -97,7 +97,7 @@ def local_exponents(points: Sequence[Any], theory: float, *, decades: bool = Fal
     or with ``decades`` between each point and the nearest one at least a decade below it:
     ``lower`` / ``upper`` as outward-rounded decimal strings, the verdict against ``theory``, the
     exact width (a float of an exact difference) and the flags of the larger point."""
-    from ...plumbing.reports import bound_down, bound_up
+    from ...plumbing.json_contract import bound_down, bound_up
 
     theory_q = Fraction(theory).limit_denominator(1000)  # r/2, (d-1)/2, d/2: exact halves
     ordered = sorted(points, key=lambda pt: pt.x)

@@ -7,7 +7,7 @@ other's internals.  A point is one kappa: the support operator
 one tolerance by :func:`~softrank_cert.solvers.bracket.bracket_operator` with both ends VERIFIED
 by the trusted kernel.  ``lower <= r_eps(A) <= upper`` is the certified content of a
 :class:`SweepPoint`; its row spread is a float64 estimate and its geometry rows are certified
-bounds of the kernel's geometry report.
+bounds of the geometry summary (its numbers from the kernel's enclosures).
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ class SweepPoint:
 
 def geometry_rows(op: Operator, eps: str, lower: int, ranks: list[int]) -> list[dict[str, Any]]:
     """Certified tau, Phi for truncated-SVD T of each rank, and lower/Phi_upper (a C_r lower estimate)."""
-    from ...geometry.report import compute_geometry
-    from ...plumbing.reports import bound_down, bound_up
+    from ...geometry.summary import compute_geometry
+    from ...plumbing.json_contract import bound_down, bound_up
 
     rows = []
     for r in ranks:

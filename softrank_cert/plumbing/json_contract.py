@@ -1,4 +1,4 @@
-"""One JSON contract for every ``--json`` output and every report file (front end; decides nothing).
+"""One JSON contract for every ``--json`` output and every JSON document a command writes (front end; decides nothing).
 
 Every document has the same envelope::
 
@@ -26,10 +26,10 @@ import json
 import math
 from fractions import Fraction
 from importlib import resources
-from typing import Any, overload
+from typing import Any
 
 from ..meta import generator
-from ..util.numbers import CERTIFIED_DIGITS, format_down, format_up
+from ..util.numbers import CERTIFIED_DIGITS, bound_down, bound_up
 
 #: Version of the report formats (the ``version`` of every envelope).
 REPORT_VERSION = 1
@@ -46,24 +46,6 @@ COMMANDS = tuple(sorted(entry.name[len(_SCHEMA_PREFIX):-len(_SCHEMA_SUFFIX)]
 
 def report_format(command: str) -> str:
     return f"softrank-{command}-report"
-
-
-@overload
-def bound_down(value: Fraction | int) -> str: ...
-@overload
-def bound_down(value: None) -> None: ...
-def bound_down(value: Fraction | int | None) -> str | None:
-    """A certified lower bound as a decimal string <= ``value`` (None stays None)."""
-    return None if value is None else format_down(Fraction(value), CERTIFIED_DIGITS)
-
-
-@overload
-def bound_up(value: Fraction | int) -> str: ...
-@overload
-def bound_up(value: None) -> None: ...
-def bound_up(value: Fraction | int | None) -> str | None:
-    """A certified upper bound as a decimal string >= ``value`` (None stays None)."""
-    return None if value is None else format_up(Fraction(value), CERTIFIED_DIGITS)
 
 
 def enclosure(pair: tuple[Fraction, Fraction] | None) -> dict[str, str] | None:

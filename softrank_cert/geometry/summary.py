@@ -19,51 +19,51 @@ so no rank is ever derived from it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from ..errors import InvalidInputError
 from ..kernel import Operator, parse_tolerance
-from ..util.numbers import format_down, format_up
-from ..util.numbers import CERTIFIED_DIGITS
+from ..util.numbers import bound_down, bound_up
 from ..util.dense import attention_matrix, norm
 from .bounds import (Bound, factorization_radius, interaction_bounds, kappa_lower_bound, native_gamma, phi_bound,
                      require_common_support, residual_bounds)
 from .interaction import balanced_factors, interaction_float, numerical_rank, retained_softmax
 from .kappa import KappaSearch, dual_search, optimise_factorization, radius
 
-DIGITS = CERTIFIED_DIGITS  # significant digits of every certified bound (rounded outward)
 PHI_NOTE = ("Phi is the structural factor of the theorem r_eps(A) <= min{p, C_r * Phi}; C_r is unknown, "
             "so Phi is not a rank and no rank is derived from it")
 
-#: name -> (which side is certified, meaning); "estimate" = float64, not certified.
+#: name -> (the bound it reads, which end of it is certified, meaning), in the order of the JSON
+#: document; "estimates" there are float64, not certified.
 MEANINGS = {
-    "tau": ("upper", "tau(T) = ||A - A_T||, A_T = softmax(T + 1 b^T)"),
-    "tau_lower": ("lower", "lower end of the enclosure of tau(T)"),
-    "tau_tanh": ("upper", "max_i 2 tanh(delta_i/4), delta_i = osc_j (C - T)_ij (Hilbert bound, >= tau)"),
-    "kappa_upper": ("upper", "kappa(T) <= max||x_i|| max||y_j|| of the optimised factorization"),
-    "kappa_lower": ("lower", "kappa(T) >= <T, D_u W D_v>/(||u|| ||v|| ||W||_op) and >= max|T_ij|"),
-    "phi": ("upper", "Phi <= (1 + kappa_upper/(eps - tau_upper)^2)^(r/2) (needs tau_upper < eps)"),
-    "phi_lower": ("lower", "Phi >= (1 + kappa_lower/(eps - tau_lower)^2)^(r/2)"),
-    "gamma_native": ("upper", "native Gamma = beta rho_Q rho_K of the given Q, K (not invariant)"),
-    "gamma_native_lower": ("lower", "lower end of the enclosure of native Gamma"),
-    "c_max_abs": ("upper", "max_ij |C_ij|, C = P_m S P_N"),
-    "c_float64_error": ("upper", "max_ij |C_ij - C64_ij|: error of the float64 C used to choose T"),
+    "tau": ("tau", "upper", "tau(T) = ||A - A_T||, A_T = softmax(T + 1 b^T)"),
+    "tau_lower": ("tau", "lower", "lower end of the enclosure of tau(T)"),
+    "tau_tanh": ("tau_tanh", "upper", "max_i 2 tanh(delta_i/4), delta_i = osc_j (C - T)_ij (Hilbert bound, >= tau)"),
+    "kappa_upper": ("kappa", "upper", "kappa(T) <= max||x_i|| max||y_j|| of the optimised factorization"),
+    "kappa_lower": ("kappa", "lower", "kappa(T) >= <T, D_u W D_v>/(||u|| ||v|| ||W||_op) and >= max|T_ij|"),
+    "phi": ("phi", "upper", "Phi <= (1 + kappa_upper/(eps - tau_upper)^2)^(r/2) (needs tau_upper < eps)"),
+    "phi_lower": ("phi", "lower", "Phi >= (1 + kappa_lower/(eps - tau_lower)^2)^(r/2)"),
+    "gamma_native": ("gamma_native", "upper", "native Gamma = beta rho_Q rho_K of the given Q, K (not invariant)"),
+    "gamma_native_lower": ("gamma_native", "lower", "lower end of the enclosure of native Gamma"),
+    "c_max_abs": ("c_max_abs", "upper", "max_ij |C_ij|, C = P_m S P_N"),
+    "c_float64_error": ("c_float64_error", "upper", "max_ij |C_ij - C64_ij|: error of the float64 C used to choose T"),
 }
 
 
-def _up(x: Fraction | None) -> str | None:
-    return None if x is None else format_up(x, DIGITS)
+class _Bound:
+    """``summary.<name>`` reads the certified bound ``summary.bounds[<name>]``."""
 
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
 
-def _down(x: Fraction | None) -> str | None:
-    return None if x is None else format_down(x, DIGITS)
+    def __get__(self, summary: Any, owner: type | None = None) -> Bound:
+        return summary.bounds[self.name]
 
 
 @dataclass
-class GeometryReport:
+class GeometrySummary:
     """Certified bounds (exact rationals) and float64 estimates of the theorem's quantities."""
 
     shape: tuple[int, int]
@@ -78,21 +78,10 @@ class GeometryReport:
     singular_values: np.ndarray = field(repr=False)
 
     # ---- certified ends -------------------------------------------------------------
-    @property
-    def tau(self) -> Bound:
-        return self.bounds["tau"]
-
-    @property
-    def tau_tanh(self) -> Bound:
-        return self.bounds["tau_tanh"]
-
-    @property
-    def kappa(self) -> Bound:
-        return self.bounds["kappa"]
-
-    @property
-    def phi(self) -> Bound:
-        return self.bounds["phi"]
+    tau = _Bound()
+    tau_tanh = _Bound()
+    kappa = _Bound()
+    phi = _Bound()
 
     @property
     def gamma_native(self) -> Bound | None:
@@ -109,22 +98,20 @@ class GeometryReport:
         return None
 
     def strings(self) -> dict[str, str | None]:
-        """Decimal strings rounded in the safe direction (upper ends up, lower ends down)."""
-        g = self.gamma_native
-        return {
-            "tau": _up(self.tau.hi), "tau_lower": _down(self.tau.lo), "tau_tanh": _up(self.tau_tanh.hi),
-            "kappa_upper": _up(self.kappa.hi), "kappa_lower": _down(self.kappa.lo),
-            "phi": _up(self.phi.hi), "phi_lower": _down(self.phi.lo),
-            "gamma_native": None if g is None else _up(g.hi), "gamma_native_lower": None if g is None else _down(g.lo),
-            "c_max_abs": _up(self.bounds["c_max_abs"].hi), "c_float64_error": _up(self.bounds["c_float64_error"].hi),
-        }
+        """Decimal strings rounded in the safe direction (upper ends up, lower ends down; None for
+        a bound this operator has not: native Gamma of a non-qk operator)."""
+        out: dict[str, str | None] = {}
+        for name, (key, side, _) in MEANINGS.items():
+            bound = self.bounds.get(key)
+            out[name] = None if bound is None else bound_up(bound.hi) if side == "upper" else bound_down(bound.lo)
+        return out
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"shape": list(self.shape), "retained_rank": self.rank, "eps": self.eps, "retained": self.retained}
         out.update(self.strings())
         out["theorem_applies"] = self.theorem_applies
-        out["certified"] = {name: side for name, (side, _) in MEANINGS.items()}  # "estimates": float64, not certified
-        out["meaning"] = {name: text for name, (_, text) in MEANINGS.items()}
+        out["certified"] = {name: side for name, (_, side, _) in MEANINGS.items()}  # "estimates": float64, not certified
+        out["meaning"] = {name: text for name, (_, _, text) in MEANINGS.items()}
         out["estimates"] = {k: (v if isinstance(v, int) else float(v)) for k, v in self.estimates.items()}
         out["note"] = PHI_NOTE
         return out
@@ -153,7 +140,7 @@ def _factors_for(C: np.ndarray, r: int, T: np.ndarray | None, factors: tuple[np.
 
 
 def compute_geometry(op: Operator, r: int, eps: str, *, T: np.ndarray | None = None,
-                     factors: tuple[np.ndarray, np.ndarray] | None = None, optimise: bool = True) -> GeometryReport:
+                     factors: tuple[np.ndarray, np.ndarray] | None = None, optimise: bool = True) -> GeometrySummary:
     """Certified geometry of ``op`` with a rank-``r`` retained part at tolerance ``eps``.
 
     ``T``: a user m x N matrix (refactored at rank r); ``factors``: user ``(X, Y)``, used exactly
@@ -198,4 +185,4 @@ def compute_geometry(op: Operator, r: int, eps: str, *, T: np.ndarray | None = N
     }
     if tau_f < eps_f:
         estimates["phi"] = float((1 + kappa_f / (eps_f - tau_f) ** 2) ** (r / 2))
-    return GeometryReport((m, n), r, eps, label, bounds, estimates, X, Y, b, s)
+    return GeometrySummary((m, n), r, eps, label, bounds, estimates, X, Y, b, s)

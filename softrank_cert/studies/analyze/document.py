@@ -1,11 +1,11 @@
-"""The analysis report (UNTRUSTED): built from the per-operator results, and its tables.
+"""The analysis document (UNTRUSTED): built from the per-operator results, and its tables.
 
-:func:`build_report` assembles the report of :func:`~softrank_cert.studies.analyze.study.analysis` from
-the per-operator results (every bracket end in them a kernel verdict re-checked in this run); the
-rows of the score, group and held-out tables (the terminal tables of ``softrank analyze`` and
-:func:`markdown_report` share them) and the Markdown report show what it holds.  The figure is
-:func:`~softrank_cert.studies.analyze.plot.analysis_figure`.
-"""
+:func:`build_document` assembles the JSON document of
+:func:`~softrank_cert.studies.analyze.study.analysis` from the per-operator results (every bracket
+end in them a kernel verdict re-checked in this run); the rows of the score, group and held-out
+tables (the terminal tables of ``softrank analyze`` and :func:`markdown_document` share them) and
+the Markdown text show what it holds.  The figure is
+:func:`~softrank_cert.studies.analyze.plot.analysis_figure`."""
 
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ def _signed(x: float | None) -> str:
     return "-" if x is None else f"{x:+.4f}"
 
 
-def score_rows(report: dict[str, Any]) -> list[list[str]]:
+def score_rows(document: dict[str, Any]) -> list[list[str]]:
     rows = []
-    for name, entry in report["scores"].items():
+    for name, entry in document["scores"].items():
         per_eps = "; ".join(f"{eps}: {number_text(e['concordance'])} {ci_text(e['ci'])} ({e['pairs']})"
                             for eps, e in entry["by_eps"].items())
         rows.append([name, entry["certified"], number_text(entry["concordance"]), ci_text(entry["ci"]), str(entry["pairs"]),
@@ -46,26 +46,26 @@ def score_rows(report: dict[str, Any]) -> list[list[str]]:
 SCORE_COLUMNS = ("score", "certified", "concordance", "95% CI", "certified pairs", "by eps: concordance CI (pairs)")
 
 
-def group_rows(report: dict[str, Any]) -> list[list[str]]:
+def group_rows(document: dict[str, Any]) -> list[list[str]]:
     rows = []
     for key in ("family", "document", "width", "layer"):
         values = None
-        for entry in report["scores"].values():
+        for entry in document["scores"].values():
             values = list(entry.get(f"by_{key}", {}))
             break
         for value in values or []:
             cells = [key, value]
-            for name in report["scores"]:
-                e = report["scores"][name][f"by_{key}"][value]
+            for name in document["scores"]:
+                e = document["scores"][name][f"by_{key}"][value]
                 cells.append(f"{number_text(e['concordance'])} {ci_text(e['ci'])}")
-            cells.append(str(next(iter(report["scores"].values()))[f"by_{key}"][value]["pairs"]))
+            cells.append(str(next(iter(document["scores"].values()))[f"by_{key}"][value]["pairs"]))
             rows.append(cells)
     return rows
 
 
-def heldout_rows(report: dict[str, Any]) -> list[list[str]]:
+def heldout_rows(document: dict[str, Any]) -> list[list[str]]:
     rows = []
-    for scheme, held in report["heldout"].items():
+    for scheme, held in document["heldout"].items():
         if "skipped" in held:
             rows.append([scheme, "-", "-", "-", "-", "-", held["skipped"]])
             continue
@@ -85,8 +85,8 @@ HELDOUT_COLUMNS = ("folds by", "added score", "held-out loss (baseline -> with s
                    "held-out concordance", "concordance difference 95% CI", "reading")
 
 
-def invariance_line(report: dict[str, Any]) -> str:
-    inv = report["invariance"]
+def invariance_line(document: dict[str, Any]) -> str:
+    inv = document["invariance"]
     return (f"Invariance ({inv['refactorization']}): of {inv['checked']} qk operators, brackets identical "
             f"{inv['brackets_identical']} (the certificates' own witnesses re-verified on the refactored operator: "
             f"same claims, same verdicts; the kernel's margin enclosures bit-identical {inv['margins_identical']}, "
@@ -100,38 +100,38 @@ def _md(cells: list[str]) -> str:
     return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
 
-def markdown_report(report: dict[str, Any]) -> str:
-    """The report's tables as GitHub Markdown."""
-    c = report["counts"]
-    b = report["bootstrap"]
-    names = list(report["scores"])
+def markdown_document(document: dict[str, Any]) -> str:
+    """The analysis document's tables as GitHub Markdown."""
+    c = document["counts"]
+    b = document["bootstrap"]
+    names = list(document["scores"])
     lines = ["# Does interaction geometry predict certified rank?", "",
-             f"{c['operators']} operators, {c['rows']} (operator, eps) brackets at eps {', '.join(report['eps'])} "
+             f"{c['operators']} operators, {c['rows']} (operator, eps) brackets at eps {', '.join(document['eps'])} "
              f"({c['resolved_rows']} resolved); every bracket end VERIFIED by the trusted kernel. Operator i provably "
              "needs more rank than j at eps when lower_i > upper_j; concordance = share of such pairs a score orders "
              f"the same way (ties count half). 95% percentile bootstrap intervals over operators ({b['resamples']} "
              f"resamples, seed {b['seed']}).", "",
              "## Scores", "", _md(list(SCORE_COLUMNS)), "|" + "---|" * len(SCORE_COLUMNS)]
-    lines += [_md(row) for row in score_rows(report)]
+    lines += [_md(row) for row in score_rows(document)]
     lines += ["", "Definitions:", ""]
-    lines += [f"* `{name}` ({d['certified']}): {d['meaning']}" for name, d in report["definitions"].items()]
-    base = report["baseline"]
+    lines += [f"* `{name}` ({d['certified']}): {d['meaning']}" for name, d in document["definitions"].items()]
+    base = document["baseline"]
     lines += ["", f"Calibrated baseline: {', '.join(base['columns'])} (standardised), intercept {base['intercept']}, "
               f"coefficients {base['coefficients']}, in-sample interval loss {base['in_sample_loss']}.", "",
               "## By group (pairs inside one group)", "",
               _md(["group", "value", *names, "certified pairs"]), "|" + "---|" * (len(names) + 3)]
-    lines += [_md(row) for row in group_rows(report)]
+    lines += [_md(row) for row in group_rows(document)]
     lines += ["", "## Held-out information", "",
               "Group-wise cross-validation: the baseline and the baseline plus one score are fitted on the training "
               "folds with the interval loss (zero inside [log lower, log upper], the distance outside); held-out "
               "concordance counts certified pairs inside one test fold. Differences are with score - baseline "
               "(negative loss difference / positive concordance difference = the score helps), paired bootstrap.",
               "", _md(list(HELDOUT_COLUMNS)), "|" + "---|" * len(HELDOUT_COLUMNS)]
-    lines += [_md(row) for row in heldout_rows(report)]
-    lines += ["", "## Invariance", "", invariance_line(report), "", "## Seconds per operator", "",
+    lines += [_md(row) for row in heldout_rows(document)]
+    lines += ["", "## Invariance", "", invariance_line(document), "", "## Seconds per operator", "",
               "| width | operators | median verify s | median geometry s | median invariance s | median total s | "
               "max total s |", "|---:|---:|---:|---:|---:|---:|---:|"]
-    for width, t in report["timing"].items():
+    for width, t in document["timing"].items():
         lines.append(f"| {width} | {t['operators']} | {t['median_verify_s']} | {t['median_geometry_s']} | "
                      f"{t['median_invariance_s']} | {t['median_total_s']} | {t['max_total_s']} |")
     return "\n".join(lines) + "\n"
@@ -172,9 +172,9 @@ def _json_value(x: Any) -> Any:
     return x
 
 
-def build_report(results: list[dict[str, Any]], stems: dict[str, str], eps_list: list[str], *,
-                 resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
-    """The analysis report from the per-operator results (see the module docstring)."""
+def build_document(results: list[dict[str, Any]], stems: dict[str, str], eps_list: list[str], *,
+                   resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, Any]:
+    """The analysis document from the per-operator results (see the module docstring)."""
     ops = [r for r in results if r["brackets"]]
     n = len(ops)
     if n == 0:
