@@ -24,10 +24,10 @@ from ..errors import InternalInvariantError
 from ..kernel import Operator, parse_tolerance
 from .backend import NUMPY, NumpyBackend
 from .candidates import CandidatePool
-from .device import SearchDevice, check_device_memory, resolve_device
+from .device import SearchDevice, check_device_memory, resolve_device, search_memory
 from .one_shot import OneShot
 from ..util.dense import Dense
-from ..util.memory import CheckPlan, operator_check_plan, upper_factor_bytes
+from ..util.memory import CheckPlan, operator_check_plan
 from .lower.search import LowerSearch
 from .settle import first_verified
 from .upper.search import UpperSearch
@@ -232,9 +232,7 @@ def search_operator(op: Operator, eps_list: list[str], *, work: float | None = N
     if not all(e.resolved for e in ends):
         with one_blas_thread(), where.threads():
             pool = CandidatePool(Dense.of(op))
-            # On a CUDA device the factors live in the device's memory (check_device_memory), not the host's.
-            memory = math.inf if where.kind.startswith("cuda") else upper_factor_bytes(*op.shape)
-            _search(pool, ends, clock, where.backend(), keep_candidates, memory)
+            _search(pool, ends, clock, where.backend(), keep_candidates, search_memory(where, *op.shape))
     return pool, ends
 
 
