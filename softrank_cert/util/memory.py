@@ -209,8 +209,8 @@ def float64_check_bytes(m: int, n: int) -> int:
 TASK_CHECK_CAP = 1 * GIB
 #: float64 vectors of ``(m + N) p`` entries that a bracket task's factors may fill (the witness
 #: search's states and L-BFGS vectors, the candidate pool, the sealed ends, the lower search's
-#: pairs), and at most :data:`FACTOR_CAP` bytes in all: :func:`factor_bytes`.
-RANK_VECTORS, FACTOR_CAP = 48, 4 * GIB + 512 * MIB
+#: pairs), at least :data:`FACTOR_FLOOR` and at most :data:`FACTOR_CAP` bytes: :func:`factor_bytes`.
+RANK_VECTORS, FACTOR_FLOOR, FACTOR_CAP = 48, 64 * MIB, 4 * GIB + 512 * MIB
 #: Share of :func:`factor_bytes` that the witness search holds itself and keeps to
 #: (:func:`upper_factor_bytes`); the rest is for the pool, the sealed ends and the lower search.
 UPPER_FACTOR_SHARE = 0.75
@@ -279,8 +279,9 @@ def task_check_plan(m: int, n: int, d: int = 0, kind: str = "scores") -> CheckPl
 
 def factor_bytes(m: int, n: int) -> int:
     """What a bracket task's factors may hold: :data:`RANK_VECTORS` float64 vectors of ``(m + N) p``,
-    at most :data:`FACTOR_CAP` (which binds from width ~3000 on)."""
-    return min(RANK_VECTORS * 8 * (m + n) * min(m, n), FACTOR_CAP)
+    at least :data:`FACTOR_FLOOR` (so that small operators, whose factors cost next to nothing,
+    keep every state) and at most :data:`FACTOR_CAP` (which binds from width ~3000 on)."""
+    return min(max(RANK_VECTORS * 8 * (m + n) * min(m, n), FACTOR_FLOOR), FACTOR_CAP)
 
 
 def upper_factor_bytes(m: int, n: int) -> int:
