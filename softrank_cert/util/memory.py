@@ -26,10 +26,16 @@ the safe side (docs/campaigns.md, "Memory"):
   precision; ``qk`` operators add about 55 B per entry and the Arb matrices of Q and K.
 * a bracket task (solvers + float64 checks) peaked at 17 / 37 / 106 MB above the worker's
   ~110 MB interpreter for MiniLM heads of width 128 / 256 / 512 with the default time budget;
-  on high-rank heads far more: 409 MiB on SmolLM2 L10H4 at 512 (ranks up to 371), against
-  248 MiB on L15H4 (ranks up to 181), because the witness search keeps a state of four
-  ``(m + N) x r`` factors per rank it probed, and L-BFGS 14 vectors of that size
-  (``benchmarks/results/memory_peak_*.json``; :func:`bracket_task_bytes` has a term for it).
+  on high-rank heads far more (409 MiB on SmolLM2 L10H4 at 512, ranks up to 371), because the
+  witness search kept a state of four ``(m + N) x r`` factors per rank it probed, and L-BFGS
+  holds about 24 vectors of that size.  So a task's memory is now bounded where it is held by
+  design, and :func:`bracket_task_bytes` is the sum of those bounds: the kernel's fallback paths
+  keep to :func:`task_check_bytes` (:func:`task_check_plan`), the witness search keeps its states
+  and its probe's vectors to :func:`upper_factor_bytes` (``solvers/upper/search.py``), and the
+  candidate pool drops what no tolerance can use; the interpreter, the per-entry arrays
+  (:data:`SEARCH_ENTRY_BYTES`) and the rest of :func:`factor_bytes` are measured figures
+  (``benchmarks/results/memory_peak_*.json``, docs/campaigns.md "Memory": at width 4096 a task
+  peaked at 1.48 GiB against 7.7 GiB, at 1024 at 800 MiB against 2.0 GiB).
 """
 
 from __future__ import annotations
