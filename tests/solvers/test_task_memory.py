@@ -109,3 +109,27 @@ def test_the_pool_drops_what_no_tolerance_can_use() -> None:
     assert sorted(pool.witnesses) == [3, 5]
     # k = 2 is eps 0.25's end and k = 4 eps 0.1's; k = 1 is below every end, k = 5 below every eps.
     assert sorted(pool.lower_pairs) == [2, 4]
+
+
+def test_the_signing_process_rechecks_a_workers_certificate_within_the_tasks_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's certificate whose upper end only the Arb balls decide: re-checked in the signing
+    process within the task's check budget, it is *not checked* (a failed task, exit 5) when the
+    budget affords no Arb precision, and kept when it does."""
+    from softrank_cert.certio.certificate import Bracket, LowerEnd, UpperEnd, certificate_document
+    from softrank_cert.plumbing.bracketing import Issued, rechecked
+    from softrank_cert.plumbing.parallel import TaskOutcome
+    from softrank_cert.util import memory
+
+    op, U, W = _thin_witness()
+    document = certificate_document("thin", op, [Bracket(THIN, LowerEnd(1, "trivial"), UpperEnd(op.p, "smooth", U, W))],
+                                    created="2026-01-01T00:00:00Z")
+
+    def recheck() -> TaskOutcome:
+        outcome = TaskOutcome(0, Issued(document, 1.0))
+        return next(rechecked(iter([outcome]), [(op, "thin", {})], [THIN]))
+
+    assert recheck().ok
+    monkeypatch.setattr(memory, "TASK_CHECK_CAP", 1 << 20)  # room for no Arb precision
+    failed = recheck()
+    assert not failed.ok and failed.exit_code == 5 and "not checked" in (failed.failure or "")
