@@ -155,6 +155,7 @@ def _search(pool: CandidatePool, ends: list[Ends], clock: _Clock, ops: NumpyBack
             e.settle(pool)
         if not keep_candidates:
             pool.prune([(e.value, e.lower.k, e.upper.r) for e in ends])
+
     for e in open_():  # truncated SVD: every rank's error is already known
         r = next((r for r in range(1, pool.d.p) if shots.tsvd[r] <= e.value), None)
         if r is not None:
