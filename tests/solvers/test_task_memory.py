@@ -133,3 +133,19 @@ def test_the_signing_process_rechecks_a_workers_certificate_within_the_tasks_bud
     monkeypatch.setattr(memory, "TASK_CHECK_CAP", 1 << 20)  # room for no Arb precision
     failed = recheck()
     assert not failed.ok and failed.exit_code == 5 and "not checked" in (failed.failure or "")
+
+
+def test_the_witness_search_drops_first_the_states_no_probe_comes_back_to() -> None:
+    """States are dropped to make room for a probe: first one above every best rank (no probe comes
+    back to it), then the one farthest below a best rank; the one just below it, which the squeeze
+    probes next, stays (whatever the order they were probed in)."""
+    rng = np.random.default_rng(0)
+    m = n = 24
+    d = Dense.of(Operator("qk", {"Q": 2.0 * rng.standard_normal((m, 8)), "K": rng.standard_normal((n, 8))}))
+    search = UpperSearch(d, [EPS], lambda w: None, lambda eps: 20, lambda eps: 5, work=1e9)
+    for r in (18, 6, 22):  # least recently probed first
+        search._state(r)
+    vector = 8 * (m + n)
+    search.memory = ((PROBE_VECTORS + STATE_VECTORS) * 10 + STATE_VECTORS * 18) * vector
+    search._state(10)
+    assert list(search.states) == [18, 10]

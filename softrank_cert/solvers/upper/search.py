@@ -14,9 +14,10 @@ least rank r whose :mod:`.smooth` witness has float64 error ``<= eps``:
 * every rank keeps its solver state, so a later tolerance continues the iterate an earlier one
   left (nothing is recomputed), and every improved pair goes to the profiles at once -- within
   the search's memory (``memory`` bytes): a probe at rank r holds :data:`PROBE_VECTORS` float64
-  vectors of ``(m + N) r`` and every kept state :data:`STATE_VECTORS`, the states probed least
-  recently are dropped (their best pairs are published already) to make room, and a probe that
-  would not fit alone is made at the largest rank that does (:meth:`UpperSearch.rank_cap`);
+  vectors of ``(m + N) r`` and every kept state :data:`STATE_VECTORS`; to make room, states are
+  dropped (their best pairs are published already) -- first those no probe can come back to,
+  then those farthest below a tolerance's best rank (the squeezes probe just below it) -- and a
+  probe that would not fit alone is made at the largest rank that does (:meth:`UpperSearch.rank_cap`);
 * when the bisection is done and work is left, the ranks below the best one are squeezed
   with longer stages (galloping while they succeed; the single step right below the best
   rank runs without the abort rule, except at a rank no probe has started on a wide operator).
@@ -120,11 +121,20 @@ class UpperSearch:
         return int(min(self.d.p, self.memory // ((PROBE_VECTORS + STATE_VECTORS) * 8 * (m + n))))
 
     # -- internals ------------------------------------------------------------------
+    def _gap(self, r: int) -> float:
+        """How far below a tolerance's best rank r lies, for the nearest such tolerance whose lower end
+        it is not below (the squeezes probe 1, 2, 4, ... below the best rank); inf when no probe
+        can come back to r."""
+        gaps = [best - r for eps in self.eps_values
+                for best in [self.best_rank(eps) or self.d.p] if max(self.floor(eps), 1) <= r < best]
+        return min(gaps, default=math.inf)
+
     def _state(self, r: int) -> SmoothState:
         """Rank r's state (made from the truncated SVD if none is kept), the most recently probed,
-        after the states probed least recently were dropped until the probe fits."""
+        after other states were dropped until the probe fits: first those no probe can come back to,
+        then those farthest below a best rank (:meth:`_gap`), the least recently probed first."""
         vector = 8 * sum(self.d.shape)
-        others = [s for s in self.states if s != r]
+        others = sorted((s for s in self.states if s != r), key=self._gap, reverse=True)  # stable: LRU order
         while others and (PROBE_VECTORS + STATE_VECTORS) * vector * r + STATE_VECTORS * vector * sum(others) \
                 > self.memory:
             del self.states[others.pop(0)]
