@@ -35,7 +35,7 @@ the safe side (docs/campaigns.md, "Memory"):
   candidate pool drops what no tolerance can use; the interpreter, the per-entry arrays
   (:data:`SEARCH_ENTRY_BYTES`) and the rest of :func:`factor_bytes` are measured figures
   (``benchmarks/results/memory_peak_*.json``, docs/campaigns.md "Memory": at width 4096 a task
-  peaked at 1.48 GiB against 7.7 GiB, at 1024 at 800 MiB against 2.0 GiB).
+  peaked at 1.48 GiB against 7.7 GiB, at 1024 at 869 MiB against 2.0 GiB, 1295 MiB before).
 """
 
 from __future__ import annotations
