@@ -10,7 +10,13 @@ results; the panel from ``softrank panel --gguf smollm2 --text examples/data/gpl
 
     nice -n 10 python benchmarks/memory_peak.py smol.npz --eps 0.1,0.25,0.5 --name smollm2_gpl3
 
-Writes ``benchmarks/results/memory_peak_<name>.json`` and ``.md``.
+Writes ``benchmarks/results/memory_peak_<name>.json`` and ``.md``.  The width-4096 records
+(``--work 1000000 --name synth_w4096_work1e6_bounded``) ran on a synthetic causal ``qk`` panel::
+
+    rng = np.random.default_rng(44)
+    np.savez("synth4096.npz", **{"synth/gauss/w4096/qk/Q": 0.3 * rng.standard_normal((4096, 64)),
+                                 "synth/gauss/w4096/qk/K": rng.standard_normal((4096, 64)),
+                                 "synth/gauss/w4096/qk/causal": np.bool_(True)})
 """
 
 from __future__ import annotations

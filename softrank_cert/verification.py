@@ -249,7 +249,7 @@ class _MemoryGuard:
 
     def __init__(self, certificate: Certificate, max_prec: int, kernel: str, memory_limit: int | None) -> None:
         from .kernel import precision_schedule
-        from .util.memory import arb_check_bytes, float64_check_bytes, process_limit
+        from .util.memory import check_plan, process_limit
 
         op = certificate.operator
         self.max_prec = max_prec
@@ -261,13 +261,10 @@ class _MemoryGuard:
         d = op.arrays["Q"].shape[1] if op.kind == "qk" else 0
         width = max([0] + [b.lower.k for b in certificate.brackets if b.lower.X is not None]
                     + [b.upper.r for b in certificate.brackets if b.upper.U is not None])
-        # One cap for the whole certificate: its enclosures are cached on the one operator.
-        self.need = [arb_check_bytes(m, n, self.schedule[: i + 1], d=d, width=width, kind=op.kind)
-                     for i in range(len(self.schedule))]
-        fits = [p for p, need in zip(self.schedule, self.need) if need <= self.limit]  # a prefix: need grows
-        self.cap = fits[-1] if fits else None
-        # The entrywise float64 path needs ~20 m x N temporaries: never started beyond the limit.
-        self.float64_too_big = float64_check_bytes(m, n) > self.limit
+        # One cap for the whole certificate: its enclosures are cached on the one operator.  The
+        # entrywise float64 path needs ~20 m x N temporaries: never started beyond the limit.
+        plan = check_plan(m, n, self.limit, self.schedule, d=d, width=width, kind=op.kind)
+        self.need, self.cap, self.float64_too_big = plan.need, plan.cap, not plan.float64
 
     def _refuse(self, what: str, index: int) -> KernelLimitError:
         from .util.memory import format_bytes

@@ -36,6 +36,7 @@ from typing import Generic, NoReturn, TypeVar, overload
 import numpy as np
 
 from ..errors import InternalInvariantError, InvalidInputError
+from ..util.memory import CheckPlan
 from ..kernel import (Operator, Status, Verdict, checked_float64, verify_lower, verify_trivial_lower,
                       verify_trivial_upper, verify_upper)
 from .certificate import Bracket
@@ -188,40 +189,64 @@ def _pair(names: str, first: object, second: object) -> Arrays:
     return _frozen(names[0], first), _frozen(names[-1], second)
 
 
+def _within(plan: CheckPlan | None, check: Callable[..., Verdict], args: tuple[object, ...], arithmetic: bool,
+            **options: object) -> Verdict | None:
+    """``check(*args, **options)`` as ``engine="auto"`` runs it, within ``plan`` (None: no limit): the
+    Arb balls only up to ``plan.cap`` bits; without any, the row-block path, then the entrywise
+    float64 path when it fits.  None when a claim that needs ``arithmetic`` could not be run at
+    all within the plan (it is then simply not verified).  The verdicts are the kernel's."""
+    if plan is None or not arithmetic:
+        return check(*args, **options)
+    if plan.cap is not None:
+        return check(*args, **options, max_prec=plan.cap)
+    engines = ("rowblock",) if "method" in options else ()  # a norm claim has no row-block path of its own
+    verdict = None
+    for engine in engines + (("float64",) if plan.float64 else ()):
+        verdict = check(*args, **options, engine=engine)
+        if verdict.status is not Status.INCONCLUSIVE:
+            return verdict
+    return verdict
+
+
 def verify_lower_end(op: Operator, eps: str, k: int, X: object, Y: object, method: str, *,
-                     threshold: float | None = None) -> VerifiedLower | None:
+                     threshold: float | None = None, plan: CheckPlan | None = None) -> VerifiedLower | None:
     """The sealed end ``r_eps >= k`` at ``eps`` when the kernel VERIFIES it, else None.
 
     ``X``/``Y`` None: the trivial end (k = 0 or 1, ``method`` "trivial"); else the kernel checks the
-    certificate ``(X, Y)`` on private read-only copies, which the end then holds."""
+    certificate ``(X, Y)`` on private read-only copies, which the end then holds.  ``plan``: the
+    memory the kernel's fallback paths may use (:func:`~softrank_cert.util.memory.task_check_plan`;
+    None: the kernel's defaults)."""
     arrays = _pair("X and Y", X, Y)
+    verdict: Verdict | None
     if arrays is None:
         if method != "trivial":
             raise InvalidInputError(f"a lower end without X and Y is the trivial one, not {method!r}")
-        verdict = verify_trivial_lower(op, eps, k)
+        verdict = _within(plan, verify_trivial_lower, (op, eps, k), k != 0 and not op.row_sums_exactly_one())
     else:
-        verdict = verify_lower(op, eps, k, *arrays, method=method)
-    if verdict.status is not Status.VERIFIED:
+        verdict = _within(plan, verify_lower, (op, eps, k, *arrays), True, method=method)
+    if verdict is None or verdict.status is not Status.VERIFIED:
         return None
     return VerifiedLower(seal=_SEAL, operator=op, eps=eps, rank=k, method=method, arrays=arrays, estimate=threshold,
                          verdict=verdict)
 
 
 def verify_upper_end(op: Operator, eps: str, r: int, U: object, W: object, construction: str, *,
-                     error: float | None = None) -> VerifiedUpper | None:
+                     error: float | None = None, plan: CheckPlan | None = None) -> VerifiedUpper | None:
     """The sealed end ``r_eps <= r`` at ``eps`` when the kernel VERIFIES it, else None.
 
     ``U``/``W`` None: a trivial witness (``construction`` "zero" with r = 0, "identity" with
-    r = p); else the kernel checks ``U W^T`` on private read-only copies, which the end then holds."""
+    r = p); else the kernel checks ``U W^T`` on private read-only copies, which the end then holds.
+    ``plan``: as for :func:`verify_lower_end`."""
     arrays = _pair("U and W", U, W)
+    verdict: Verdict | None
     if arrays is None:
-        verdict = verify_trivial_upper(op, eps, r)
-        if construction != verdict.method:
+        verdict = _within(plan, verify_trivial_upper, (op, eps, r), r != op.p and not op.row_sums_exactly_one())
+        if verdict is not None and construction != verdict.method:
             raise InvalidInputError(f"the trivial upper end r = {r} is the {verdict.method!r} witness, "
                                     f"not {construction!r}")
     else:
-        verdict = verify_upper(op, eps, r, *arrays, method=construction)
-    if verdict.status is not Status.VERIFIED:
+        verdict = _within(plan, verify_upper, (op, eps, r, *arrays), True, method=construction)
+    if verdict is None or verdict.status is not Status.VERIFIED:
         return None
     return VerifiedUpper(seal=_SEAL, operator=op, eps=eps, rank=r, method=construction, arrays=arrays,
                          estimate=error, verdict=verdict)

@@ -208,7 +208,11 @@ def rechecked(outcomes: Iterator[parallel.TaskOutcome], operators: Sequence[tupl
     in this one (:func:`~softrank_cert.plumbing.campaign.recheck_from_worker`: every claim
     VERIFIED by the kernel, about the operator of that name bit for bit, exactly ``eps_list``,
     the operator's provenance): passed on as the document that was verified, or turned into a
-    failure (:func:`~softrank_cert.plumbing.campaign.worker_failure`)."""
+    failure (:func:`~softrank_cert.plumbing.campaign.worker_failure`).  The kernel's checks here keep
+    to the memory the task's own checks kept to (:func:`~softrank_cert.util.memory.task_check_limit`):
+    a claim the task verified within it is verified here within it too, and anything else is
+    *not checked* (a failed task), never a process the out-of-memory killer ends."""
+    from ..util.memory import operator_task_shape, task_check_limit
     from .campaign import rechecked_outcome
 
     try:
@@ -218,7 +222,7 @@ def rechecked(outcomes: Iterator[parallel.TaskOutcome], operators: Sequence[tupl
                 issued = outcome.value
                 outcome = rechecked_outcome(outcome, name, op, dict(provenance),
                                             {"": (getattr(issued, "document", issued), eps_list)},
-                                            _reissued(_solver_seconds(outcome)))
+                                            _reissued(_solver_seconds(outcome)), task_check_limit(*operator_task_shape(op)))
             yield outcome
     finally:
         close = getattr(outcomes, "close", None)

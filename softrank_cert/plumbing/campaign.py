@@ -210,12 +210,13 @@ def recheck_certificate(raw: bytes | str, source: str, name: str, op: Any, eps_l
 
 
 def _recheck(raw: bytes | str, source: str, name: str, op: Any, eps_list: list[str] | None, *,
-             signer: str | None, provenance: Mapping[str, Any] | None, max_prec: int | None
-             ) -> tuple[Any | None, str, int]:
+             signer: str | None, provenance: Mapping[str, Any] | None, max_prec: int | None,
+             memory_limit: int | None = None) -> tuple[Any | None, str, int]:
     """:func:`recheck_certificate` with the exit code of a refusal: ``softrank-verify``'s for a
     certificate that does not decode or whose claims are not all VERIFIED (2, 5; 1 or 3), 1 for a
     verified one that certifies something else than was asked (another operator, tolerances or
-    provenance), 0 when it may be kept."""
+    provenance), 0 when it may be kept.  ``memory_limit``: what the kernel's Arb path may use (as
+    ``softrank-verify --max-memory``; None: its default)."""
     from ..errors import EXIT_INVALID_INPUT, EXIT_REJECTED
     from ..kernel import DEFAULT_MAX_PREC
     from ..verification import verify_certificate_bytes
@@ -225,7 +226,8 @@ def _recheck(raw: bytes | str, source: str, name: str, op: Any, eps_list: list[s
     trusted = frozenset({signer.split("#", 1)[0]}) if signer else None
     try:
         verification = verify_certificate_bytes(raw, source=source, trusted_keys=trusted,
-                                                require_signature=bool(signer), max_prec=max_prec or DEFAULT_MAX_PREC)
+                                                require_signature=bool(signer), max_prec=max_prec or DEFAULT_MAX_PREC,
+                                                memory_limit=memory_limit)
     except SoftrankError as exc:
         if exc.exit_code == 4:  # a checker bug is never a reason to recompute quietly
             raise
@@ -262,8 +264,8 @@ def first_unverified(verification: Any) -> str | None:
 
 
 def recheck_from_worker(document: Any, source: str, name: str, op: Any, eps_list: list[str] | None, *,
-                        provenance: Mapping[str, Any] | None = None, max_prec: int | None = None
-                        ) -> tuple[dict[str, Any] | None, Any | None, str, int]:
+                        provenance: Mapping[str, Any] | None = None, max_prec: int | None = None,
+                        memory_limit: int | None = None) -> tuple[dict[str, Any] | None, Any | None, str, int]:
     """A certificate document that a task computed in another process (a worker of the local
     pool, a Dask worker on any machine), re-verified in this process before it is signed or
     written: ``(document, verification, "", 0)`` when it may be, else ``(None, None, why not, exit
@@ -274,7 +276,8 @@ def recheck_from_worker(document: Any, source: str, name: str, op: Any, eps_list
     The document is encoded as a certificate file is (:func:`~softrank_cert.util.files.canonical_dump`)
     and those bytes are verified; the document returned is parsed back from them, so it is what
     was verified (a float, NaN or a non-JSON value is refused as in a file).  A worker's
-    certificate is unsigned: one that carries a proof is refused (only this process signs)."""
+    certificate is unsigned: one that carries a proof is refused (only this process signs).
+    ``memory_limit``: as for :func:`_recheck`."""
     from ..errors import EXIT_INVALID_INPUT
     from ..util.files import canonical_dump
 
@@ -290,7 +293,7 @@ def recheck_from_worker(document: Any, source: str, name: str, op: Any, eps_list
         return None, None, f"a worker returned a document that is not JSON data ({type(exc).__name__}: {reason})", \
             EXIT_INVALID_INPUT
     verification, why, code = _recheck(raw, source, name, op, eps_list, signer=None, provenance=provenance,
-                                       max_prec=max_prec)
+                                       max_prec=max_prec, memory_limit=memory_limit)
     if verification is None:
         return None, None, why, code
     return json.loads(raw), verification, "", 0
@@ -306,19 +309,22 @@ def worker_failure(outcome: Any, why: str, exit_code: int) -> Any:
 
 def rechecked_outcome(outcome: Any, name: str, op: Any, provenance: Mapping[str, Any] | None,
                       certificates: Mapping[str, tuple[Any, list[str] | None]],
-                      rebuild: Callable[[dict[str, tuple[dict[str, Any], Any]]], Any]) -> Any:
+                      rebuild: Callable[[dict[str, tuple[dict[str, Any], Any]]], Any],
+                      memory_limit: int | None = None) -> Any:
     """The one re-check of a task that ran in another process, before anything of it is signed,
     stored or written: each certificate document its answer carries (``certificates``: by what it
     is -- ``""`` for a task's one certificate, e.g. ``"evidence"`` -- with the tolerances it must
     hold exactly, None for any) re-verified here (:func:`recheck_from_worker`: every claim VERIFIED,
     about ``op`` of ``name`` bit for bit, ``provenance``).  Returns ``outcome`` with the value
     ``rebuild(verified)`` (``verified``: what -> (the document that was verified, its verification)), or
-    the :func:`worker_failure` of the first that does not verify (its reason prefixed by what it is)."""
+    the :func:`worker_failure` of the first that does not verify (its reason prefixed by what it is).
+    ``memory_limit``: what the kernel's Arb path may use here (None: its default); a bracket task
+    passes the budget its own checks kept to, so a claim it verified is checked here within it too."""
     verified: dict[str, tuple[dict[str, Any], Any]] = {}
     for what, (document, eps_list) in certificates.items():
         source = f"{name} {what} (from a worker)" if what else f"{name} (from a worker)"
         checked, verification, why, code = recheck_from_worker(document, source, name, op, eps_list,
-                                                               provenance=provenance)
+                                                               provenance=provenance, memory_limit=memory_limit)
         if checked is None:
             return worker_failure(outcome, f"{what}: {why}" if what else why, code)
         verified[what] = (checked, verification)

@@ -24,9 +24,10 @@ from ..errors import InternalInvariantError
 from ..kernel import Operator, parse_tolerance
 from .backend import NUMPY, NumpyBackend
 from .candidates import CandidatePool
-from .device import SearchDevice, check_device_memory, resolve_device
+from .device import SearchDevice, check_device_memory, resolve_device, search_memory
 from .one_shot import OneShot
 from ..util.dense import Dense
+from ..util.memory import CheckPlan, operator_check_plan
 from .lower.search import LowerSearch
 from .settle import first_verified
 from .upper.search import UpperSearch
@@ -45,13 +46,14 @@ def _always(end: End | None, eps: str) -> End:
 
 class Ends:
     """Best kernel-verified ends at one tolerance (``.lower``, ``.upper``), upgraded from the
-    candidates of a pool by :meth:`settle`."""
+    candidates of a pool by :meth:`settle`; ``plan``: the memory the kernel's fallback paths may
+    use for them (:func:`~softrank_cert.util.memory.task_check_plan`; None: the kernel's defaults)."""
 
-    def __init__(self, op: Operator, eps: str) -> None:
-        self.op, self.eps, self.value = op, eps, float(parse_tolerance(eps))
-        self.lower: VerifiedLower = (verify_lower_end(op, eps, 1, None, None, "trivial")
+    def __init__(self, op: Operator, eps: str, plan: CheckPlan | None = None) -> None:
+        self.op, self.eps, self.value, self.plan = op, eps, float(parse_tolerance(eps)), plan
+        self.lower: VerifiedLower = (verify_lower_end(op, eps, 1, None, None, "trivial", plan=plan)
                                      or _always(verify_lower_end(op, eps, 0, None, None, "trivial"), eps))
-        self.upper: VerifiedUpper = (verify_upper_end(op, eps, 0, None, None, "zero")
+        self.upper: VerifiedUpper = (verify_upper_end(op, eps, 0, None, None, "zero", plan=plan)
                                      or _always(verify_upper_end(op, eps, op.p, None, None, "identity"), eps))
         # Candidates already tried, held weakly: a superseded witness is freed (on high-rank
         # heads they were most of the search's memory), and a freed one cannot come back.
@@ -70,11 +72,12 @@ class Ends:
     def settle(self, pool: CandidatePool) -> None:
         """Verify candidates better than the current ends, best first, until one passes."""
         lower = itertools.takewhile(lambda c: c.k > self.lower.k, pool.lower_candidates(self.value))
-        found: tuple[str, Any, Any] | None = first_verified(self.op, ((self.eps, c) for c in lower if self._fresh(c)))
+        found: tuple[str, Any, Any] | None = first_verified(self.op, ((self.eps, c) for c in lower if self._fresh(c)),
+                                                            self.plan)
         if found is not None:
             self.lower = found[2]
         upper = itertools.takewhile(lambda w: w.r < self.upper.r, pool.upper_candidates(self.value))
-        found = first_verified(self.op, ((self.eps, w) for w in upper if self._fresh(w)))
+        found = first_verified(self.op, ((self.eps, w) for w in upper if self._fresh(w)), self.plan)
         if found is not None:
             self.upper = found[2]
         if self.lower.k > self.upper.r:
@@ -137,13 +140,22 @@ class _Clock:
             self.progress(stage, time.perf_counter() - self.start, self.nominal)
 
 
-def _search(pool: CandidatePool, ends: list[Ends], clock: _Clock, ops: NumpyBackend = NUMPY) -> None:
+def _search(pool: CandidatePool, ends: list[Ends], clock: _Clock, ops: NumpyBackend = NUMPY,
+            keep_candidates: bool = False, memory: float = math.inf) -> None:
     """The search: free truncated-SVD witnesses and pivot pairs, then the smoothed witness
-    search and the lower-pair search in alternating rounds, each round a fixed share of work."""
+    search (its states and vectors within ``memory`` bytes) and the lower-pair search in
+    alternating rounds, each round a fixed share of work.  After every settling the pool drops
+    what no tolerance can use (:meth:`CandidatePool.prune`), unless ``keep_candidates``."""
     budget = clock.budget
     shots = OneShot(pool, budget.until())
     open_ = lambda: [e for e in ends if not e.resolved]  # noqa: E731
-    settle = lambda: [e.settle(pool) for e in ends]  # type: ignore[func-returns-value]  # for the calls  # noqa: E731
+
+    def settle() -> None:
+        for e in ends:
+            e.settle(pool)
+        if not keep_candidates:
+            pool.prune([(e.value, e.lower.k, e.upper.r) for e in ends])
+
     for e in open_():  # truncated SVD: every rank's error is already known
         r = next((r for r in range(1, pool.d.p) if shots.tsvd[r] <= e.value), None)
         if r is not None:
@@ -161,7 +173,7 @@ def _search(pool: CandidatePool, ends: list[Ends], clock: _Clock, ops: NumpyBack
         return
     total = budget.plan_left()
     upper = UpperSearch(pool.d, values, pool.add_witness, pool.best_rank,
-                        lambda eps: by_value[eps].lower.k, UPPER_SHARE * total, ops=ops)
+                        lambda eps: by_value[eps].lower.k, UPPER_SHARE * total, ops=ops, memory=memory)
     lower = LowerSearch(pool.d, values, pool.add_lower_pair, lambda eps: by_value[eps].upper.r,
                         lambda eps: by_value[eps].lower.k, ops=ops)
     searches: list[tuple[str, Any, float]] = [("smooth", upper, UPPER_SHARE), ("lower", lower, 1.0 - UPPER_SHARE)]
@@ -200,10 +212,13 @@ def _slice(budget: Budget, fraction: float, start: tuple[float, float | None]) -
 def search_operator(op: Operator, eps_list: list[str], *, work: float | None = None,
                     budget_seconds: float | None = None,
                     progress: Callable[[str, float, float], None] | None = None,
-                    device: str | SearchDevice | None = None) -> tuple[CandidatePool | None, list[Ends]]:
+                    device: str | SearchDevice | None = None,
+                    keep_candidates: bool = False) -> tuple[CandidatePool | None, list[Ends]]:
     """Run the driver's search; return its float64 candidate pool (None when every tolerance
     was settled by trivial ends) and, per tolerance, the best kernel-verified :class:`Ends`.
-    See :func:`bracket_operator` for the budget, ``progress`` and ``device``."""
+    See :func:`bracket_operator` for the budget, ``progress`` and ``device``.  The kernel's checks
+    keep to the task's memory (:func:`~softrank_cert.util.memory.task_check_plan`); the pool keeps
+    only what the tolerances can still use unless ``keep_candidates`` (every candidate found)."""
     from ..blas_kernels import warn_if_unpinned
 
     warn_if_unpinned()
@@ -212,12 +227,13 @@ def search_operator(op: Operator, eps_list: list[str], *, work: float | None = N
     budget = search_budget(*op.shape, work=work, budget_seconds=budget_seconds)
     nominal = (default_budget_seconds(*op.shape) if budget_seconds is None else float(budget_seconds))
     clock = _Clock(budget, nominal, progress)
-    ends = [Ends(op, eps) for eps in eps_list]
+    plan = operator_check_plan(op)
+    ends = [Ends(op, eps, plan) for eps in eps_list]
     pool = None
     if not all(e.resolved for e in ends):
         with one_blas_thread(), where.threads():
             pool = CandidatePool(Dense.of(op))
-            _search(pool, ends, clock, where.backend())
+            _search(pool, ends, clock, where.backend(), keep_candidates, search_memory(where, *op.shape))
     return pool, ends
 
 

@@ -62,6 +62,17 @@ class CandidatePool:
         if old is None or c.threshold > old.threshold:
             self.lower_pairs[c.k] = c
 
+    def prune(self, ends: list[tuple[float, int, int]]) -> None:
+        """Drop the candidates that no tolerance can use any more: ``ends`` holds ``(eps, k, r)``,
+        each tolerance's verified ends.  A witness stays while some eps it meets has its upper
+        end at or above its rank (:meth:`upper_candidates` and :meth:`best_rank` read it); a lower
+        pair while some eps below its threshold has its lower end at or below its k.  What goes
+        could never be proposed again: the ends only improve."""
+        self.witnesses = {r: w for r, w in self.witnesses.items()
+                          if any(w.error <= eps * (1 + 1e-12) and r <= up for eps, _lo, up in ends)}
+        self.lower_pairs = {k: c for k, c in self.lower_pairs.items()
+                            if any(c.threshold > eps * (1 - 1e-12) and k >= lo for eps, lo, _up in ends)}
+
     # -- read-outs ------------------------------------------------------------------
     def upper_candidates(self, eps: float) -> list[UpperCandidate]:
         """Witnesses whose float64 error is <= eps (with a hair of slack), smallest rank first."""

@@ -190,13 +190,37 @@ def calibrate(kind: str, shape: tuple[int, int], repeats: int = 5) -> float:
     return float(2.0 ** (round(4.0 * math.log2(ratio)) / 4.0))
 
 
+#: Bytes per matrix entry that a search on a CUDA device holds besides its factors: ``A`` in float64
+#: and float32, an evaluation's two float32 and an error check's one float64 m x N temporaries.
+DEVICE_ENTRY_BYTES = 28
+#: Share of a CUDA device's free memory (at the start of a search) that the search plans for.
+DEVICE_SHARE = 0.9
+
+
 def device_search_bytes(m: int, n: int) -> int:
-    """Device memory the witness search of an m x N operator needs at least: ``A`` in float64 and
-    float32, the evaluation's two float32 and the error check's one float64 m x N temporaries,
-    and L-BFGS's 14 float64 vectors of ``(m + N) r`` at rank ``r = p / 2`` (the searches start
-    at the truncated SVD's rank, below p)."""
+    """Device memory the witness search of an m x N operator needs at least: the m x N arrays
+    (:data:`DEVICE_ENTRY_BYTES` per entry) and L-BFGS's 14 float64 vectors of ``(m + N) r`` at
+    rank ``r = p / 2`` (the searches start at the truncated SVD's rank, below p)."""
     p = min(m, n)
-    return 28 * m * n + 7 * 8 * (m + n) * p
+    return DEVICE_ENTRY_BYTES * m * n + 7 * 8 * (m + n) * p
+
+
+def search_memory(device: SearchDevice, m: int, n: int) -> float:
+    """The bytes the witness search's kept states and probe vectors may hold
+    (:class:`~softrank_cert.solvers.upper.search.UpperSearch`, which keeps to them): on the host
+    (numpy, torch on the CPU) its share of the task's factor budget
+    (:func:`~softrank_cert.util.memory.upper_factor_bytes`, part of the estimate ``--max-memory``
+    admits tasks by); on a CUDA device :data:`DEVICE_SHARE` of the device's free memory at the
+    start, less the m x N arrays -- checked before anything is allocated there, so that the
+    search's factors never outgrow the device."""
+    if not device.kind.startswith("cuda"):
+        from ..util.memory import upper_factor_bytes
+
+        return upper_factor_bytes(m, n)
+    import torch
+
+    free, _total = torch.cuda.mem_get_info(torch.device(device.kind))
+    return max(DEVICE_SHARE * free - DEVICE_ENTRY_BYTES * m * n, 0.0)
 
 
 def check_device_memory(device: SearchDevice, m: int, n: int) -> None:

@@ -17,24 +17,26 @@ from collections.abc import Iterable
 
 from ..certio.verified import VerifiedLower, VerifiedUpper, verify_lower_end, verify_upper_end
 from ..kernel import Operator
+from ..util.memory import CheckPlan
 
 End = TypeVar("End")
 
 
-def seal(op: Operator, eps: str, end: Any) -> VerifiedLower | VerifiedUpper | None:
+def seal(op: Operator, eps: str, end: Any, plan: CheckPlan | None = None) -> VerifiedLower | VerifiedUpper | None:
     """``end`` (a lower or an upper candidate, see the module docstring) sealed at ``eps`` when the
-    kernel VERIFIES it, else None."""
+    kernel VERIFIES it (within the memory ``plan``, None: the kernel's defaults), else None."""
     if hasattr(end, "k"):
-        return verify_lower_end(op, eps, end.k, end.X, end.Y, end.method, threshold=end.threshold)
-    return verify_upper_end(op, eps, end.r, end.U, end.W, end.method, error=end.error)
+        return verify_lower_end(op, eps, end.k, end.X, end.Y, end.method, threshold=end.threshold, plan=plan)
+    return verify_upper_end(op, eps, end.r, end.U, end.W, end.method, error=end.error, plan=plan)
 
 
-def first_verified(op: Operator, attempts: Iterable[tuple[str, End]]
+def first_verified(op: Operator, attempts: Iterable[tuple[str, End]], plan: CheckPlan | None = None
                    ) -> tuple[str, End, Any] | None:
-    """The first ``(eps, end)`` of ``attempts`` that the kernel VERIFIES, with its sealed end; None
-    when none does.  ``attempts`` may be lazy: nothing after the first VERIFIED one is built."""
+    """The first ``(eps, end)`` of ``attempts`` that the kernel VERIFIES (within ``plan``, as for
+    :func:`seal`), with its sealed end; None when none does.  ``attempts`` may be lazy: nothing
+    after the first VERIFIED one is built."""
     for eps, end in attempts:
-        sealed = seal(op, eps, end)
+        sealed = seal(op, eps, end, plan)
         if sealed is not None:
             return eps, end, sealed
     return None

@@ -26,10 +26,16 @@ the safe side (docs/campaigns.md, "Memory"):
   precision; ``qk`` operators add about 55 B per entry and the Arb matrices of Q and K.
 * a bracket task (solvers + float64 checks) peaked at 17 / 37 / 106 MB above the worker's
   ~110 MB interpreter for MiniLM heads of width 128 / 256 / 512 with the default time budget;
-  on high-rank heads far more: 409 MiB on SmolLM2 L10H4 at 512 (ranks up to 371), against
-  248 MiB on L15H4 (ranks up to 181), because the witness search keeps a state of four
-  ``(m + N) x r`` factors per rank it probed, and L-BFGS 14 vectors of that size
-  (``benchmarks/results/memory_peak_*.json``; :func:`bracket_task_bytes` has a term for it).
+  on high-rank heads far more (409 MiB on SmolLM2 L10H4 at 512, ranks up to 371), because the
+  witness search kept a state of four ``(m + N) x r`` factors per rank it probed, and L-BFGS
+  holds about 24 vectors of that size.  So a task's memory is now bounded where it is held by
+  design, and :func:`bracket_task_bytes` is the sum of those bounds: the kernel's fallback paths
+  keep to :func:`task_check_bytes` (:func:`task_check_plan`), the witness search keeps its states
+  and its probe's vectors to :func:`upper_factor_bytes` (``solvers/upper/search.py``), and the
+  candidate pool drops what no tolerance can use; the interpreter, the per-entry arrays
+  (:data:`SEARCH_ENTRY_BYTES`) and the rest of :func:`factor_bytes` are measured figures
+  (``benchmarks/results/memory_peak_*.json``, docs/campaigns.md "Memory": at width 4096 a task
+  peaked at 1.48 GiB against 7.7 GiB, at 1024 at 869 MiB against 2.0 GiB, 1295 MiB before).
 """
 
 from __future__ import annotations
@@ -37,9 +43,14 @@ from __future__ import annotations
 import math
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from ..kernel import Operator
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -199,33 +210,118 @@ def float64_check_bytes(m: int, n: int) -> int:
     return 24 * 8 * m * n
 
 
-#: float64 vectors of ``(m + N) p`` entries that :func:`bracket_task_bytes` allows for the witness
-#: search's factors: the states of the ranks it probed and L-BFGS's vectors, at ranks up to p.
-RANK_VECTORS = 32
+#: The most a bracket task lets the kernel's fallback paths (the entrywise float64 path and the Arb
+#: balls) use: :func:`task_check_bytes` (module docstring).
+TASK_CHECK_CAP = 1 * GIB
+#: float64 vectors of ``(m + N) p`` entries that a bracket task's factors may fill (the witness
+#: search's states and L-BFGS vectors, the candidate pool, the sealed ends, the lower search's
+#: pairs), at least :data:`FACTOR_FLOOR` and at most :data:`FACTOR_CAP` bytes: :func:`factor_bytes`.
+RANK_VECTORS, FACTOR_FLOOR, FACTOR_CAP = 48, 64 * MIB, 4 * GIB + 512 * MIB
+#: Share of :func:`factor_bytes` that the witness search holds itself and keeps to
+#: (:func:`upper_factor_bytes`); the rest is for the pool, the sealed ends and the lower search.
+UPPER_FACTOR_SHARE = 0.75
+#: Bytes per matrix entry of a bracket task outside its factors and its checks' fallback: the
+#: operator's arrays, the SVD, the float32 copy, the row-block path's midpoint, the evaluations'
+#: and error checks' m x N temporaries (measured: module docstring and docs/campaigns.md).
+SEARCH_ENTRY_BYTES = 128
 #: What a search on torch adds (``--device`` other than numpy): the import of torch (~208 MiB of
 #: resident memory measured, torch 2.13 CPU), and the float64 numpy copies of the witnesses it
 #: publishes beside its own tensors (16 more vectors of ``(m + N) p``).
 TORCH_BYTES, TORCH_RANK_VECTORS = 256 * MIB, 16
 
 
-def bracket_task_bytes(m: int, n: int, d: int = 0, torch: bool = False) -> int:
-    """Estimated peak resident memory of a worker running one operator's bracket search (or an
-    audit / budgets task on it), an upper bound of what was measured on the widest heads: the
-    interpreter, the solvers and float64 checks (measured 17 / 37 / 106 MB above the interpreter
-    at widths 128 / 256 / 512 on low-rank heads, i.e. at most ~450 B per entry plus 16 MiB), one
-    Arb enclosure at 64 bits for the candidates whose margin is too thin for the float64 path
-    (~400 B per entry), and :data:`RANK_VECTORS` float64 vectors of ``(m + N) p`` for the
-    witness search's factors, which high-rank heads fill (module docstring); with ``torch`` (a
+@dataclass(frozen=True)
+class CheckPlan:
+    """How far the kernel may go on claims about one m x N operator within a memory limit:
+    ``cap`` the highest Arb precision of the schedule whose enclosures (all precisions up to it:
+    they stay cached on the operator) fit (None: none), ``float64`` whether the entrywise float64
+    path's ~twenty m x N temporaries fit, ``need`` the Arb estimate through each precision."""
+
+    cap: int | None
+    float64: bool
+    need: tuple[int, ...]
+
+
+def check_plan(m: int, n: int, limit: int, schedule: list[int], *, d: int = 0, width: int = 0,
+               kind: str = "scores", reserve: int = 0) -> CheckPlan:
+    """The :class:`CheckPlan` of claims of factor width up to ``width`` on an m x N operator tried
+    at the precisions ``schedule`` within ``limit`` bytes, ``reserve`` of which are kept for
+    something else (a bracket task keeps the float64 path's room beside the Arb enclosures)."""
+    need = tuple(arb_check_bytes(m, n, schedule[: i + 1], d=d, width=width, kind=kind) for i in range(len(schedule)))
+    fits = [p for p, bytes_ in zip(schedule, need) if bytes_ + reserve <= limit]  # a prefix: need grows
+    return CheckPlan(fits[-1] if fits else None, float64_check_bytes(m, n) <= limit, need)
+
+
+def task_check_bytes(m: int, n: int, d: int = 0, kind: str = "scores") -> int:
+    """The memory a bracket task lets the kernel's fallback paths use for its candidates: what the
+    entrywise float64 path and the Arb balls at every precision through 512 bits need for claims
+    of rank up to p, at most :data:`TASK_CHECK_CAP`.  The row-block path needs no room of its own
+    (``block x N`` temporaries; its midpoint is in :data:`SEARCH_ENTRY_BYTES`).  Within this budget
+    the kernel runs the float64 path when it fits and the Arb balls up to the highest precision
+    that fits beside it (:func:`task_check_plan`); a candidate they cannot decide is not verified,
+    and the search moves on."""
+    from ..kernel import DEFAULT_MAX_PREC, precision_schedule
+
+    full = float64_check_bytes(m, n) + arb_check_bytes(m, n, precision_schedule(DEFAULT_MAX_PREC), d=d,
+                                                       width=min(m, n), kind=kind)
+    return min(full, TASK_CHECK_CAP)
+
+
+def task_check_limit(m: int, n: int, d: int = 0, kind: str = "scores") -> int:
+    """:func:`task_check_bytes`, and never more than 90 % of what an address-space limit leaves this
+    process (:func:`process_limit`): what a bracket task's checks, and the signing process's
+    re-check of its certificate, may use."""
+    return process_limit(task_check_bytes(m, n, d, kind))
+
+
+def task_check_plan(m: int, n: int, d: int = 0, kind: str = "scores") -> CheckPlan:
+    """The :class:`CheckPlan` of a bracket task's kernel checks within :func:`task_check_limit`: the
+    Arb precisions whose enclosures fit beside the float64 path's room, for claims of rank up to p."""
+    from ..kernel import DEFAULT_MAX_PREC, precision_schedule
+
+    return check_plan(m, n, task_check_limit(m, n, d, kind), precision_schedule(DEFAULT_MAX_PREC), d=d,
+                      width=min(m, n), kind=kind, reserve=float64_check_bytes(m, n))
+
+
+def factor_bytes(m: int, n: int) -> int:
+    """What a bracket task's factors may hold: :data:`RANK_VECTORS` float64 vectors of ``(m + N) p``,
+    at least :data:`FACTOR_FLOOR` (so that small operators, whose factors cost next to nothing,
+    keep every state) and at most :data:`FACTOR_CAP` (which binds from width ~3000 on)."""
+    return min(max(RANK_VECTORS * 8 * (m + n) * min(m, n), FACTOR_FLOOR), FACTOR_CAP)
+
+
+def upper_factor_bytes(m: int, n: int) -> int:
+    """The witness search's own share of :func:`factor_bytes`, which it keeps to by design: its
+    kept states and the probe's L-BFGS vectors (:mod:`softrank_cert.solvers.upper.search`)."""
+    return int(UPPER_FACTOR_SHARE * factor_bytes(m, n))
+
+
+def bracket_task_bytes(m: int, n: int, d: int = 0, torch: bool = False, kind: str = "scores") -> int:
+    """Peak resident memory a worker running one operator's bracket search (or an audit / budgets
+    task on it) may reach, an upper bound by construction where the memory is held by design:
+    the interpreter, :data:`SEARCH_ENTRY_BYTES` per matrix entry, the kernel's fallback budget
+    (:func:`task_check_bytes`, which the task's checks keep to) and the factors
+    (:func:`factor_bytes`, of which the witness search keeps to its share); with ``torch`` (a
     search on a torch device) :data:`TORCH_BYTES` and :data:`TORCH_RANK_VECTORS` more."""
     p = min(m, n)
-    vectors = RANK_VECTORS + (TORCH_RANK_VECTORS if torch else 0)
-    return (WORKER_BASE_BYTES + 16 * MIB + 850 * m * n + 32 * (m + n) * d + vectors * 8 * (m + n) * p
-            + (TORCH_BYTES if torch else 0))
+    extra = TORCH_BYTES + TORCH_RANK_VECTORS * 8 * (m + n) * p if torch else 0
+    return (WORKER_BASE_BYTES + 16 * MIB + SEARCH_ENTRY_BYTES * m * n + 32 * (m + n) * d
+            + task_check_bytes(m, n, d, kind) + factor_bytes(m, n) + extra)
 
 
-def operator_task_bytes(op: object, device: str | None = None) -> int:
+def operator_task_shape(op: Operator) -> tuple[int, int, int, str]:
+    """``(m, N, d, kind)`` of an operator (d: the head dimension of a ``qk`` operator, else 0)."""
+    m, n = op.shape
+    return m, n, op.arrays["Q"].shape[1] if op.kind == "qk" else 0, op.kind
+
+
+def operator_task_bytes(op: Operator, device: str | None = None) -> int:
     """:func:`bracket_task_bytes` of a kernel :class:`~softrank_cert.kernel.Operator` searched on
     ``device`` (a ``--device`` value; None or ``numpy``: the numpy path)."""
-    m, n = op.shape  # type: ignore[attr-defined]
-    d = op.arrays["Q"].shape[1] if op.kind == "qk" else 0  # type: ignore[attr-defined]
-    return bracket_task_bytes(m, n, d, torch=device not in (None, "numpy"))
+    m, n, d, kind = operator_task_shape(op)
+    return bracket_task_bytes(m, n, d, torch=device not in (None, "numpy"), kind=kind)
+
+
+def operator_check_plan(op: Operator) -> CheckPlan:
+    """:func:`task_check_plan` of a kernel :class:`~softrank_cert.kernel.Operator`."""
+    return task_check_plan(*operator_task_shape(op))

@@ -1,8 +1,9 @@
 """The estimate ``--max-memory`` admits bracket tasks by (softrank_cert.util.memory.bracket_task_bytes)
 is an upper bound of their peak resident memory: on the widest heads measured
 (benchmarks/results/memory_peak_*.json, SmolLM2 at widths 512 and 1024, high- and low-rank heads,
-the numpy path and torch on the CPU)
-and, live, on a high-rank operator bracketed in a fresh interpreter."""
+the numpy path and torch on the CPU, a synthetic operator of width 4096)
+and, live, on a high-rank operator bracketed in a fresh interpreter; and it admits a
+4096-wide task within 8 GB (issue 44, item 3)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from softrank_cert.util.memory import bracket_task_bytes
+import numpy as np
+
+from softrank_cert.kernel import Operator
+from softrank_cert.plumbing.parallel import run_tasks
+from softrank_cert.util.memory import bracket_task_bytes, operator_task_bytes, parse_size
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = sorted((ROOT / "benchmarks" / "results").glob("memory_peak_*.json"))
@@ -39,7 +44,7 @@ def test_the_widest_measured_heads_fit_their_estimate() -> None:
     assert RECORDS, "no memory_peak_*.json under benchmarks/results"
     rows = [(row, record["device"]) for record in map(lambda p: json.loads(p.read_text()), RECORDS)
             for row in record["rows"]]
-    assert {tuple(r["shape"]) for r, _device in rows} >= {(512, 512), (1024, 1024)}
+    assert {tuple(r["shape"]) for r, _device in rows} >= {(512, 512), (1024, 1024), (4096, 4096)}
     assert {device for _row, device in rows} >= {"numpy", "cpu"}
     for row, device in rows:
         m, n = row["shape"]
@@ -57,3 +62,14 @@ def test_a_high_rank_bracket_stays_within_its_estimate() -> None:
     measured = json.loads(proc.stdout.strip().splitlines()[-1])
     assert measured["upper"]["0.1"] > 96  # a high-rank operator: witnesses of rank > p / 2 were searched
     assert measured["peak"] <= measured["estimate"]
+
+
+def test_max_memory_8g_admits_a_4096_wide_task() -> None:
+    """A causal ``qk`` operator of width 4096 (head dimension 64) is admitted by ``--max-memory 8G``:
+    the task runs (here a stand-in that only returns; the estimate is what is tested)."""
+    rng = np.random.default_rng(44)
+    op = Operator.from_qk(0.3 * rng.standard_normal((4096, 64)), rng.standard_normal((4096, 64)), causal=True)
+    need = operator_task_bytes(op)
+    assert need <= parse_size("8G")
+    outcomes = list(run_tasks(len, [("task",)], memory=[need], max_memory=parse_size("8G")))
+    assert [(o.ok, o.value) for o in outcomes] == [(True, 4)], outcomes

@@ -21,11 +21,13 @@ from softrank_cert.errors import InvalidInputError
 from softrank_cert.solvers.backend import NUMPY
 from softrank_cert.solvers.lower.smooth_key import selection_pair
 from softrank_cert.solvers.device import (NUMPY_DEVICE, PROVENANCE_KEY, TORCH_CPU_COST, SearchDevice, calibrate,
-                                         check_device_memory, device_search_bytes, resolve_device)
+                                         check_device_memory, device_search_bytes, resolve_device,
+                                         search_memory)
 from softrank_cert.solvers.lbfgs import minimise
 from softrank_cert.solvers.upper.smooth import SmoothState, run_stages, tsvd_start
 from softrank_cert.solvers.work import Budget
 from softrank_cert.util.dense import Dense
+from softrank_cert.util.memory import upper_factor_bytes
 
 torch = pytest.importorskip("torch")
 
@@ -138,6 +140,15 @@ def test_a_cuda_search_that_cannot_fit_is_refused_before_allocating(monkeypatch)
         check_device_memory(SearchDevice("cuda:0", 0.001, "test GPU"), 2048, 2048)
     check_device_memory(SearchDevice("cuda:0", 0.001, "test GPU"), 512, 512)  # 7 + 15 MiB: fits
     assert device_search_bytes(4096, 4096) < 4 << 30
+
+
+def test_a_cuda_search_keeps_its_factors_to_the_device_memory_it_found(monkeypatch) -> None:
+    """The witness search's states and probe vectors are sized to 90 % of the CUDA device's free
+    memory less the m x N arrays (on the host: its share of the task's estimate)."""
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (8 << 30, 80 << 30))
+    gpu = SearchDevice("cuda:0", 0.001, "test GPU")
+    assert search_memory(gpu, 4096, 4096) == pytest.approx(0.9 * (8 << 30) - 28 * 4096 * 4096)
+    assert search_memory(NUMPY_DEVICE, 4096, 4096) == upper_factor_bytes(4096, 4096)
 
 
 def test_calibration_gives_a_quarter_power_of_two() -> None:

@@ -12,7 +12,12 @@ least rank r whose :mod:`.smooth` witness has float64 error ``<= eps``:
   smoothest stages, with the iterations of all of them, and is abandoned before its last
   stage above :data:`LAST_STAGE_ABORT`;
 * every rank keeps its solver state, so a later tolerance continues the iterate an earlier one
-  left (nothing is recomputed), and every improved pair goes to the profiles at once;
+  left (nothing is recomputed), and every improved pair goes to the profiles at once -- within
+  the search's memory (``memory`` bytes): a probe at rank r holds :data:`PROBE_VECTORS` float64
+  vectors of ``(m + N) r`` and every kept state :data:`STATE_VECTORS`; to make room, states are
+  dropped (their best pairs are published already) -- first those no probe can come back to,
+  then those farthest below a tolerance's best rank (the squeezes probe just below it) -- and a
+  probe that would not fit alone is made at the largest rank that does (:meth:`UpperSearch.rank_cap`);
 * when the bisection is done and work is left, the ranks below the best one are squeezed
   with longer stages (galloping while they succeed; the single step right below the best
   rank runs without the abort rule, except at a rank no probe has started on a wide operator).
@@ -24,6 +29,7 @@ largest eps down, in the units of :mod:`~softrank_cert.solvers.work`); what one 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Generator, Sequence
 
 import numpy as np
@@ -52,6 +58,12 @@ WIDE_STAGES = 2
 #: (or the tighter :data:`~.smooth.ABORT` of its stage): the last stage of a wide two-stage probe
 #: lowered the error by 4-9 % (docs/solvers.md, "Fewer probes at ranks that cannot succeed").
 LAST_STAGE_ABORT = 1.10
+#: float64 vectors of ``(m + N) r`` that a probe at rank r holds besides its state: L-BFGS's five
+#: curvature pairs and a spare one, its point, trial point, gradients, direction and scratch, the
+#: stage's start and rebalanced factors, an evaluation's float32 gradient and a checked copy.
+PROBE_VECTORS = 24
+#: float64 vectors of ``(m + N) r`` of a kept solver state: its iterate and its best pair.
+STATE_VECTORS = 4
 
 
 class UpperSearch:
@@ -62,13 +74,15 @@ class UpperSearch:
     ``floor(eps)`` the verified lower end (no rank below it can succeed).  ``work`` is the
     total work (units of :mod:`~softrank_cert.solvers.work`) this search may use, split between the tolerances as
     described above.  ``ops``: the array back end the witnesses are searched on
-    (:mod:`~softrank_cert.solvers.backend`; what is published is float64 numpy).
+    (:mod:`~softrank_cert.solvers.backend`; what is published is float64 numpy); ``memory``: the
+    bytes its states and its probe's vectors may hold (module docstring; ``math.inf``: no limit).
     """
 
     def __init__(self, d: Dense, eps_values: Sequence[float], add: Callable[[UpperCandidate], None],
                  best_rank: Callable[[float], int | None], floor: Callable[[float], int], work: float,
-                 ops: NumpyBackend = NUMPY) -> None:
+                 ops: NumpyBackend = NUMPY, memory: float = math.inf) -> None:
         self.d, self.add, self.best_rank, self.floor, self.ops = d, add, best_rank, floor, ops
+        self.memory = memory
         self.eps_values = sorted(set(eps_values), reverse=True)
         weights = np.array([1.0 + 0.5 * i for i in range(len(self.eps_values))])
         self.shares = np.cumsum(weights) / weights.sum() * work
@@ -101,10 +115,31 @@ class UpperSearch:
         if 0 < total < float("inf") and work > 0:
             self.shares = self.shares * ((total + work) / total)
 
+    def rank_cap(self) -> int:
+        """The largest rank whose probe fits in the search's memory with no other state kept."""
+        m, n = self.d.shape
+        return int(min(self.d.p, self.memory // ((PROBE_VECTORS + STATE_VECTORS) * 8 * (m + n))))
+
     # -- internals ------------------------------------------------------------------
+    def _gap(self, r: int) -> float:
+        """How far below a tolerance's best rank r lies, for the nearest such tolerance whose lower end
+        it is not below (the squeezes probe 1, 2, 4, ... below the best rank); inf when no probe
+        can come back to r."""
+        gaps = [best - r for eps in self.eps_values
+                for best in [self.best_rank(eps) or self.d.p] if max(self.floor(eps), 1) <= r < best]
+        return min(gaps, default=math.inf)
+
     def _state(self, r: int) -> SmoothState:
-        if r not in self.states:
-            self.states[r] = SmoothState.start(self.d.A, *tsvd_start(self.d, r), self.ops, self.d.memo)
+        """Rank r's state (made from the truncated SVD if none is kept), the most recently probed,
+        after other states were dropped until the probe fits: first those no probe can come back to,
+        then those farthest below a best rank (:meth:`_gap`), the least recently probed first."""
+        vector = 8 * sum(self.d.shape)
+        others = sorted((s for s in self.states if s != r), key=self._gap, reverse=True)  # stable: LRU order
+        while others and (PROBE_VECTORS + STATE_VECTORS) * vector * r + STATE_VECTORS * vector * sum(others) \
+                > self.memory:
+            del self.states[others.pop(0)]
+        state = self.states.pop(r, None)
+        self.states[r] = state or SmoothState.start(self.d.A, *tsvd_start(self.d, r), self.ops, self.d.memo)
         return self.states[r]
 
     def _publish(self, r: int, st: SmoothState) -> None:
@@ -163,8 +198,9 @@ class UpperSearch:
         step = max(1, int(round(0.1 * hi)))
         failed = False
         probes_left = int(np.ceil(np.log2(max(hi - bad, 2)))) + 3
-        while hi - bad > 1 and not over():
-            r = min(max(r, bad + 1), hi - 1)
+        cap = self.rank_cap()
+        while hi - bad > 1 and not over() and cap > bad:
+            r = min(max(r, bad + 1), hi - 1, cap)
             iterations = self._iterations(index, r, probes_left)
             probes_left = max(probes_left - 1, 2)
             ok = yield from self._probe(r, eps, iterations=iterations, max_stage=self.stages)
@@ -188,7 +224,9 @@ class UpperSearch:
             floor = max(self.floor(eps), 1)
             if hi is None or hi - 1 < floor:
                 return
-            r = max(hi - step, floor)
+            r = min(max(hi - step, floor), self.rank_cap())
+            if r < floor:
+                return
             ok = yield from self._probe(r, eps, iterations=iterations or self._iterations(index, r, 2),
                                         max_stage=max_stage, abort=step > 1 or self._fresh_wide(r))
             if ok:

@@ -109,7 +109,7 @@ def search_candidates(op: Operator, grid: Sequence[str], work: float | None, bud
     from ...util.dense import Dense
 
     pool, ends = search_operator(op, list(grid), work=work, budget_seconds=budget_seconds, progress=progress,
-                                 device=device)
+                                 device=device, keep_candidates=True)
     if pool is None:
         pool = CandidatePool(Dense.of(op))
     shots = OneShot(pool)
