@@ -14,9 +14,10 @@ from softrank_cert.certio.verified import verify_upper_end
 from softrank_cert.kernel import Operator
 from softrank_cert.solvers.candidates import CandidatePool, LowerCandidate, UpperCandidate
 from softrank_cert.solvers.upper import search as upper_search
-from softrank_cert.solvers.upper.search import PROBE_VECTORS, STATE_VECTORS, UpperSearch
+from softrank_cert.solvers.device import NUMPY_DEVICE, search_memory
+from softrank_cert.solvers.upper.search import PROBE_VECTORS, STATE_VECTORS, UpperSearch, held_bytes
 from softrank_cert.util.dense import Dense
-from softrank_cert.util.memory import TASK_CHECK_CAP, CheckPlan, task_check_bytes, task_check_plan
+from softrank_cert.util.memory import KEPT_STATES, TASK_CHECK_CAP, CheckPlan, task_check_bytes, task_check_plan
 
 EPS = 0.25
 
@@ -149,3 +150,13 @@ def test_the_witness_search_drops_first_the_states_no_probe_comes_back_to() -> N
     search.memory = ((PROBE_VECTORS + STATE_VECTORS) * 10 + STATE_VECTORS * 18) * vector
     search._state(10)
     assert list(search.states) == [18, 10]
+
+
+@pytest.mark.parametrize("width", [64, 128, 256, 512, 1024])
+def test_up_to_the_committed_widths_the_search_keeps_a_probe_and_forty_states_at_rank_p(width: int) -> None:
+    """The committed seed-scale and family campaigns (widths <= 512, reproduced bit for bit) must not
+    lose a state to the memory bound: the search's share holds a probe at rank p and 40 kept states
+    at rank p (the searches there held at most 30, all below p).  With 48 vectors of ``(m + N) p``
+    it held 2 at width 256, and a synthetic w256 head's upper end at eps 0.1 rose from 194 to 195."""
+    assert KEPT_STATES >= 40
+    assert held_bytes((width, width), width, [width] * KEPT_STATES) <= search_memory(NUMPY_DEVICE, width, width)
