@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from .certio.certificate import (Bracket, Certificate, check_size, decode_certificate, parse_json_strict,
                                  read_certificate_bytes)
 from .certio.signing import verify_document
+from .certio.verified import trivial_needs_arithmetic
 from .errors import (
     EXIT_INCONCLUSIVE, EXIT_REJECTED, EXIT_VERIFIED, CertificateFormatError, InternalInvariantError, InvalidInputError,
     KernelLimitError, SignatureError, SizeLimitError,
@@ -208,17 +209,13 @@ def check_claims(certificate: Certificate, *, max_prec: int = DEFAULT_MAX_PREC, 
 
 
 def _needs_no_arithmetic(check: Check, args: tuple[Any, ...], checks: Checks) -> bool:
-    """A trivial claim the kernel decides without arithmetic (``proofs/trivial-ends.md``): ``k = 0``
-    (T3), ``r = p`` (T1), and for softmax rows (``||A|| = 1`` exactly) ``k = 1`` (T4) and
-    ``r = 0`` (T2), which are exact comparisons of eps with 1."""
+    """A trivial claim the kernel decides without arithmetic
+    (:func:`~softrank_cert.certio.verified.trivial_needs_arithmetic`)."""
     _lower, trivial_lower, trivial_upper, _upper = checks
-    if check is trivial_lower:
-        op, _eps, k = args
-        return k == 0 or op.row_sums_exactly_one()
-    if check is trivial_upper:
-        op, _eps, r = args
-        return r == op.p or op.row_sums_exactly_one()
-    return False
+    if check is not trivial_lower and check is not trivial_upper:
+        return False
+    op, _eps, rank = args
+    return not trivial_needs_arithmetic(op, "lower" if check is trivial_lower else "upper", rank)
 
 
 def _claims(op: Operator, bracket: Bracket, checks: Checks) -> tuple[Claim, Claim]:

@@ -160,3 +160,32 @@ def test_up_to_the_committed_widths_the_search_keeps_a_probe_and_forty_states_at
     it held 2 at width 256, and a synthetic w256 head's upper end at eps 0.1 rose from 194 to 195."""
     assert KEPT_STATES >= 40
     assert held_bytes((width, width), width, [width] * KEPT_STATES) <= search_memory(NUMPY_DEVICE, width, width)
+
+
+def _probabilities(n: int = 12) -> Operator:
+    """A ``probabilities`` operator (rows near 1, not exactly): its trivial norm claims need arithmetic."""
+    A = np.random.default_rng(5).random((n, n))
+    return Operator.from_probabilities(A / A.sum(axis=1, keepdims=True))
+
+
+def test_a_plan_with_no_arb_and_no_float64_room_still_decides_trivial_norm_claims() -> None:
+    """Beyond width ~2400 a task's plan affords neither the Arb balls nor the entrywise float64 path;
+    the trivial norm claims of a ``probabilities`` operator (k = 1: ``||A|| > eps``, r = 0:
+    ``||A|| <= eps``) are still decided, by the kernel's cheap float64 norm path."""
+    from softrank_cert.certio.verified import trivial_needs_arithmetic, verify_lower_end
+
+    op, plan = _probabilities(), CheckPlan(None, False, ())
+    assert trivial_needs_arithmetic(op, "lower", 1) and trivial_needs_arithmetic(op, "upper", 0)
+    assert verify_lower_end(op, "0.5", 1, None, None, "trivial", plan=plan) is not None
+    assert verify_upper_end(op, "2", 0, None, None, "zero", plan=plan) is not None
+
+
+@pytest.mark.parametrize("plan", [None, CheckPlan(None, False, ()), CheckPlan(None, True, ())])
+def test_an_invalid_trivial_end_is_refused_under_any_plan(plan: CheckPlan | None) -> None:
+    from softrank_cert.errors import InvalidInputError
+
+    op = _probabilities()
+    with pytest.raises(InvalidInputError):
+        verify_upper_end(op, "0.5", 3, None, None, "zero", plan=plan)  # neither 0 nor p
+    with pytest.raises(InvalidInputError):
+        verify_upper_end(op, "2", 0, None, None, "identity", plan=plan)  # r = 0 is the zero witness
