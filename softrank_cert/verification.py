@@ -182,7 +182,8 @@ def check_claims(certificate: Certificate, *, max_prec: int = DEFAULT_MAX_PREC, 
     float64 path leaves undecided) is first sized with :func:`~softrank_cert.util.memory.arb_check_bytes`:
     the kernel is called with the highest precision of the schedule whose enclosures fit in
     ``memory_limit`` bytes (default :func:`~softrank_cert.util.memory.process_limit`: a safe share of
-    the machine, within any address-space limit).  When even 64 bits do not fit, or the claim is
+    the machine, within any address-space limit; a :class:`~softrank_cert.util.memory.NamedLimit`
+    is named so in a refusal, a plain one as ``--max-memory``).  When even 64 bits do not fit, or the claim is
     still INCONCLUSIVE where more precision would not fit, the certificate is *not checked*:
     :class:`KernelLimitError` (exit 5) with one line, raised before the kernel allocates -- never
     a process killed or aborted by a failed allocation."""
@@ -246,13 +247,14 @@ class _MemoryGuard:
 
     def __init__(self, certificate: Certificate, max_prec: int, kernel: str, memory_limit: int | None) -> None:
         from .kernel import precision_schedule
-        from .util.memory import check_plan, process_limit
+        from .util.memory import NamedLimit, check_plan, process_limit
 
         op = certificate.operator
         self.max_prec = max_prec
         self.kernel = kernel
         self.schedule = precision_schedule(max_prec)
         self.limit = process_limit(None) if memory_limit is None else int(memory_limit)
+        self.limit_name = memory_limit.name if isinstance(memory_limit, NamedLimit) else "--max-memory"
         m, n = op.shape
         self.shape = (m, n)
         d = op.arrays["Q"].shape[1] if op.kind == "qk" else 0
@@ -270,7 +272,7 @@ class _MemoryGuard:
         return KernelLimitError(
             f"not checked: {what}; the Arb check of this {m} x {n} operator at {self.schedule[index]} bits needs "
             f"about {format_bytes(self.need[index])} of memory, more than the {format_bytes(self.limit)} this "
-            f"process may use (--max-memory; see docs/campaigns.md)")
+            f"process may use ({self.limit_name}; see docs/campaigns.md)")
 
     def __call__(self, check: Check, args: tuple[Any, ...], options: dict[str, Any], claim: str, eps: str) -> Verdict:
         from .util.memory import float64_check_bytes, format_bytes

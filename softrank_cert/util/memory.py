@@ -276,11 +276,27 @@ def task_check_bytes(m: int, n: int, d: int = 0, kind: str = "scores") -> int:
     return min(full, TASK_CHECK_CAP)
 
 
-def task_check_limit(m: int, n: int, d: int = 0, kind: str = "scores") -> int:
+class NamedLimit(int):
+    """A memory limit in bytes that carries the words naming what sets it, for a refusal to quote
+    (a plain ``int`` limit is ``--max-memory``'s)."""
+
+    name: str
+
+    def __new__(cls, value: int, name: str) -> NamedLimit:
+        limit = super().__new__(cls, value)
+        limit.name = name
+        return limit
+
+
+#: What :func:`task_check_limit` is called in a refusal.
+TASK_CHECK_LIMIT_NAME = "a bracket task's check budget, which --max-memory does not change"
+
+
+def task_check_limit(m: int, n: int, d: int = 0, kind: str = "scores") -> NamedLimit:
     """:func:`task_check_bytes`, and never more than 90 % of what an address-space limit leaves this
     process (:func:`process_limit`): what a bracket task's checks, and the signing process's
-    re-check of its certificate, may use."""
-    return process_limit(task_check_bytes(m, n, d, kind))
+    re-check of its certificate, may use (named :data:`TASK_CHECK_LIMIT_NAME`)."""
+    return NamedLimit(process_limit(task_check_bytes(m, n, d, kind)), TASK_CHECK_LIMIT_NAME)
 
 
 def task_check_plan(m: int, n: int, d: int = 0, kind: str = "scores") -> CheckPlan:

@@ -134,6 +134,7 @@ def test_the_signing_process_rechecks_a_workers_certificate_within_the_tasks_bud
     monkeypatch.setattr(memory, "TASK_CHECK_CAP", 1 << 20)  # room for no Arb precision
     failed = recheck()
     assert not failed.ok and failed.exit_code == 5 and "not checked" in (failed.failure or "")
+    assert "task's check budget, which --max-memory does not change" in (failed.failure or "")  # not --max-memory's
 
 
 def test_the_witness_search_drops_first_the_states_no_probe_comes_back_to() -> None:
