@@ -190,3 +190,14 @@ def test_an_invalid_trivial_end_is_refused_under_any_plan(plan: CheckPlan | None
         verify_upper_end(op, "0.5", 3, None, None, "zero", plan=plan)  # neither 0 nor p
     with pytest.raises(InvalidInputError):
         verify_upper_end(op, "2", 0, None, None, "identity", plan=plan)  # r = 0 is the zero witness
+
+
+def test_the_pool_reads_a_witness_by_one_rule_everywhere() -> None:
+    """A witness a hair (1e-13 relative) above eps is proposed (``upper_candidates``) and kept
+    (``prune``); ``best_rank`` counts it too, so the search does not probe for a rank it has."""
+    d = Dense.of(Operator("scores", {"S": np.eye(8)}))
+    pool = CandidatePool(d)
+    z = np.zeros((8, 1))
+    pool.add_witness(UpperCandidate(3, z, z, EPS * (1 + 1e-13), "smooth"))
+    pool.prune([(EPS, 1, 3)])
+    assert [w.r for w in pool.upper_candidates(EPS)] == [3] and pool.best_rank(EPS) == 3
