@@ -157,7 +157,7 @@ def test_the_witness_search_drops_first_the_states_no_probe_comes_back_to() -> N
 def test_up_to_the_committed_widths_the_search_keeps_a_probe_and_forty_states_at_rank_p(width: int) -> None:
     """The committed seed-scale and family campaigns (widths <= 512, reproduced bit for bit) must not
     lose a state to the memory bound: the search's share holds a probe at rank p and 40 kept states
-    at rank p (the searches there held at most 30, all below p).  With 48 vectors of ``(m + N) p``
+    at rank p (a high-rank w256 search held at most 30, all below p).  With 48 vectors of ``(m + N) p``
     it held 2 at width 256, and a synthetic w256 head's upper end at eps 0.1 rose from 194 to 195."""
     assert KEPT_STATES >= 40
     assert held_bytes((width, width), width, [width] * KEPT_STATES) <= search_memory(NUMPY_DEVICE, width, width)
