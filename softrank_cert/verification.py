@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from .certio.certificate import (Bracket, Certificate, check_size, decode_certificate, parse_json_strict,
                                  read_certificate_bytes)
 from .certio.signing import verify_document
+from .certio.verified import trivial_needs_arithmetic
 from .errors import (
     EXIT_INCONCLUSIVE, EXIT_REJECTED, EXIT_VERIFIED, CertificateFormatError, InternalInvariantError, InvalidInputError,
     KernelLimitError, SignatureError, SizeLimitError,
@@ -181,7 +182,8 @@ def check_claims(certificate: Certificate, *, max_prec: int = DEFAULT_MAX_PREC, 
     float64 path leaves undecided) is first sized with :func:`~softrank_cert.util.memory.arb_check_bytes`:
     the kernel is called with the highest precision of the schedule whose enclosures fit in
     ``memory_limit`` bytes (default :func:`~softrank_cert.util.memory.process_limit`: a safe share of
-    the machine, within any address-space limit).  When even 64 bits do not fit, or the claim is
+    the machine, within any address-space limit; a :class:`~softrank_cert.util.memory.NamedLimit`
+    is named so in a refusal, a plain one as ``--max-memory``).  When even 64 bits do not fit, or the claim is
     still INCONCLUSIVE where more precision would not fit, the certificate is *not checked*:
     :class:`KernelLimitError` (exit 5) with one line, raised before the kernel allocates -- never
     a process killed or aborted by a failed allocation."""
@@ -208,17 +210,13 @@ def check_claims(certificate: Certificate, *, max_prec: int = DEFAULT_MAX_PREC, 
 
 
 def _needs_no_arithmetic(check: Check, args: tuple[Any, ...], checks: Checks) -> bool:
-    """A trivial claim the kernel decides without arithmetic (``proofs/trivial-ends.md``): ``k = 0``
-    (T3), ``r = p`` (T1), and for softmax rows (``||A|| = 1`` exactly) ``k = 1`` (T4) and
-    ``r = 0`` (T2), which are exact comparisons of eps with 1."""
+    """A trivial claim the kernel decides without arithmetic
+    (:func:`~softrank_cert.certio.verified.trivial_needs_arithmetic`)."""
     _lower, trivial_lower, trivial_upper, _upper = checks
-    if check is trivial_lower:
-        op, _eps, k = args
-        return k == 0 or op.row_sums_exactly_one()
-    if check is trivial_upper:
-        op, _eps, r = args
-        return r == op.p or op.row_sums_exactly_one()
-    return False
+    if check is not trivial_lower and check is not trivial_upper:
+        return False
+    op, _eps, rank = args
+    return not trivial_needs_arithmetic(op, "lower" if check is trivial_lower else "upper", rank)
 
 
 def _claims(op: Operator, bracket: Bracket, checks: Checks) -> tuple[Claim, Claim]:
@@ -249,13 +247,14 @@ class _MemoryGuard:
 
     def __init__(self, certificate: Certificate, max_prec: int, kernel: str, memory_limit: int | None) -> None:
         from .kernel import precision_schedule
-        from .util.memory import check_plan, process_limit
+        from .util.memory import NamedLimit, check_plan, process_limit
 
         op = certificate.operator
         self.max_prec = max_prec
         self.kernel = kernel
         self.schedule = precision_schedule(max_prec)
         self.limit = process_limit(None) if memory_limit is None else int(memory_limit)
+        self.limit_name = memory_limit.name if isinstance(memory_limit, NamedLimit) else "--max-memory"
         m, n = op.shape
         self.shape = (m, n)
         d = op.arrays["Q"].shape[1] if op.kind == "qk" else 0
@@ -273,7 +272,7 @@ class _MemoryGuard:
         return KernelLimitError(
             f"not checked: {what}; the Arb check of this {m} x {n} operator at {self.schedule[index]} bits needs "
             f"about {format_bytes(self.need[index])} of memory, more than the {format_bytes(self.limit)} this "
-            f"process may use (--max-memory; see docs/campaigns.md)")
+            f"process may use ({self.limit_name}; see docs/campaigns.md)")
 
     def __call__(self, check: Check, args: tuple[Any, ...], options: dict[str, Any], claim: str, eps: str) -> Verdict:
         from .util.memory import float64_check_bytes, format_bytes

@@ -189,23 +189,33 @@ def _pair(names: str, first: object, second: object) -> Arrays:
     return _frozen(names[0], first), _frozen(names[-1], second)
 
 
+def trivial_needs_arithmetic(op: Operator, side: str, rank: int) -> bool:
+    """Whether the kernel needs arithmetic on ``op`` to decide the trivial claim of ``side``
+    ("lower": ``r_eps >= rank``, "upper": ``r_eps <= rank``; ``proofs/trivial-ends.md``): not for
+    ``k = 0`` (T3), ``r = p`` (T1), nor, for softmax rows (``||A|| = 1`` exactly), ``k = 1`` (T4) and
+    ``r = 0`` (T2), which are exact comparisons of eps with 1 (an invalid rank is refused before any
+    arithmetic too).  Such a claim is never refused or left unchecked for memory."""
+    if op.row_sums_exactly_one():
+        return False
+    return rank != (0 if side == "lower" else op.p)
+
+
 def _within(plan: CheckPlan | None, check: Callable[..., Verdict], args: tuple[object, ...], arithmetic: bool,
-            **options: object) -> Verdict | None:
+            **options: object) -> Verdict:
     """``check(*args, **options)`` as ``engine="auto"`` runs it, within ``plan`` (None: no limit): the
-    Arb balls only up to ``plan.cap`` bits; without any, the row-block path, then the entrywise
-    float64 path when it fits.  None when a claim that needs ``arithmetic`` could not be run at
-    all within the plan (it is then simply not verified).  The verdicts are the kernel's."""
+    Arb balls only up to ``plan.cap`` bits; without any, the row-block path (for a norm claim the
+    kernel's float64 norm path), then the entrywise float64 path when it fits.  A claim that needs
+    no ``arithmetic`` runs as the kernel's defaults run it.  The verdicts are the kernel's (an
+    INCONCLUSIVE one: not verified within the plan)."""
     if plan is None or not arithmetic:
         return check(*args, **options)
     if plan.cap is not None:
         return check(*args, **options, max_prec=plan.cap)
-    engines = ("rowblock",) if "method" in options else ()  # a norm claim has no row-block path of its own
-    verdict = None
-    for engine in engines + (("float64",) if plan.float64 else ()):
-        verdict = check(*args, **options, engine=engine)
+    if plan.float64:
+        verdict = check(*args, **options, engine="rowblock")
         if verdict.status is not Status.INCONCLUSIVE:
             return verdict
-    return verdict
+    return check(*args, **options, engine="float64" if plan.float64 else "rowblock")
 
 
 def verify_lower_end(op: Operator, eps: str, k: int, X: object, Y: object, method: str, *,
@@ -217,14 +227,13 @@ def verify_lower_end(op: Operator, eps: str, k: int, X: object, Y: object, metho
     memory the kernel's fallback paths may use (:func:`~softrank_cert.util.memory.task_check_plan`;
     None: the kernel's defaults)."""
     arrays = _pair("X and Y", X, Y)
-    verdict: Verdict | None
     if arrays is None:
         if method != "trivial":
             raise InvalidInputError(f"a lower end without X and Y is the trivial one, not {method!r}")
-        verdict = _within(plan, verify_trivial_lower, (op, eps, k), k != 0 and not op.row_sums_exactly_one())
+        verdict = _within(plan, verify_trivial_lower, (op, eps, k), trivial_needs_arithmetic(op, "lower", k))
     else:
         verdict = _within(plan, verify_lower, (op, eps, k, *arrays), True, method=method)
-    if verdict is None or verdict.status is not Status.VERIFIED:
+    if verdict.status is not Status.VERIFIED:
         return None
     return VerifiedLower(seal=_SEAL, operator=op, eps=eps, rank=k, method=method, arrays=arrays, estimate=threshold,
                          verdict=verdict)
@@ -238,15 +247,14 @@ def verify_upper_end(op: Operator, eps: str, r: int, U: object, W: object, const
     r = p); else the kernel checks ``U W^T`` on private read-only copies, which the end then holds.
     ``plan``: as for :func:`verify_lower_end`."""
     arrays = _pair("U and W", U, W)
-    verdict: Verdict | None
     if arrays is None:
-        verdict = _within(plan, verify_trivial_upper, (op, eps, r), r != op.p and not op.row_sums_exactly_one())
-        if verdict is not None and construction != verdict.method:
+        verdict = _within(plan, verify_trivial_upper, (op, eps, r), trivial_needs_arithmetic(op, "upper", r))
+        if construction != verdict.method:
             raise InvalidInputError(f"the trivial upper end r = {r} is the {verdict.method!r} witness, "
                                     f"not {construction!r}")
     else:
         verdict = _within(plan, verify_upper, (op, eps, r, *arrays), True, method=construction)
-    if verdict is None or verdict.status is not Status.VERIFIED:
+    if verdict.status is not Status.VERIFIED:
         return None
     return VerifiedUpper(seal=_SEAL, operator=op, eps=eps, rank=r, method=construction, arrays=arrays,
                          estimate=error, verdict=verdict)
@@ -301,5 +309,5 @@ def check_sealed(end: object, kind: type[VerifiedEnd], op: Operator, eps: str) -
         _refuse(side, eps, "its arrays changed after the kernel verified them")
 
 
-__all__ = ["VerifiedBracket", "VerifiedEnd", "VerifiedLower", "VerifiedUpper", "check_sealed", "verify_bracket",
-           "verify_lower_end", "verify_upper_end"]
+__all__ = ["VerifiedBracket", "VerifiedEnd", "VerifiedLower", "VerifiedUpper", "check_sealed",
+           "trivial_needs_arithmetic", "verify_bracket", "verify_lower_end", "verify_upper_end"]

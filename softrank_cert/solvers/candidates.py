@@ -21,6 +21,10 @@ import numpy as np
 
 from ..util.dense import Dense
 
+#: Relative slack with which a float64 figure is taken to meet a tolerance: the kernel decides the
+#: claim, so a hair too generous costs one check, never an end.
+SLACK = 1e-12
+
 
 @dataclass(frozen=True, eq=False)
 class UpperCandidate:
@@ -32,6 +36,10 @@ class UpperCandidate:
     error: float
     method: str
 
+    def meets(self, eps: float) -> bool:
+        """Whether the witness proposes ``r_eps <= r``: its error is ``<= eps`` (with :data:`SLACK`)."""
+        return self.error <= eps * (1 + SLACK)
+
 
 @dataclass(frozen=True, eq=False)
 class LowerCandidate:
@@ -42,6 +50,10 @@ class LowerCandidate:
     Y: np.ndarray
     threshold: float
     method: str
+
+    def meets(self, eps: float) -> bool:
+        """Whether the pair proposes ``r_eps >= k``: its threshold is ``> eps`` (with :data:`SLACK`)."""
+        return self.threshold > eps * (1 - SLACK)
 
 
 class CandidatePool:
@@ -69,21 +81,22 @@ class CandidatePool:
         pair while some eps below its threshold has its lower end at or below its k.  What goes
         could never be proposed again: the ends only improve."""
         self.witnesses = {r: w for r, w in self.witnesses.items()
-                          if any(w.error <= eps * (1 + 1e-12) and r <= up for eps, _lo, up in ends)}
+                          if any(w.meets(eps) and r <= up for eps, _lo, up in ends)}
         self.lower_pairs = {k: c for k, c in self.lower_pairs.items()
-                            if any(c.threshold > eps * (1 - 1e-12) and k >= lo for eps, lo, _up in ends)}
+                            if any(c.meets(eps) and k >= lo for eps, lo, _up in ends)}
 
     # -- read-outs ------------------------------------------------------------------
     def upper_candidates(self, eps: float) -> list[UpperCandidate]:
         """Witnesses whose float64 error is <= eps (with a hair of slack), smallest rank first."""
-        ok = [w for w in self.witnesses.values() if w.error <= eps * (1 + 1e-12)]
+        ok = [w for w in self.witnesses.values() if w.meets(eps)]
         return sorted(ok, key=lambda w: (w.r, w.error))
 
     def best_rank(self, eps: float) -> int | None:
-        """Least rank with a float64 witness of error ``<= eps`` (None if there is none)."""
-        return min((w.r for w in self.witnesses.values() if w.error <= eps), default=None)
+        """Least rank with a float64 witness of error ``<= eps`` (None if there is none), with the
+        slack of :meth:`upper_candidates` and :meth:`prune` (:meth:`UpperCandidate.meets`)."""
+        return min((w.r for w in self.witnesses.values() if w.meets(eps)), default=None)
 
     def lower_candidates(self, eps: float) -> list[LowerCandidate]:
         """Lower pairs whose float64 threshold exceeds eps (minus a hair), largest k first."""
-        ok = [c for c in self.lower_pairs.values() if c.threshold > eps * (1 - 1e-12)]
+        ok = [c for c in self.lower_pairs.values() if c.meets(eps)]
         return sorted(ok, key=lambda c: (-c.k, -c.threshold))

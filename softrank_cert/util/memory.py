@@ -35,7 +35,9 @@ the safe side (docs/campaigns.md, "Memory"):
   candidate pool drops what no tolerance can use; the interpreter, the per-entry arrays
   (:data:`SEARCH_ENTRY_BYTES`) and the rest of :func:`factor_bytes` are measured figures
   (``benchmarks/results/memory_peak_*.json``, docs/campaigns.md "Memory": at width 4096 a task
-  peaked at 1.48 GiB against 7.7 GiB, at 1024 at 869 MiB against 2.0 GiB, 1295 MiB before).
+  peaked at 1.48 GiB against 7.7 GiB, at 1024 at 869 MiB under a tighter factor budget of 48
+  vectors and 1295 MiB before, against 5.2 GiB; 275 MiB at width 128, 558 MiB at 256, 1.6 GiB at
+  512, 6.1 GiB at 2048, 13.7 GiB at 8192 for ``qk`` heads of dimension 64).
 """
 
 from __future__ import annotations
@@ -213,10 +215,17 @@ def float64_check_bytes(m: int, n: int) -> int:
 #: The most a bracket task lets the kernel's fallback paths (the entrywise float64 path and the Arb
 #: balls) use: :func:`task_check_bytes` (module docstring).
 TASK_CHECK_CAP = 1 * GIB
+#: States at rank p that the witness search's share of the factors holds beside a probe at rank p
+#: (:func:`upper_factor_bytes`) below the cap (width ~1100): more than the searches were seen to hold
+#: (30, all below p, on a high-rank head of width 256), so that up to width 512 (the committed
+#: campaigns) the dropping does not bind in practice.
+KEPT_STATES = 40
 #: float64 vectors of ``(m + N) p`` entries that a bracket task's factors may fill (the witness
 #: search's states and L-BFGS vectors, the candidate pool, the sealed ends, the lower search's
 #: pairs), at least :data:`FACTOR_FLOOR` and at most :data:`FACTOR_CAP` bytes: :func:`factor_bytes`.
-RANK_VECTORS, FACTOR_FLOOR, FACTOR_CAP = 48, 64 * MIB, 4 * GIB + 512 * MIB
+#: Its :data:`UPPER_FACTOR_SHARE` holds the probe (24 + 4 vectors) and :data:`KEPT_STATES` states
+#: (4 each): (28 + 160) / 0.75 = 251 vectors, and one more so that a quarter is whole.
+RANK_VECTORS, FACTOR_FLOOR, FACTOR_CAP = 252, 64 * MIB, 4 * GIB + 512 * MIB
 #: Share of :func:`factor_bytes` that the witness search holds itself and keeps to
 #: (:func:`upper_factor_bytes`); the rest is for the pool, the sealed ends and the lower search.
 UPPER_FACTOR_SHARE = 0.75
@@ -267,11 +276,27 @@ def task_check_bytes(m: int, n: int, d: int = 0, kind: str = "scores") -> int:
     return min(full, TASK_CHECK_CAP)
 
 
-def task_check_limit(m: int, n: int, d: int = 0, kind: str = "scores") -> int:
+class NamedLimit(int):
+    """A memory limit in bytes that carries the words naming what sets it, for a refusal to quote
+    (a plain ``int`` limit is ``--max-memory``'s)."""
+
+    name: str
+
+    def __new__(cls, value: int, name: str) -> NamedLimit:
+        limit = super().__new__(cls, value)
+        limit.name = name
+        return limit
+
+
+#: What :func:`task_check_limit` is called in a refusal.
+TASK_CHECK_LIMIT_NAME = "a bracket task's check budget, which --max-memory does not change"
+
+
+def task_check_limit(m: int, n: int, d: int = 0, kind: str = "scores") -> NamedLimit:
     """:func:`task_check_bytes`, and never more than 90 % of what an address-space limit leaves this
     process (:func:`process_limit`): what a bracket task's checks, and the signing process's
-    re-check of its certificate, may use."""
-    return process_limit(task_check_bytes(m, n, d, kind))
+    re-check of its certificate, may use (named :data:`TASK_CHECK_LIMIT_NAME`)."""
+    return NamedLimit(process_limit(task_check_bytes(m, n, d, kind)), TASK_CHECK_LIMIT_NAME)
 
 
 def task_check_plan(m: int, n: int, d: int = 0, kind: str = "scores") -> CheckPlan:
@@ -286,7 +311,7 @@ def task_check_plan(m: int, n: int, d: int = 0, kind: str = "scores") -> CheckPl
 def factor_bytes(m: int, n: int) -> int:
     """What a bracket task's factors may hold: :data:`RANK_VECTORS` float64 vectors of ``(m + N) p``,
     at least :data:`FACTOR_FLOOR` (so that small operators, whose factors cost next to nothing,
-    keep every state) and at most :data:`FACTOR_CAP` (which binds from width ~3000 on)."""
+    keep every state) and at most :data:`FACTOR_CAP` (which binds from width ~1100 on)."""
     return min(max(RANK_VECTORS * 8 * (m + n) * min(m, n), FACTOR_FLOOR), FACTOR_CAP)
 
 

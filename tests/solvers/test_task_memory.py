@@ -14,9 +14,10 @@ from softrank_cert.certio.verified import verify_upper_end
 from softrank_cert.kernel import Operator
 from softrank_cert.solvers.candidates import CandidatePool, LowerCandidate, UpperCandidate
 from softrank_cert.solvers.upper import search as upper_search
-from softrank_cert.solvers.upper.search import PROBE_VECTORS, STATE_VECTORS, UpperSearch
+from softrank_cert.solvers.device import NUMPY_DEVICE, search_memory
+from softrank_cert.solvers.upper.search import PROBE_VECTORS, STATE_VECTORS, UpperSearch, held_bytes
 from softrank_cert.util.dense import Dense
-from softrank_cert.util.memory import TASK_CHECK_CAP, CheckPlan, task_check_bytes, task_check_plan
+from softrank_cert.util.memory import KEPT_STATES, TASK_CHECK_CAP, CheckPlan, task_check_bytes, task_check_plan
 
 EPS = 0.25
 
@@ -133,6 +134,7 @@ def test_the_signing_process_rechecks_a_workers_certificate_within_the_tasks_bud
     monkeypatch.setattr(memory, "TASK_CHECK_CAP", 1 << 20)  # room for no Arb precision
     failed = recheck()
     assert not failed.ok and failed.exit_code == 5 and "not checked" in (failed.failure or "")
+    assert "task's check budget, which --max-memory does not change" in (failed.failure or "")  # not --max-memory's
 
 
 def test_the_witness_search_drops_first_the_states_no_probe_comes_back_to() -> None:
@@ -149,3 +151,53 @@ def test_the_witness_search_drops_first_the_states_no_probe_comes_back_to() -> N
     search.memory = ((PROBE_VECTORS + STATE_VECTORS) * 10 + STATE_VECTORS * 18) * vector
     search._state(10)
     assert list(search.states) == [18, 10]
+
+
+@pytest.mark.parametrize("width", [64, 128, 256, 512, 1024])
+def test_up_to_the_committed_widths_the_search_keeps_a_probe_and_forty_states_at_rank_p(width: int) -> None:
+    """The committed seed-scale and family campaigns (widths <= 512, reproduced bit for bit) must not
+    lose a state to the memory bound: the search's share holds a probe at rank p and 40 kept states
+    at rank p (a high-rank w256 search held at most 30, all below p).  With 48 vectors of ``(m + N) p``
+    it held 2 at width 256, and a synthetic w256 head's upper end at eps 0.1 rose from 194 to 195."""
+    assert KEPT_STATES >= 40
+    assert held_bytes((width, width), width, [width] * KEPT_STATES) <= search_memory(NUMPY_DEVICE, width, width)
+
+
+def _probabilities(n: int = 12) -> Operator:
+    """A ``probabilities`` operator (rows near 1, not exactly): its trivial norm claims need arithmetic."""
+    A = np.random.default_rng(5).random((n, n))
+    return Operator.from_probabilities(A / A.sum(axis=1, keepdims=True))
+
+
+def test_a_plan_with_no_arb_and_no_float64_room_still_decides_trivial_norm_claims() -> None:
+    """Beyond width ~2400 a task's plan affords neither the Arb balls nor the entrywise float64 path;
+    the trivial norm claims of a ``probabilities`` operator (k = 1: ``||A|| > eps``, r = 0:
+    ``||A|| <= eps``) are still decided, by the kernel's cheap float64 norm path."""
+    from softrank_cert.certio.verified import trivial_needs_arithmetic, verify_lower_end
+
+    op, plan = _probabilities(), CheckPlan(None, False, ())
+    assert trivial_needs_arithmetic(op, "lower", 1) and trivial_needs_arithmetic(op, "upper", 0)
+    assert verify_lower_end(op, "0.5", 1, None, None, "trivial", plan=plan) is not None
+    assert verify_upper_end(op, "2", 0, None, None, "zero", plan=plan) is not None
+
+
+@pytest.mark.parametrize("plan", [None, CheckPlan(None, False, ()), CheckPlan(None, True, ())])
+def test_an_invalid_trivial_end_is_refused_under_any_plan(plan: CheckPlan | None) -> None:
+    from softrank_cert.errors import InvalidInputError
+
+    op = _probabilities()
+    with pytest.raises(InvalidInputError):
+        verify_upper_end(op, "0.5", 3, None, None, "zero", plan=plan)  # neither 0 nor p
+    with pytest.raises(InvalidInputError):
+        verify_upper_end(op, "2", 0, None, None, "identity", plan=plan)  # r = 0 is the zero witness
+
+
+def test_the_pool_reads_a_witness_by_one_rule_everywhere() -> None:
+    """A witness a hair (1e-13 relative) above eps is proposed (``upper_candidates``) and kept
+    (``prune``); ``best_rank`` counts it too, so the search does not probe for a rank it has."""
+    d = Dense.of(Operator("scores", {"S": np.eye(8)}))
+    pool = CandidatePool(d)
+    z = np.zeros((8, 1))
+    pool.add_witness(UpperCandidate(3, z, z, EPS * (1 + 1e-13), "smooth"))
+    pool.prune([(EPS, 1, 3)])
+    assert [w.r for w in pool.upper_candidates(EPS)] == [3] and pool.best_rank(EPS) == 3

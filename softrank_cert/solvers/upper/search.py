@@ -30,7 +30,7 @@ largest eps down, in the units of :mod:`~softrank_cert.solvers.work`); what one 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 
 import numpy as np
 
@@ -64,6 +64,14 @@ LAST_STAGE_ABORT = 1.10
 PROBE_VECTORS = 24
 #: float64 vectors of ``(m + N) r`` of a kept solver state: its iterate and its best pair.
 STATE_VECTORS = 4
+
+
+def held_bytes(shape: tuple[int, int], probe: int, kept: Iterable[int]) -> int:
+    """Bytes the search counts as held while it probes rank ``probe`` of an m x N operator
+    (``shape``) with other states kept at the ranks ``kept``: the probe's vectors and its state,
+    and each kept state's (what :attr:`UpperSearch.memory` bounds)."""
+    vector = 8 * sum(shape)
+    return (PROBE_VECTORS + STATE_VECTORS) * vector * probe + STATE_VECTORS * vector * sum(kept)
 
 
 class UpperSearch:
@@ -117,8 +125,7 @@ class UpperSearch:
 
     def rank_cap(self) -> int:
         """The largest rank whose probe fits in the search's memory with no other state kept."""
-        m, n = self.d.shape
-        return int(min(self.d.p, self.memory // ((PROBE_VECTORS + STATE_VECTORS) * 8 * (m + n))))
+        return int(min(self.d.p, self.memory // held_bytes(self.d.shape, 1, ())))
 
     # -- internals ------------------------------------------------------------------
     def _gap(self, r: int) -> float:
@@ -133,10 +140,8 @@ class UpperSearch:
         """Rank r's state (made from the truncated SVD if none is kept), the most recently probed,
         after other states were dropped until the probe fits: first those no probe can come back to,
         then those farthest below a best rank (:meth:`_gap`), the least recently probed first."""
-        vector = 8 * sum(self.d.shape)
         others = sorted((s for s in self.states if s != r), key=self._gap, reverse=True)  # stable: LRU order
-        while others and (PROBE_VECTORS + STATE_VECTORS) * vector * r + STATE_VECTORS * vector * sum(others) \
-                > self.memory:
+        while others and held_bytes(self.d.shape, r, others) > self.memory:
             del self.states[others.pop(0)]
         state = self.states.pop(r, None)
         self.states[r] = state or SmoothState.start(self.d.A, *tsvd_start(self.d, r), self.ops, self.d.memo)
