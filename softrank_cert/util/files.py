@@ -24,6 +24,7 @@ checked before any work and written atomically.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -443,6 +444,17 @@ class OutputFiles:
                 raise
         else:
             self.rollback()
+
+
+def rename_entry(source: Path, target: Path) -> None:
+    """Rename the file or folder ``source`` to ``target`` (one atomic rename in one file system),
+    never over an existing entry: an existing ``target`` raises :class:`FileExistsError` and
+    nothing moves.  With :class:`OutputFiles` the one place that renames in this package: a
+    forced run's removal moves earlier outputs aside and, should that fail, puts them back
+    (:mod:`softrank_cert.util.removal`), and neither may destroy what another run wrote since."""
+    if os.path.lexists(target):
+        raise FileExistsError(errno.EEXIST, "an entry of this name exists", str(target))
+    os.replace(source, target)
 
 
 def replace_atomically(path: Path, write: Callable[[str], object], suffix: str = ".tmp") -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from collections.abc import Callable, Mapping
 
 from ..errors import InvalidInputError, OutputWriteError
-from .files import fsync_folder, key_file_kind, same_file
+from .files import fsync_folder, key_file_kind, rename_entry, same_file
 
 
 #: The prefix of the hidden folder :func:`remove_outputs` moves what it removes into; the folder
@@ -123,8 +123,8 @@ def _move_aside(folder: Path, targets: list[Path]) -> Path:
     except BaseException:
         for target in reversed(moved):
             try:
-                os.replace(trash / target.name, target)
-            except OSError:  # another run deleted it meanwhile: nothing left to put back
+                rename_entry(trash / target.name, target)
+            except OSError:  # another run deleted it, or wrote a newer one there, meanwhile: left aside
                 pass
         try:
             trash.rmdir()  # empty now, unless something could not be put back: then left for the next run
@@ -140,12 +140,12 @@ def _rename_into(target: Path, trash: Path) -> bool:
     Should another run's :func:`remove_leftovers` have deleted ``trash`` itself, it is made again
     and the rename tried once more."""
     try:
-        os.replace(target, trash / target.name)
+        rename_entry(target, trash / target.name)
     except FileNotFoundError:
         if not os.path.lexists(target):
             return False
         trash.mkdir(exist_ok=True)
-        os.replace(target, trash / target.name)
+        rename_entry(target, trash / target.name)
     return True
 
 

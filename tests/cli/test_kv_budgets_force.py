@@ -257,3 +257,37 @@ def test_two_removals_at_once_both_succeed(tmp_path, monkeypatch):
     monkeypatch.setattr(removal.os, "replace", racing)
     removal.remove_outputs(tmp_path, ["report.json", "old"], is_output=_any)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_putting_back_never_overwrites_what_another_run_wrote_meanwhile(tmp_path, monkeypatch):
+    """A removal that fails part way puts back what it moved, but not over a newer output another
+    run wrote under that name in the meantime (that one is kept; the old one stays aside)."""
+    from softrank_cert.errors import OutputWriteError
+    from softrank_cert.util import removal
+
+    _outputs(tmp_path)
+    real = os.replace
+
+    def newer_then_cross_device(source, target):
+        if Path(source).name == "old":
+            (tmp_path / "report.json").write_text("newer")
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        return real(source, target)
+
+    monkeypatch.setattr(removal.os, "replace", newer_then_cross_device)
+    with pytest.raises(OutputWriteError):
+        removal.remove_outputs(tmp_path, ["report.json", "old"], is_output=_any)
+    assert (tmp_path / "report.json").read_text() == "newer"
+    assert (tmp_path / "old" / "a" / "x.json").is_file()
+
+
+def test_rename_entry_never_replaces_an_existing_entry(tmp_path):
+    from softrank_cert.util.files import rename_entry
+
+    (tmp_path / "a").write_text("a")
+    (tmp_path / "b").write_text("b")
+    with pytest.raises(FileExistsError):
+        rename_entry(tmp_path / "a", tmp_path / "b")
+    assert (tmp_path / "a").read_text() == "a" and (tmp_path / "b").read_text() == "b"
+    rename_entry(tmp_path / "a", tmp_path / "c")
+    assert (tmp_path / "c").read_text() == "a" and not (tmp_path / "a").exists()
