@@ -134,6 +134,40 @@ def test_study_operator_matches_classification():
     assert json.loads(json.dumps(doc)) == doc
 
 
+def test_study_work_bounds_every_search_and_keys_the_campaign(tmp_path, monkeypatch):
+    """``study(work=W)``: every operator's bracket and budget pass run with W work units; the
+    campaign records W, a resume with the same W keeps every operator, another W recomputes."""
+    import softrank_cert.solvers as solvers
+    from softrank_cert.studies.budgets.campaign import study
+
+    seen: list[float | None] = []
+    bracket = solvers.bracket_operator
+
+    def recording(op, eps_list, **kwargs):
+        seen.append(kwargs.get("work"))
+        return bracket(op, eps_list, **kwargs)
+
+    passes: list[float | None] = []
+    original_sharpen = sharpen
+
+    def recording_sharpen(*args, **kwargs):
+        passes.append(kwargs.get("work"))
+        return original_sharpen(*args, **kwargs)
+
+    monkeypatch.setattr(solvers, "bracket_operator", recording)
+    monkeypatch.setattr("softrank_cert.studies.budgets.operators.sharpen", recording_sharpen)
+    manifest = tmp_path / "b-campaign.json"
+    first = study([str(PANEL)], "0.25", [2, 4, 8], None, show_progress=False, manifest=manifest, work=3000.0)
+    assert seen == [3000.0] * 6 and passes == [3000.0] * 6
+    assert json.loads(manifest.read_text())["budget_work"] == 3000.0
+    again = study([str(PANEL)], "0.25", [2, 4, 8], None, show_progress=False, manifest=manifest, resume=True,
+                  work=3000.0)
+    assert len(seen) == 6 and deterministic(again)["operators"] == deterministic(first)["operators"]
+    study([str(PANEL)], "0.25", [2, 4, 8], None, show_progress=False, manifest=manifest, resume=True, work=6000.0)
+    assert seen[6:] == [6000.0] * 6  # another work: every operator computed again
+    assert json.loads(manifest.read_text())["runs"][-1]["computed"] == 6
+
+
 # -- the command ---------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -62,8 +62,14 @@ def study(panels: list[str], eps: str, budgets: list[int], budget_seconds: float
           scheduler: str | None = None, show_progress: bool = True, manifest: Path | None = None,
           resume: bool = False, max_memory: int | None = None, operators: list[str] | None = None,
           certificates: Path | None = None, key: str | None = None,
-          staged: dict[Path, dict[str, Any]] | None = None, resume_command: str | None = None) -> dict[str, Any]:
+          staged: dict[Path, dict[str, Any]] | None = None, resume_command: str | None = None,
+          work: float | None = None) -> dict[str, Any]:
     """Run the study on the panels and return the report (``softrank budgets``; module docstring).
+
+    ``work``: each operator's search is bounded by this many work units (the bracket, and as much
+    again at most for the budget pass; :mod:`~softrank_cert.solvers.work`), not by its default
+    work; with ``budget_seconds`` too, whichever runs out first.  A campaign records it among its
+    inputs: a resume with another ``work`` recomputes every operator.
 
     ``manifest``: a campaign manifest rewritten after every operator; ``resume`` keeps what a
     previous run there finished and still re-checks (module docstring); ``resume_command`` is
@@ -85,7 +91,7 @@ def study(panels: list[str], eps: str, budgets: list[int], budget_seconds: float
     selected = _load(panels, operators)
     want = certificates is not None
     tasks = [(pack_operator(item.operator), item.name, stem, eps, budgets, budget_seconds, True,
-              want or manifest is not None, item.provenance or None) for item, stem in selected]
+              want or manifest is not None, item.provenance or None, work) for item, stem in selected]
     targets = certificate_paths(Path(certificates),  # type: ignore[arg-type]  # want: a path
                                 [item.name for item, _stem in selected],
                                 reserve_manifest=False) if want else []
@@ -94,7 +100,7 @@ def study(panels: list[str], eps: str, budgets: list[int], budget_seconds: float
     campaign = None
     if manifest is not None:
         campaign = _BudgetsCampaign(Path(manifest), resume, selected, panels, eps, budgets, budget_seconds, jobs,
-                                    scheduler, max_memory, resume_command)
+                                    scheduler, max_memory, resume_command, work)
         results.update(campaign.kept)
         for i, certificate in campaign.certificates.items():
             if want and results[i].settled:
@@ -210,7 +216,7 @@ def _rechecked(outcome: Any, operator: tuple[NamedOperator, str], task: tuple) -
     from ...plumbing.campaign import rechecked_outcome
 
     item, (named, stem) = outcome.value, operator
-    _spec, name, _stem, eps, budgets, _seconds, _sharpen, wanted, _provenance = task
+    _spec, name, _stem, eps, budgets, _seconds, _sharpen, wanted, _provenance, _work = task
     if not wanted:
         return outcome
     document = item.certificate if isinstance(item, OperatorBudgets) else None
@@ -231,7 +237,7 @@ class _BudgetsCampaign(Campaign):
 
     def __init__(self, path: Path, resume: bool, operators: list[tuple[NamedOperator, str]], panels: list[str],
                  eps: str, budgets: list[int], budget_seconds: float | None, jobs: int, scheduler: str | None,
-                 max_memory: int | None, resume_command: str | None) -> None:
+                 max_memory: int | None, resume_command: str | None, work: float | None = None) -> None:
         from ...plumbing.campaign import budget_json, file_sha256, operator_sha256, recheck_certificate
         from ...plumbing.campaign_inputs import inputs_sha256, read_kept_bytes
         from ...util.memory import operator_task_bytes
@@ -241,7 +247,10 @@ class _BudgetsCampaign(Campaign):
         parameters = {"panel": [{"path": str(p), "sha256": file_sha256(p)} for p in panels],
                       "tolerances": [eps], "budgets": budgets, "budget_seconds": budget_json(budget_seconds),
                       "max_memory": max_memory, "jobs": jobs, "scheduler": scheduler, "signer": None}
-        inputs = {"eps": eps, "budgets": budgets, "budget_seconds": budget_json(budget_seconds), "sharpen": True}
+        inputs = {"eps": eps, "budgets": budgets, "budget_seconds": budget_json(budget_seconds), "sharpen": True,
+                  **({} if work is None else {"work": work})}  # no key without it: earlier campaigns still resume
+        if work is not None:
+            parameters["budget_work"] = work
         keys = [inputs_sha256(item.operator, RESULT_VERSION, {**inputs, "name": item.name, "document": stem,
                                                               "provenance": item.provenance})
                 for item, stem in operators]

@@ -114,7 +114,7 @@ class OperatorBudgets:
 
 
 def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], upper: tuple[int, str],
-            seconds: float | None = None, evidence: dict[str, Any] | None = None
+            seconds: float | None = None, evidence: dict[str, Any] | None = None, work: float | None = None
             ) -> tuple[tuple[int, str], tuple[int, str], list[str]]:
     """Try to settle the budgets ``b`` with ``lower <= b < upper`` (ends given as ``(rank, method)``).
 
@@ -124,9 +124,10 @@ def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], 
     ``r_eps >= b + 1`` (every budget ``<= b`` impossible).  Each direction stops at its first
     failure (errors fall with rank and thresholds with k, usually: a guess that only costs
     tightness).  Only float64 candidates that look good enough go to the kernel, and only
-    VERIFIED verdicts move an end.  The pass is bounded by the operator's default work
-    (:func:`~softrank_cert.solvers.work.default_work`: the same ends however busy the machine),
-    or by ``seconds`` of wall time when given (``math.inf``: no limit).
+    VERIFIED verdicts move an end.  The pass is bounded by ``work`` units when given, else by the
+    operator's default work (:func:`~softrank_cert.solvers.work.default_work`: either way the same
+    ends however busy the machine), and by ``seconds`` of wall time when given (``math.inf``: no
+    limit; alone it is the only bound).
     Returns the new ends and one note per end that moved; ``evidence`` (a dict), when given,
     receives each moved end as the kernel sealed it (``"upper"``, ``"lower"``).
     """
@@ -137,10 +138,10 @@ def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], 
     if not any(k <= b < r for b in budgets):
         return lower, upper, []
     value = float(parse_tolerance(eps))
-    if seconds is None:
-        budget = Budget(work=default_work(*op.shape))
-    else:
-        budget = Budget(deadline=time.perf_counter() + seconds if seconds != float("inf") else None)
+    deadline = None if seconds is None or seconds == float("inf") else time.perf_counter() + seconds
+    if work is None and seconds is None:
+        work = default_work(*op.shape)
+    budget = Budget(work=float("inf") if work is None else work, deadline=deadline)
     prof = OneShot(CandidatePool(Dense.of(op)), budget.until())
     notes: list[str] = []
     for b in sorted((b for b in budgets if k <= b < r), reverse=True):
@@ -168,12 +169,12 @@ def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], 
 
 def study_operator(spec: dict[str, Any], name: str, document: str, eps: str, budgets: list[int],
                    budget_seconds: float | None, sharpen_ends: bool = True, certificate: bool = False,
-                   provenance: dict[str, Any] | None = None) -> OperatorBudgets:
+                   provenance: dict[str, Any] | None = None, work: float | None = None) -> OperatorBudgets:
     """One operator of the study (a task for ``run_ordered``; ``spec`` from ``pack_operator``).
 
-    Brackets ``r_eps`` with kernel-verified ends (the driver's default work, or ``budget_seconds``
-    of wall time when given), sharpens them at the budgets (as much again at most), classifies
-    every budget.  With
+    Brackets ``r_eps`` with kernel-verified ends (``work`` units when given, else the driver's
+    default work unless ``budget_seconds`` of wall time are given; both: whichever runs out
+    first), sharpens them at the budgets (as much again at most), classifies every budget.  With
     ``certificate``, the operator also gets the unsigned certificate of its final ends
     (``.certificate``, issued by :func:`~softrank_cert.certio.issuing.certificate_for`;
     ``provenance`` goes into it): it proves every feasible / impossible class, and a resumed
@@ -186,12 +187,12 @@ def study_operator(spec: dict[str, Any], name: str, document: str, eps: str, bud
     op = unpack_operator(spec)
     start = time.perf_counter()
     with stdout_to_stderr():  # solver banners must not spoil --json output
-        (b,) = bracket_operator(op, [eps], budget_seconds=budget_seconds)
+        (b,) = bracket_operator(op, [eps], work=work, budget_seconds=budget_seconds)
         lower, upper = (b.lower.k, b.lower.method), (b.upper.r, b.upper.construction)
         notes: list[str] = []
         moved: dict[str, Any] = {}
         if sharpen_ends:
-            lower, upper, notes = sharpen(op, eps, budgets, lower, upper, budget_seconds, evidence=moved)
+            lower, upper, notes = sharpen(op, eps, budgets, lower, upper, budget_seconds, evidence=moved, work=work)
     doc, width, layer, head = name_fields(name, document)
     result = OperatorBudgets(name, doc, width, layer, head, op.p, eps, lower[0], upper[0], lower[1], upper[1],
                              classify(lower[0], upper[0], budgets), notes, time.perf_counter() - start)
