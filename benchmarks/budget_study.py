@@ -103,8 +103,10 @@ def search_work(width: int, scale: float | None) -> float | None:
 def make_panel(model: str, document: str, widths: list[int], layers: list[int] | None, heads: list[int] | None,
                limit: int | None, folder: Path) -> Path:
     """The panel of ``examples/data/DOCUMENT.txt`` at the widths, ``limit`` heads spread over the
-    selected layers and heads (:func:`heads_spread`), in ``folder``; an existing panel of the same
-    selection is reused (a resumed study needs the same operators).  A document shorter than a
+    selected layers and heads (:func:`heads_spread`), as ``MODEL-DOCUMENT.npz`` in a subfolder of
+    ``folder`` named after the selection; an existing panel of the same selection is reused.  The
+    file's stem is the same for every selection, so a run with fewer widths keeps what another
+    run finished at those widths (the campaigns key on the stem).  A document shorter than a
     width is refused by the tokenizer step (InvalidInputError, one line) before any forward pass."""
     source = MODELS[model]["source"]
     text = ROOT / "examples" / "data" / f"{document}.txt"
@@ -113,9 +115,10 @@ def make_panel(model: str, document: str, widths: list[int], layers: list[int] |
         raise InvalidInputError(f"{source.label} does not state its layers and heads")
     pairs = heads_spread(layers or list(range(counts[0])), heads or list(range(counts[1])), limit)
     tag = hashlib.sha256(json.dumps([widths, pairs, text.read_bytes().hex()]).encode()).hexdigest()[:12]
-    path = folder / f"{model}-{document}-{tag}.npz"
+    path = folder / f"panels-{tag}" / f"{model}-{document}.npz"  # one stem per document: campaigns key on it
     if path.exists():
         return path
+    path.parent.mkdir(exist_ok=True)
     stage = lambda name, done=0, total=0: stage_line(PROG, f"panel {document}: {name}"  # noqa: E731
                                                      + (f" {done}/{total}" if total else ""))
     arrays = capture_panel(source, text, widths, layers=sorted({p[0] for p in pairs}),

