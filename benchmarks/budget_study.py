@@ -103,10 +103,10 @@ def search_work(width: int, scale: float | None) -> float | None:
 def make_panel(model: str, document: str, widths: list[int], layers: list[int] | None, heads: list[int] | None,
                limit: int | None, folder: Path) -> Path:
     """The panel of ``examples/data/DOCUMENT.txt`` at the widths, ``limit`` heads spread over the
-    selected layers and heads (:func:`heads_spread`), as ``MODEL-DOCUMENT.npz`` in a subfolder of
-    ``folder`` named after the selection; an existing panel of the same selection is reused.  The
-    file's stem is the same for every selection, so a run with fewer widths keeps what another
-    run finished at those widths (the campaigns key on the stem).  A document shorter than a
+    selected layers and heads (:func:`heads_spread`), as ``MODEL-DOCUMENT-TAG.npz`` in ``folder``
+    (TAG: a hash of the widths, the heads and the text); an existing panel of the same selection is
+    reused.  The campaigns key on the file's stem: a resume needs the same documents, widths and
+    heads.  A document shorter than a
     width is refused by the tokenizer step (InvalidInputError, one line) before any forward pass."""
     source = MODELS[model]["source"]
     text = ROOT / "examples" / "data" / f"{document}.txt"
@@ -115,10 +115,9 @@ def make_panel(model: str, document: str, widths: list[int], layers: list[int] |
         raise InvalidInputError(f"{source.label} does not state its layers and heads")
     pairs = heads_spread(layers or list(range(counts[0])), heads or list(range(counts[1])), limit)
     tag = hashlib.sha256(json.dumps([widths, pairs, text.read_bytes().hex()]).encode()).hexdigest()[:12]
-    path = folder / f"panels-{tag}" / f"{model}-{document}.npz"  # one stem per document: campaigns key on it
+    path = folder / f"{model}-{document}-{tag}.npz"
     if path.exists():
         return path
-    path.parent.mkdir(exist_ok=True)
     stage = lambda name, done=0, total=0: stage_line(PROG, f"panel {document}: {name}"  # noqa: E731
                                                      + (f" {done}/{total}" if total else ""))
     arrays = capture_panel(source, text, widths, layers=sorted({p[0] for p in pairs}),
@@ -144,15 +143,31 @@ def width_names(panels: list[Path], width: int) -> list[str]:
     return [n for p in panels for n in operator_names(p) if f"/w{width}/" in f"{n}/"]
 
 
+def finished_names(manifest: Path, names: list[str]) -> list[str]:
+    """Those of ``names`` that the campaign ``manifest`` lists as done (none without a manifest).
+    Bookkeeping only: the study keeps each of them only when its certificate re-verifies."""
+    if not manifest.exists():
+        return []
+    operators = json.loads(manifest.read_text()).get("operators", {})
+    return [n for n in names if operators.get(n, {}).get("status") == "done"]
+
+
 def run_widths(panels: list[Path], widths: list[int], args: argparse.Namespace, budgets: list[int]) -> dict:
     """One resumable campaign per width (``args.state_dir/w<W>.json``), the reports merged; the
-    CPU seconds spent on each width's newly computed operators accumulate in ``w<W>.cpu.json``."""
+    CPU seconds spent on each width's newly computed operators accumulate in ``w<W>.cpu.json``.
+    ``args.finished_only``: no search, only the operators the campaigns finished (re-verified)."""
     merged: dict = {}
     cpu: dict[str, dict[str, float]] = {}
     for width in widths:
         names, work = width_names(panels, width), search_work(width, args.work_scale)
         manifest = args.state_dir / f"w{width}.json"
         ledger = args.state_dir / f"w{width}.cpu.json"
+        planned = len(names)
+        if args.finished_only:
+            names = finished_names(manifest, names)
+            if not names:
+                stage_line(PROG, f"study w{width}: no finished operator (--finished-only)")
+                continue
         stage_line(PROG, f"study w{width}: {len(names)} operators, "
                    + (f"{work:,.0f} work units" if work is not None else f"{args.budget_seconds:g} s") + " each")
         before = _cpu()
@@ -162,16 +177,20 @@ def run_widths(panels: list[Path], widths: list[int], args: argparse.Namespace, 
         spent = _cpu() - before
         computed = json.loads(manifest.read_text())["runs"][-1]["computed"]
         total = json.loads(ledger.read_text()) if ledger.exists() else {"cpu_s": 0.0, "computed": 0}
-        total = {"cpu_s": round(total["cpu_s"] + spent, 1), "computed": total["computed"] + computed}
-        write_json_atomic(ledger, total)
-        cpu[str(width)] = {**total, "cpu_per_operator_s": round(total["cpu_s"] / max(total["computed"], 1), 1),
-                           "work_units": work}
+        if computed:  # a run that only re-verified kept operators adds nothing
+            total = {"cpu_s": round(total["cpu_s"] + spent, 1), "computed": total["computed"] + computed}
+            write_json_atomic(ledger, total)
+        cpu[str(width)] = {**total, "cpu_per_operator_s": round(total["cpu_s"] / total["computed"], 1)
+                           if total["computed"] else None, "work_units": work,
+                           "operators": len(names), "planned": planned}
         if not merged:
             merged = report
         else:
             for key in ("operators", "groups", "failed"):
                 merged[key] += report[key]
             merged["seconds"] = round(merged["seconds"] + report["seconds"], 3)
+    if not merged:
+        raise InvalidInputError(f"no finished operator in {args.state_dir} (--finished-only)")
     merged["operators_selected"] = None
     merged["cpu_per_width"] = cpu
     return merged
@@ -278,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
                                                      "work of its width (default none; smollm2 1/32)")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument("--finished-only", action="store_true",
+                    help="no search: report only the operators the campaigns in --state-dir finished (each "
+                         "re-verified), e.g. after a long run was stopped")
     ap.add_argument("--state-dir", type=Path, help="panels, manifests and certificates of the resumable campaigns "
                                                    "(default /tmp/softrank-budget-study-MODEL)")
     args = ap.parse_args(argv)
@@ -313,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     report["benchmark"] = {
         "model": spec["label"], "documents": documents, "widths": args.widths,
         "layers": args.layers, "heads": args.heads, "limit": args.limit, "jobs": args.jobs,
-        "budget_seconds": args.budget_seconds, "work_scale": args.work_scale,
+        "budget_seconds": args.budget_seconds, "work_scale": args.work_scale, "finished_only": args.finished_only,
         "work_units_per_width": {str(w): search_work(w, args.work_scale) for w in args.widths},
         "panel_build_s": round(build_s, 2), "panel_build_cpu_s": round(build_cpu, 1),
         "wall_s": round(time.perf_counter() - start, 1), "timings_per_width": timings(report),
@@ -342,12 +364,15 @@ def write_outputs(report: dict, args: argparse.Namespace, documents: list[str], 
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / f"{stem}.json", report)
     plot_budgets(report, out / f"{stem}.png")
+    stopped = ("\n\nThe run was stopped before every operator was done: this report holds the operators its "
+               "campaigns finished (`--finished-only`; each re-verified), counted per width below.\n"
+               if args.finished_only else "")
     text = (f"# Block-width budget study\n\n{bench['model']} on {', '.join(f'`examples/data/{d}.txt`' for d in documents)}, "
             f"widths {', '.join(map(str, args.widths))}, {len(report['operators'])} operators, eps {args.eps}, "
             f"budgets {', '.join(map(str, budgets))}; {search_text(args)}, "
             f"{args.jobs} jobs, {bench['wall_s']:.0f} s wall. Reproduce: "
-            f"`{shlex.join(['python', 'benchmarks/budget_study.py', *(sys.argv[1:] if argv is None else argv)])}`.\n\n"
-            + markdown_table(report) + "\n" + report["comparison"] + "\n\nSeconds per operator (one worker each):\n\n"
+            f"`{shlex.join(['python', 'benchmarks/budget_study.py', *(sys.argv[1:] if argv is None else argv)])}`."
+            + (stopped or "\n\n") + markdown_table(report) + "\n" + report["comparison"] + "\n\nSeconds per operator (one worker each):\n\n"
             + timing_table(bench["timings_per_width"]) + "\nCPU seconds per computed operator (workers and the "
             "kernel re-checks of their certificates; spawn and import included):\n\n"
             + cpu_table(bench["cpu_per_width"]) + f"\nPlot: `{stem}.png`.\n")
@@ -356,11 +381,15 @@ def write_outputs(report: dict, args: argparse.Namespace, documents: list[str], 
 
 
 def cpu_table(cpu: dict[str, dict]) -> str:
-    rows = ["| width | work units per operator | operators computed | CPU s | CPU s per operator |",
-            "|---:|---:|---:|---:|---:|"]
+    """Per width: work units, operators reported of those planned, CPU of the computed ones.  The
+    CPU of a width is recorded when its campaign completes (blank for one that was stopped)."""
+    rows = ["| width | work units per operator | operators reported / planned | operators computed | CPU s "
+            "| CPU s per operator |", "|---:|---:|---:|---:|---:|---:|"]
     for w, v in cpu.items():
         units = "-" if v["work_units"] is None else f"{v['work_units']:,.0f}"
-        rows.append(f"| {w} | {units} | {v['computed']} | {v['cpu_s']} | {v['cpu_per_operator_s']} |")
+        per = "-" if v["cpu_per_operator_s"] is None else v["cpu_per_operator_s"]
+        rows.append(f"| {w} | {units} | {v['operators']} / {v['planned']} | {v['computed']} | "
+                    f"{v['cpu_s'] if v['computed'] else '-'} | {per} |")
     return "\n".join(rows) + "\n"
 
 

