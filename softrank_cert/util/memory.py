@@ -235,8 +235,14 @@ UPPER_FACTOR_SHARE = 0.75
 SEARCH_ENTRY_BYTES = 128
 #: What a search on torch adds (``--device`` other than numpy): the import of torch (~208 MiB of
 #: resident memory measured, torch 2.13 CPU), and the float64 numpy copies of the witnesses it
-#: publishes beside its own tensors (16 more vectors of ``(m + N) p``).
+#: publishes beside its own tensors (16 more vectors of ``(m + N) r``, r the largest rank its
+#: probes reach: :func:`torch_host_bytes`).
 TORCH_BYTES, TORCH_RANK_VECTORS = 256 * MIB, 16
+#: float64 vectors of ``(m + N) r`` that a witness probe at rank r holds besides its state (L-BFGS's
+#: five curvature pairs and a spare one, its point, trial point, gradients, direction and scratch,
+#: the stage's start and rebalanced factors, an evaluation's float32 gradient and a checked copy),
+#: and that a kept state holds (its iterate and its best pair): :mod:`softrank_cert.solvers.upper.search`.
+PROBE_VECTORS, STATE_VECTORS = 24, 4
 
 
 @dataclass(frozen=True)
@@ -321,17 +327,35 @@ def upper_factor_bytes(m: int, n: int) -> int:
     return int(UPPER_FACTOR_SHARE * factor_bytes(m, n))
 
 
-def bracket_task_bytes(m: int, n: int, d: int = 0, torch: bool = False, kind: str = "scores") -> int:
+def probe_rank_cap(m: int, n: int, memory: float) -> int:
+    """The largest rank whose witness probe (:data:`PROBE_VECTORS` and :data:`STATE_VECTORS` vectors
+    of ``(m + N) r``) fits in ``memory`` bytes with no other state kept, at most p: the highest rank
+    the witness search of an m x N operator probes within ``memory``."""
+    return int(min(min(m, n), memory // ((PROBE_VECTORS + STATE_VECTORS) * 8 * (m + n))))
+
+
+def torch_host_bytes(m: int, n: int, device: str | None) -> int:
+    """Host memory a search on ``device`` (a ``--device`` value) holds beyond the numpy path's: none
+    for numpy (None); for torch :data:`TORCH_BYTES` and :data:`TORCH_RANK_VECTORS` vectors of
+    ``(m + N) r``, r the largest rank its probes reach -- on the CPU the rank cap of the search's
+    host share (:func:`probe_rank_cap` of :func:`upper_factor_bytes`: 1,974 at width 4096, 987 at
+    8192, so the term stops growing at about 2.2 GiB), on a CUDA device (whose share is sized to
+    the device, not the host) and under ``auto`` p."""
+    if device in (None, "numpy"):
+        return 0
+    rank = probe_rank_cap(m, n, upper_factor_bytes(m, n)) if device == "cpu" else min(m, n)
+    return TORCH_BYTES + TORCH_RANK_VECTORS * 8 * (m + n) * rank
+
+
+def bracket_task_bytes(m: int, n: int, d: int = 0, device: str | None = None, kind: str = "scores") -> int:
     """Peak resident memory a worker running one operator's bracket search (or an audit / budgets
     task on it) may reach, an upper bound by construction where the memory is held by design:
     the interpreter, :data:`SEARCH_ENTRY_BYTES` per matrix entry, the kernel's fallback budget
     (:func:`task_check_bytes`, which the task's checks keep to) and the factors
-    (:func:`factor_bytes`, of which the witness search keeps to its share); with ``torch`` (a
-    search on a torch device) :data:`TORCH_BYTES` and :data:`TORCH_RANK_VECTORS` more."""
-    p = min(m, n)
-    extra = TORCH_BYTES + TORCH_RANK_VECTORS * 8 * (m + n) * p if torch else 0
+    (:func:`factor_bytes`, of which the witness search keeps to its share); with a search on
+    torch (``device`` ``cpu``, ``cuda``, ``auto``) :func:`torch_host_bytes` more."""
     return (WORKER_BASE_BYTES + 16 * MIB + SEARCH_ENTRY_BYTES * m * n + 32 * (m + n) * d
-            + task_check_bytes(m, n, d, kind) + factor_bytes(m, n) + extra)
+            + task_check_bytes(m, n, d, kind) + factor_bytes(m, n) + torch_host_bytes(m, n, device))
 
 
 def operator_task_shape(op: Operator) -> tuple[int, int, int, str]:
@@ -344,7 +368,7 @@ def operator_task_bytes(op: Operator, device: str | None = None) -> int:
     """:func:`bracket_task_bytes` of a kernel :class:`~softrank_cert.kernel.Operator` searched on
     ``device`` (a ``--device`` value; None or ``numpy``: the numpy path)."""
     m, n, d, kind = operator_task_shape(op)
-    return bracket_task_bytes(m, n, d, torch=device not in (None, "numpy"), kind=kind)
+    return bracket_task_bytes(m, n, d, device, kind)
 
 
 def operator_check_plan(op: Operator) -> CheckPlan:
