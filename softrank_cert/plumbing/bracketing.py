@@ -30,6 +30,7 @@ from ..certio.issuing import certificate_for, signed
 from ..certio.verified import VerifiedBracket
 from ..kernel import Operator, parse_tolerance
 from ..util.files import canonical_dump, check_output_file, write_text_atomic
+from ..util.memory import recheck_reserve
 from . import parallel
 
 Progress = Callable[[str, float, float], None]
@@ -183,7 +184,9 @@ def run_brackets(operators: Sequence[tuple[Operator, str, Mapping[str, Any]]], e
     A task that ran in another process (``jobs`` > 1, a Dask ``scheduler``) returns plain data
     that nothing vouches for: its certificate is re-verified here, by this process's kernel,
     before it is handed on (:func:`rechecked`); one that does not verify comes back as a failed
-    outcome whose reason says why, and nothing of it is signed or written."""
+    outcome whose reason says why, and nothing of it is signed or written.  Those re-checks count
+    against ``max_memory``: the local pool keeps their budget free beside the running tasks
+    (:func:`~softrank_cert.util.memory.recheck_reserve`)."""
     from ..solvers import resolve_device
 
     devices: dict[tuple[int, int], Any] = {}
@@ -198,8 +201,10 @@ def run_brackets(operators: Sequence[tuple[Operator, str, Mapping[str, Any]]], e
         return parallel.run_tasks(issue, tasks, memory=memory, max_memory=max_memory, done=done)
     tasks = [(parallel.pack_operator(op), name, dict(provenance), eps_list, work, budget_seconds, devices[op.shape])
              for op, name, provenance in operators]
+    reserve = recheck_reserve(op for op, _name, _provenance in operators)  # the re-checks here, beside the workers
     return rechecked(parallel.run_tasks(issue_packed, tasks, jobs=jobs, scheduler=scheduler, memory=memory,
-                                        max_memory=max_memory, done=done, returns=(Issued,)), operators, eps_list)
+                                        max_memory=max_memory, done=done, returns=(Issued,), reserve=reserve),
+                     operators, eps_list)
 
 
 def rechecked(outcomes: Iterator[parallel.TaskOutcome], operators: Sequence[tuple[Operator, str, Mapping[str, Any]]],
@@ -212,7 +217,7 @@ def rechecked(outcomes: Iterator[parallel.TaskOutcome], operators: Sequence[tupl
     to the memory the task's own checks kept to (:func:`~softrank_cert.util.memory.task_check_limit`):
     a claim the task verified within it is verified here within it too, and anything else is
     *not checked* (a failed task), never a process the out-of-memory killer ends."""
-    from ..util.memory import operator_task_shape, task_check_limit
+    from ..util.memory import operator_check_limit
     from .campaign import rechecked_outcome
 
     try:
@@ -222,7 +227,7 @@ def rechecked(outcomes: Iterator[parallel.TaskOutcome], operators: Sequence[tupl
                 issued = outcome.value
                 outcome = rechecked_outcome(outcome, name, op, dict(provenance),
                                             {"": (getattr(issued, "document", issued), eps_list)},
-                                            _reissued(_solver_seconds(outcome)), task_check_limit(*operator_task_shape(op)))
+                                            _reissued(_solver_seconds(outcome)), operator_check_limit(op))
             yield outcome
     finally:
         close = getattr(outcomes, "close", None)

@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -374,3 +375,18 @@ def operator_task_bytes(op: Operator, device: str | None = None) -> int:
 def operator_check_plan(op: Operator) -> CheckPlan:
     """:func:`task_check_plan` of a kernel :class:`~softrank_cert.kernel.Operator`."""
     return task_check_plan(*operator_task_shape(op))
+
+
+def operator_check_limit(op: Operator) -> NamedLimit:
+    """:func:`task_check_limit` of a kernel :class:`~softrank_cert.kernel.Operator`: what its task's
+    checks (a bracket, an audit's supplied certificates, a budgets pass) and the signing process's
+    re-check of what the task returns may use."""
+    return task_check_limit(*operator_task_shape(op))
+
+
+def recheck_reserve(ops: Iterable[Operator]) -> int:
+    """What a campaign's signing process keeps beside its worker processes (:func:`run_tasks
+    <softrank_cert.plumbing.parallel.run_tasks>`' ``reserve``) to re-check the certificates of a
+    finished task, one task at a time, while the others go on: the largest
+    :func:`operator_check_limit` of ``ops`` (0 for none)."""
+    return max((int(task_check_limit(*shape)) for shape in {operator_task_shape(op) for op in ops}), default=0)

@@ -17,27 +17,14 @@ from softrank_cert.solvers.upper import search as upper_search
 from softrank_cert.solvers.device import NUMPY_DEVICE, search_memory
 from softrank_cert.solvers.upper.search import PROBE_VECTORS, STATE_VECTORS, UpperSearch, held_bytes
 from softrank_cert.util.dense import Dense
+from tests.helpers import THIN, thin_certificate, thin_witness
 from softrank_cert.util.memory import KEPT_STATES, TASK_CHECK_CAP, CheckPlan, task_check_bytes, task_check_plan
 
 EPS = 0.25
 
 
-#: A tolerance 1e-16 above the witness's error (2^-10 in one row): the float64 paths' rounding
-#: bounds cannot decide it, the Arb balls at 64 bits do.
-THIN = "0.0009765625000001"
-
-
-def _thin_witness(n: int = 12) -> tuple[Operator, np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(3)
-    S = rng.standard_normal((n, n))
-    A = np.exp(S - S.max(axis=1, keepdims=True))
-    U = A / A.sum(axis=1, keepdims=True)
-    U[0, 0] += 2.0**-10
-    return Operator("scores", {"S": S}), U, np.eye(n)
-
-
 def test_a_task_check_runs_the_arb_balls_only_within_its_plan() -> None:
-    op, U, W = _thin_witness()
+    op, U, W = thin_witness()
     n = op.p
     assert verify_upper_end(op, THIN, n, U, W, "witness") is not None  # the kernel's defaults: Arb decides
     assert verify_upper_end(op, THIN, n, U, W, "witness", plan=CheckPlan(64, True, ())) is not None
@@ -117,14 +104,11 @@ def test_the_signing_process_rechecks_a_workers_certificate_within_the_tasks_bud
     """A worker's certificate whose upper end only the Arb balls decide: re-checked in the signing
     process within the task's check budget, it is *not checked* (a failed task, exit 5) when the
     budget affords no Arb precision, and kept when it does."""
-    from softrank_cert.certio.certificate import Bracket, LowerEnd, UpperEnd, certificate_document
     from softrank_cert.plumbing.bracketing import Issued, rechecked
     from softrank_cert.plumbing.parallel import TaskOutcome
     from softrank_cert.util import memory
 
-    op, U, W = _thin_witness()
-    document = certificate_document("thin", op, [Bracket(THIN, LowerEnd(1, "trivial"), UpperEnd(op.p, "smooth", U, W))],
-                                    created="2026-01-01T00:00:00Z")
+    op, document = thin_certificate()
 
     def recheck() -> TaskOutcome:
         outcome = TaskOutcome(0, Issued(document, 1.0))
