@@ -125,3 +125,60 @@ def test_the_budgets_pass_checks_within_the_tasks_plan(monkeypatch: pytest.Monke
     op = _ops()[1]
     sharpen(op, "0.25", [2, 3], (1, "trivial"), (op.p, "identity"))
     assert plans and all(plan == operator_check_plan(op) for plan in plans)
+
+
+def test_a_given_max_memory_with_room_lets_the_checks_use_it() -> None:
+    """By default a task's checks keep to 1 GiB (at width 1024 the Arb balls stop at 64 bits); a
+    ``--max-memory`` with room for more lets them use what it leaves beside the task (the whole
+    512-bit schedule at 1024 within 8G), and the task's estimate never exceeds what was given
+    (nor, with less room, what it was)."""
+    from softrank_cert.util.memory import bracket_task_bytes, parse_size, task_check_plan
+
+    assert task_check_plan(1024, 1024).cap == 64
+    assert task_check_plan(1024, 1024, max_memory=parse_size("8G")).cap == 512
+    for width in (1024, 2048, 4096):
+        default = bracket_task_bytes(width, width, 64, None, "qk")
+        for given in ("2G", "8G", "16G"):
+            for device in (None, "cpu"):
+                size = parse_size(given)
+                need = bracket_task_bytes(width, width, 64, device, "qk", size)
+                assert need <= max(size, bracket_task_bytes(width, width, 64, device, "qk")) and need >= default
+
+
+def test_a_bracket_campaigns_tasks_and_rechecks_use_the_given_max_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The witness that only the Arb balls decide, in a task whose default budget affords none: its
+    re-check is *not checked* without a given ``--max-memory`` and passes with one that has room."""
+    from softrank_cert.plumbing.bracketing import Issued, rechecked
+    from softrank_cert.util.memory import parse_size
+
+    op, document = thin_certificate()
+    monkeypatch.setattr(memory, "TASK_CHECK_CAP", 1 << 20)  # the default budget: room for no Arb precision
+
+    def recheck(given: int | None) -> TaskOutcome:
+        outcome = TaskOutcome(0, Issued(document, 1.0))
+        return next(rechecked(iter([outcome]), [(op, "thin", {})], [THIN], [operator_check_limit(op, given)]))
+
+    failed = recheck(None)
+    assert not failed.ok and failed.exit_code == 5
+    assert operator_check_plan(op, parse_size("1G")).cap == 512
+    assert recheck(parse_size("1G")).ok
+
+
+def test_softrank_bracket_passes_a_given_max_memory_to_its_tasks(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    from softrank_cert.plumbing import bracket_campaign
+    from tests.helpers import softrank_in_process, write_qk_panel
+
+    seen: list[Any] = []
+
+    def spy(*args: Any, **options: Any) -> Any:
+        seen.append(options.get("given_memory"))
+        raise KeyboardInterrupt  # stop there: only the arguments are tested
+
+    monkeypatch.setattr(bracket_campaign, "run_brackets", spy)
+    panel = write_qk_panel(tmp_path / "p.npz", ["tiny/doc/w8/L0H0", "tiny/doc/w8/L0H1"], seed=1)
+    for extra, given in (([], None), (["--max-memory", "3G"], 3 << 30)):
+        softrank_in_process("bracket", panel, "--operator", "tiny/doc/w8/L0H0", "--eps", "0.25",
+                            "--out", tmp_path / f"c{len(seen)}.json", *extra)
+        softrank_in_process("bracket", panel, "--all", "--eps", "0.25", "--out", tmp_path / f"d{len(seen)}", *extra)
+        assert seen[-2:] == [given, given]
