@@ -30,8 +30,11 @@ the safe side (docs/campaigns.md, "Memory"):
   witness search kept a state of four ``(m + N) x r`` factors per rank it probed, and L-BFGS
   holds about 24 vectors of that size.  So a task's memory is now bounded where it is held by
   design, and :func:`bracket_task_bytes` is the sum of those bounds: the kernel's fallback paths
-  keep to :func:`task_check_bytes` (:func:`task_check_plan`), the witness search keeps its states
-  and its probe's vectors to :func:`upper_factor_bytes` (``solvers/upper/search.py``), and the
+  keep to :func:`task_check_bytes` (:func:`task_check_plan`; a campaign's signing process
+  re-checks within it too, and the local pool keeps that room free: :func:`recheck_reserve`), the
+  witness search keeps its states and its probe's vectors to :func:`upper_factor_bytes`
+  (``solvers/upper/search.py``; on torch its published copies to :func:`torch_host_bytes`), the
+  lower search its states to :func:`lower_factor_bytes` (``solvers/lower/base.py``), and the
   candidate pool drops what no tolerance can use; the interpreter, the per-entry arrays
   (:data:`SEARCH_ENTRY_BYTES`) and the rest of :func:`factor_bytes` are measured figures
   (``benchmarks/results/memory_peak_*.json``, docs/campaigns.md "Memory": at width 4096 a task

@@ -1,8 +1,9 @@
 """What every lower family shares (UNTRUSTED): one operator's best lower states and pairs per k.
 
 :class:`LowerBase` holds the operator, the tolerances and the ends around them (``floor``,
-``ceiling``), the best signed-group state and general pair per k, the keys of the units done
-and the families' own records; it offers what the families find (:meth:`~LowerBase.offer`,
+``ceiling``), the best signed-group state per k (those a unit may still read, within its memory:
+:meth:`~LowerBase.forget`) and the threshold of the best general pair per k, the keys of the
+units done and the families' own records; it offers what the families find (:meth:`~LowerBase.offer`,
 :meth:`~LowerBase.offer_pair`: a certificate that raises some tolerance's best k goes to
 ``add``), and gives them the steps they share: polishing labels (the float64 LP for ``X``
 alternated with key moves), the query orders, query selections and the gallop over k.  The
