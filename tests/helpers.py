@@ -123,3 +123,31 @@ def hf_text_attentions(hf: Any, ids: np.ndarray) -> tuple[list[np.ndarray], np.n
     with torch.no_grad():
         res = hf(input_ids=torch.tensor(ids, dtype=torch.long)[None], output_attentions=True)
     return [a[0].numpy() for a in res.attentions], res.last_hidden_state[0].numpy()
+
+
+#: A tolerance 1e-16 above the error of :func:`thin_witness` (2^-10 in one row): the float64 paths'
+#: rounding bounds cannot decide it, the Arb balls at 64 bits do.
+THIN = "0.0009765625000001"
+
+
+def thin_witness(n: int = 12) -> tuple[Any, np.ndarray, np.ndarray]:
+    """A ``scores`` operator and a witness ``U W^T`` (rank p) whose error is exactly 2^-10 in one row:
+    at :data:`THIN` only the kernel's Arb path decides it (a check budget without Arb leaves it
+    INCONCLUSIVE)."""
+    from softrank_cert.kernel import Operator
+
+    rng = np.random.default_rng(3)
+    S = rng.standard_normal((n, n))
+    A = np.exp(S - S.max(axis=1, keepdims=True))
+    U = A / A.sum(axis=1, keepdims=True)
+    U[0, 0] += 2.0**-10
+    return Operator("scores", {"S": S}), U, np.eye(n)
+
+
+def thin_certificate(name: str = "thin") -> tuple[Any, dict[str, Any]]:
+    """:func:`thin_witness`'s operator and an unsigned certificate document of its witness at :data:`THIN`."""
+    from softrank_cert.certio.certificate import Bracket, LowerEnd, UpperEnd, certificate_document
+
+    op, U, W = thin_witness()
+    return op, certificate_document(name, op, [Bracket(THIN, LowerEnd(1, "trivial"), UpperEnd(op.p, "smooth", U, W))],
+                                    created="2026-01-01T00:00:00Z")

@@ -16,7 +16,7 @@ from ..util.progress import Progress
 from ..plumbing.json_contract import dumps, envelope
 from ..util.tolerances import check_budget, parse_eps_list
 from .common import (add_budget_options, add_campaign_run_options, add_command, add_device_option, campaign_memory,
-                     key_inputs, name_table, stdout_console)
+                     given_memory, key_inputs, name_table, stdout_console)
 
 EPILOG = """\
 examples:
@@ -51,7 +51,9 @@ for bit, has exactly the requested tolerances and the panel's provenance (signed
 given), and computes the rest; resuming with other --eps is refused (docs/campaigns.md). A worker
 that dies costs its task one retry; a task that fails again is recorded as failed and the
 campaign goes on. --max-memory (default 75% of this machine) refuses a task whose estimated
-peak does not fit and starts tasks only while they fit together.
+peak does not fit and starts tasks only while they fit together; given, it also lets the
+kernel's checks of a wide operator's candidates use what it leaves beside the task (else 1 GiB
+at most: from width 1024 the Arb checks stop at 64 bits), so the ends may depend on it.
 
 exit codes: 0 every certificate written (or kept); 2 invalid input (also an operator named
 softrank-campaign, the manifest's name, or a --resume with other --eps), an output that is an
@@ -126,7 +128,8 @@ def run_bracket(args: Any) -> int:
     plan = CampaignPlan(out, Path(args.operator_file), operators, targets, eps_list,
                         [args.work if args.work is not None else operator_work(args, item) for item in operators],
                         args.budget_seconds, key=key, jobs=jobs,
-                        scheduler=args.scheduler, max_memory=max_memory, device=args.device, resume=bool(args.resume),
+                        scheduler=args.scheduler, max_memory=max_memory, device=args.device,
+                        given_memory=given_memory(args), resume=bool(args.resume),
                         force=bool(args.force), resume_command=resume_hint(args))
     with Progress("softrank bracket", len(operators), bar=not args.json) as bar:
         done = run_campaign(plan, inputs, bar)
@@ -153,7 +156,8 @@ def _run_single(args: Any, item: NamedOperator, target: Path, eps_list: list[str
     """One operator to one certificate file (no manifest): a failure is the command's error."""
     with Progress("softrank bracket", 1, bar=not args.json) as bar:
         summary = [run_single(item, target, eps_list, args.work, args.budget_seconds, bar, key=key, jobs=jobs,
-                              scheduler=args.scheduler, max_memory=max_memory, device=args.device)]
+                              scheduler=args.scheduler, max_memory=max_memory, device=args.device,
+                              given_memory=given_memory(args))]
     if args.json:
         print(dumps(envelope("bracket", {"operator_file": str(args.operator_file), "eps": eps_list,
                                          "budget_seconds": budget_json(args.budget_seconds),

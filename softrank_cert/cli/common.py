@@ -270,6 +270,14 @@ def campaign_memory(args: Any) -> int | None:
     return limit
 
 
+def given_memory(args: Any) -> int | None:
+    """The ``--max-memory`` the user gave, in bytes (None: not given): with it a task's kernel checks
+    may use what it leaves beside the task (:func:`~softrank_cert.util.memory.task_check_cap`)."""
+    from ..util.memory import parse_size
+
+    return parse_size(args.max_memory) if getattr(args, "max_memory", None) else None
+
+
 def add_campaign_run_options(p: Any, json_help: str) -> None:
     """The options of a command that runs a campaign, in their order in ``--help``: ``--jobs`` /
     ``--scheduler`` (:func:`add_parallel_options`), ``--resume`` and ``--max-memory``

@@ -39,7 +39,9 @@ class CampaignPlan:
     ``works[i]`` the work bound operator ``i``'s search runs with (None: the driver's default,
     ``math.inf``: none; recorded in the manifest as None when it is not finite), the search's options,
     the signing ``key`` (or None), the ``panel`` path recorded in the manifest and
-    ``resume_command``, the line an interruption names."""
+    ``resume_command``, the line an interruption names.  ``max_memory``: what the tasks may use
+    together (``--max-memory`` or its default); ``given_memory``: the ``--max-memory`` the user gave
+    (None: not given), with which a task's checks may use more than 1 GiB."""
 
     out: Path
     panel: Path
@@ -53,6 +55,7 @@ class CampaignPlan:
     scheduler: str | None = None
     max_memory: int | None = None
     device: str | None = None
+    given_memory: int | None = None
     resume: bool = False
     force: bool = False
     resume_command: str | None = None
@@ -150,7 +153,7 @@ def start(plan: CampaignPlan, inputs: dict[str, Path]) -> tuple[Campaign, dict[i
                   "jobs": plan.jobs, "scheduler": plan.scheduler, "signer": signer}
     entries = [(item.name, {"operator_sha256": operator_sha256(item.operator),
                             "output": target.relative_to(plan.out).as_posix(), "work": recorded_work(work),
-                            "estimated_bytes": operator_task_bytes(item.operator, plan.device)})
+                            "estimated_bytes": operator_task_bytes(item.operator, plan.device, plan.given_memory)})
                for item, target, work in zip(plan.operators, plan.targets, plan.works)]
     campaign = Campaign(manifest_path, "bracket", parameters, entries, resume=plan.resume, force=plan.force,
                         must_match={"tolerances": "--eps"}, resume_command=plan.resume_command)
@@ -195,8 +198,9 @@ def run_campaign(plan: CampaignPlan, inputs: dict[str, Path], bar: Any) -> Campa
             results = run_brackets([(operators[i].operator, operators[i].name, operators[i].provenance) for i in group],
                                    plan.eps_list, work=work, budget_seconds=plan.budget_seconds, jobs=plan.jobs,
                                    scheduler=plan.scheduler, progress=bar.stage_callback,
-                                   memory=[operator_task_bytes(operators[i].operator, plan.device) for i in group],
-                                   max_memory=plan.max_memory, device=plan.device,
+                                   memory=[operator_task_bytes(operators[i].operator, plan.device, plan.given_memory)
+                                           for i in group],
+                                   max_memory=plan.max_memory, device=plan.device, given_memory=plan.given_memory,
                                    done=_advance(bar, [operators[i].name for i in group]))
             with closing(results):
                 for outcome in results:
@@ -207,15 +211,18 @@ def run_campaign(plan: CampaignPlan, inputs: dict[str, Path], bar: Any) -> Campa
 
 def run_single(item: NamedOperator, target: Path, eps_list: list[str], work: float | None,
                budget_seconds: float | None, bar: Any, *, key: Any = None, jobs: int = 1, scheduler: str | None = None,
-               max_memory: int | None = None, device: str | None = None) -> dict[str, Any]:
+               max_memory: int | None = None, device: str | None = None,
+               given_memory: int | None = None) -> dict[str, Any]:
     """One operator to one certificate file ``target`` (checked by the caller; no manifest): its
     search (``work`` as ``--work`` gives it: None, the driver's default), the certificate VERIFIED
     in this process written (signed with ``key``), reported on ``bar``; returns its summary entry
-    (:func:`entry`).  A failure is the caller's error (raised)."""
+    (:func:`entry`); ``given_memory`` as for :class:`CampaignPlan`.  A failure is the caller's error (raised)."""
     with closing(run_brackets([(item.operator, item.name, item.provenance)], eps_list, work=work,
                               budget_seconds=budget_seconds, jobs=jobs, scheduler=scheduler,
-                              progress=bar.stage_callback, memory=[operator_task_bytes(item.operator, device)],
-                              max_memory=max_memory, done=lambda i: bar.advance(item.name), device=device)) as results:
+                              progress=bar.stage_callback,
+                              memory=[operator_task_bytes(item.operator, device, given_memory)],
+                              max_memory=max_memory, done=lambda i: bar.advance(item.name), device=device,
+                              given_memory=given_memory)) as results:
         (outcome,) = list(results)
     issued = outcome.unwrap()
     write_json_atomic(target, issued.signed(key))

@@ -30,6 +30,7 @@ from ..certio.issuing import certificate_for, signed
 from ..certio.verified import VerifiedBracket
 from ..kernel import Operator, parse_tolerance
 from ..util.files import canonical_dump, check_output_file, write_text_atomic
+from ..util.memory import operator_check_limit
 from . import parallel
 
 Progress = Callable[[str, float, float], None]
@@ -114,16 +115,18 @@ class BracketResult:
 
 def bracket_result(op: Operator, eps_list: list[str], *, work: float | None = None, budget_seconds: float | None = None,
                    progress: Progress | None = None, operator_id: str = "operator",
-                   provenance: Mapping[str, Any] | None = None, device: Any = None) -> BracketResult:
+                   provenance: Mapping[str, Any] | None = None, device: Any = None,
+                   max_memory: int | None = None) -> BracketResult:
     """The driver's kernel-verified brackets of ``op`` at ``eps_list`` (validated by the front end:
-    exact decimal strings, ascending; ``work``, ``budget_seconds`` and ``device`` as for
+    exact decimal strings, ascending; ``work``, ``budget_seconds``, ``device`` and ``max_memory`` as for
     :func:`~softrank_cert.solvers.bracket.bracket_operator`), timed, in this process.  A search
     off the numpy path adds its device to the provenance (:func:`search_provenance`)."""
     from ..solvers import bracket_operator, resolve_device
 
     where = resolve_device(device, op.shape)
     start = time.perf_counter()
-    brackets = bracket_operator(op, eps_list, work=work, budget_seconds=budget_seconds, progress=progress, device=where)
+    brackets = bracket_operator(op, eps_list, work=work, budget_seconds=budget_seconds, progress=progress, device=where,
+                                max_memory=max_memory)
     return BracketResult(op, tuple(brackets), operator_id, search_provenance(provenance, where),
                          time.perf_counter() - start, budget_seconds)
 
@@ -156,34 +159,42 @@ class Issued:
 
 
 def issue(op: Operator, name: str, provenance: Mapping[str, Any], eps_list: list[str], work: float | None,
-          budget_seconds: float | None, progress: Progress | None = None, device: Any = None) -> Issued:
-    """The bracket task in this process: :func:`bracket_result`, then its unsigned certificate."""
+          budget_seconds: float | None, progress: Progress | None = None, device: Any = None,
+          given_memory: int | None = None) -> Issued:
+    """The bracket task in this process: :func:`bracket_result` (``given_memory``: its ``max_memory``),
+    then its unsigned certificate."""
     result = bracket_result(op, eps_list, work=work, budget_seconds=budget_seconds, progress=progress,
-                            operator_id=name, provenance=provenance, device=device)
+                            operator_id=name, provenance=provenance, device=device, max_memory=given_memory)
     return Issued(result.to_certificate(), result.seconds)
 
 
 def issue_packed(spec: dict[str, Any], name: str, provenance: Mapping[str, Any], eps_list: list[str],
-                 work: float | None, budget_seconds: float | None, device: Any = None) -> Issued:
+                 work: float | None, budget_seconds: float | None, device: Any = None,
+                 given_memory: int | None = None) -> Issued:
     """The bracket task in a worker: the operator arrives packed and is rebuilt (and re-checked)."""
-    return issue(parallel.unpack_operator(spec), name, provenance, eps_list, work, budget_seconds, device=device)
+    return issue(parallel.unpack_operator(spec), name, provenance, eps_list, work, budget_seconds, device=device,
+                 given_memory=given_memory)
 
 
 def run_brackets(operators: Sequence[tuple[Operator, str, Mapping[str, Any]]], eps_list: list[str], *,
                  work: float | None, budget_seconds: float | None, jobs: int = 1, scheduler: str | None = None,
                  progress: Callable[[str], Progress | None] | None = None, memory: Sequence[int] | None = None,
-                 max_memory: int | None = None, done: Callable[[int], None] | None = None, device: Any = None
-                 ) -> Generator[parallel.TaskOutcome, None, None]:
+                 max_memory: int | None = None, done: Callable[[int], None] | None = None, device: Any = None,
+                 given_memory: int | None = None) -> Generator[parallel.TaskOutcome, None, None]:
     """One :class:`Issued` per ``(operator, name, provenance)`` (as :class:`TaskOutcome` values of
     :func:`~softrank_cert.plumbing.parallel.run_tasks`, in completion order).  ``progress(name)``:
     the stage callback of an operator, used when the tasks run in this process.  ``device``
     (a ``--device`` value) is resolved here, once per operator shape, and the resolved device
     (with its cost) travels with each task, so that every worker charges the same work.
+    ``given_memory``: the ``--max-memory`` the user gave (None: not given), with which the tasks'
+    checks and their re-checks here may use more than 1 GiB (:func:`~softrank_cert.util.memory.task_check_cap`).
 
     A task that ran in another process (``jobs`` > 1, a Dask ``scheduler``) returns plain data
     that nothing vouches for: its certificate is re-verified here, by this process's kernel,
     before it is handed on (:func:`rechecked`); one that does not verify comes back as a failed
-    outcome whose reason says why, and nothing of it is signed or written."""
+    outcome whose reason says why, and nothing of it is signed or written.  Those re-checks count
+    against ``max_memory``: the local pool keeps their budget free beside the running tasks
+    (:func:`~softrank_cert.util.memory.recheck_reserve`)."""
     from ..solvers import resolve_device
 
     devices: dict[tuple[int, int], Any] = {}
@@ -193,26 +204,29 @@ def run_brackets(operators: Sequence[tuple[Operator, str, Mapping[str, Any]]], e
     operators = [(op, name, search_provenance(provenance, devices[op.shape])) for op, name, provenance in operators]
     if parallel.in_process(jobs, scheduler, len(operators)):
         tasks: list[tuple[Any, ...]] = [(op, name, provenance, eps_list, work, budget_seconds,
-                                         None if progress is None else progress(name), devices[op.shape])
+                                         None if progress is None else progress(name), devices[op.shape], given_memory)
                                         for op, name, provenance in operators]
         return parallel.run_tasks(issue, tasks, memory=memory, max_memory=max_memory, done=done)
-    tasks = [(parallel.pack_operator(op), name, dict(provenance), eps_list, work, budget_seconds, devices[op.shape])
-             for op, name, provenance in operators]
+    tasks = [(parallel.pack_operator(op), name, dict(provenance), eps_list, work, budget_seconds, devices[op.shape],
+              given_memory) for op, name, provenance in operators]
+    limits = [operator_check_limit(op, given_memory, devices[op.shape].kind) for op, _name, _provenance in operators]
     return rechecked(parallel.run_tasks(issue_packed, tasks, jobs=jobs, scheduler=scheduler, memory=memory,
-                                        max_memory=max_memory, done=done, returns=(Issued,)), operators, eps_list)
+                                        max_memory=max_memory, done=done, returns=(Issued,),
+                                        reserve=max(limits, default=0)),  # the re-checks here, beside the workers
+                     operators, eps_list, limits)
 
 
 def rechecked(outcomes: Iterator[parallel.TaskOutcome], operators: Sequence[tuple[Operator, str, Mapping[str, Any]]],
-              eps_list: list[str]) -> Generator[parallel.TaskOutcome, None, None]:
+              eps_list: list[str], limits: Sequence[int] | None = None) -> Generator[parallel.TaskOutcome, None, None]:
     """``outcomes`` of bracket tasks that ran in other processes, each :class:`Issued` re-verified
     in this one (:func:`~softrank_cert.plumbing.campaign.recheck_from_worker`: every claim
     VERIFIED by the kernel, about the operator of that name bit for bit, exactly ``eps_list``,
     the operator's provenance): passed on as the document that was verified, or turned into a
     failure (:func:`~softrank_cert.plumbing.campaign.worker_failure`).  The kernel's checks here keep
-    to the memory the task's own checks kept to (:func:`~softrank_cert.util.memory.task_check_limit`):
+    to the memory the task's own checks kept to (``limits``, one per operator; None: each operator's
+    :func:`~softrank_cert.util.memory.operator_check_limit` without a given ``--max-memory``):
     a claim the task verified within it is verified here within it too, and anything else is
     *not checked* (a failed task), never a process the out-of-memory killer ends."""
-    from ..util.memory import operator_task_shape, task_check_limit
     from .campaign import rechecked_outcome
 
     try:
@@ -222,7 +236,8 @@ def rechecked(outcomes: Iterator[parallel.TaskOutcome], operators: Sequence[tupl
                 issued = outcome.value
                 outcome = rechecked_outcome(outcome, name, op, dict(provenance),
                                             {"": (getattr(issued, "document", issued), eps_list)},
-                                            _reissued(_solver_seconds(outcome)), task_check_limit(*operator_task_shape(op)))
+                                            _reissued(_solver_seconds(outcome)),
+                                            operator_check_limit(op) if limits is None else limits[outcome.index])
             yield outcome
     finally:
         close = getattr(outcomes, "close", None)

@@ -318,8 +318,9 @@ def rechecked_outcome(outcome: Any, name: str, op: Any, provenance: Mapping[str,
     about ``op`` of ``name`` bit for bit, ``provenance``).  Returns ``outcome`` with the value
     ``rebuild(verified)`` (``verified``: what -> (the document that was verified, its verification)), or
     the :func:`worker_failure` of the first that does not verify (its reason prefixed by what it is).
-    ``memory_limit``: what the kernel's Arb path may use here (None: its default); a bracket task
-    passes the budget its own checks kept to, so a claim it verified is checked here within it too."""
+    ``memory_limit``: what the kernel's Arb path may use here (None: its default); the campaigns
+    pass the budget the task's own checks kept to (:func:`~softrank_cert.util.memory.operator_check_limit`),
+    so a claim it verified is checked here within it too."""
     verified: dict[str, tuple[dict[str, Any], Any]] = {}
     for what, (document, eps_list) in certificates.items():
         source = f"{name} {what} (from a worker)" if what else f"{name} (from a worker)"

@@ -34,7 +34,9 @@ may hold, the only classes rebuilt from a worker's answer.
 
 Memory.  Given ``memory`` (each task's estimated peak bytes) and ``max_memory``, a larger task is
 refused before it starts (:attr:`TaskOutcome.refused`); the local pool starts a task only while
-the estimates of the tasks running together fit in ``max_memory`` (else they are serialised).
+the estimates of the tasks running together fit in ``max_memory`` (else they are serialised),
+beside the ``reserve`` that the calling process keeps for itself (the kernel's re-check of a
+finished task's certificates, which runs while the others go on).
 
 In a worker, :func:`~softrank_cert.plumbing.worker_task.framed_call` runs the task (Arb precision,
 one at a time, errors as :class:`~softrank_cert.plumbing.wire.Failure` values) and answers with
@@ -158,14 +160,16 @@ def _refusal(index: int, need: int, limit: int) -> TaskOutcome:
 def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *, jobs: int = 1, scheduler: str | None = None,
               done: Callable[[int], None] | None = None, memory: Sequence[int] | None = None,
               max_memory: int | None = None, attempts: int = MAX_ATTEMPTS,
-              returns: Sequence[type] = ()) -> Generator[TaskOutcome, None, None]:
+              returns: Sequence[type] = (), reserve: int = 0) -> Generator[TaskOutcome, None, None]:
     """Yield one :class:`TaskOutcome` per task, in completion order (see the module docstring).
 
     ``fn`` must be a module-level function of an installed module (workers import it by name)
     and the tasks plain picklable data; in another process ``fn`` must return plain data
     (:mod:`~softrank_cert.plumbing.wire`) whose dataclasses are among ``returns``.  ``done(i)`` is called when task ``i`` is finished (also
     when it failed or was refused).  ``memory[i]``: estimated peak bytes of task ``i``;
-    ``max_memory``: what the tasks running at one time may use together (None: no limit).
+    ``max_memory``: what the tasks running at one time may use together (None: no limit);
+    ``reserve``: what this process uses beside worker processes (their certificates' re-check), so
+    that the local pool starts a task beside others only while their estimates and it fit together.
     Raises :class:`WorkerError` at once for a fatal failure (a checker bug, exit 4).
     """
     if memory is not None and len(memory) != len(tasks):
@@ -175,7 +179,7 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *, jobs: int = 1, 
     elif scheduler:
         runner = _run_dask(fn, tasks, scheduler, memory, max_memory, attempts, returns)
     else:
-        runner = _run_pool(fn, tasks, jobs, memory, max_memory, attempts, returns)
+        runner = _run_pool(fn, tasks, jobs, memory, max_memory, attempts, returns, reserve)
     try:
         for outcome in runner:
             if done is not None:
@@ -305,7 +309,8 @@ class _Worker:
 
 
 def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], jobs: int, memory: Sequence[int] | None,
-              max_memory: int | None, attempts: int, returns: Sequence[type]) -> Generator[TaskOutcome, None, None]:
+              max_memory: int | None, attempts: int, returns: Sequence[type],
+              reserve: int = 0) -> Generator[TaskOutcome, None, None]:
     from multiprocessing.connection import wait
 
     context = multiprocessing.get_context("spawn")
@@ -335,7 +340,7 @@ def _run_pool(fn: Callable[..., Any], tasks: Sequence[tuple], jobs: int, memory:
                     continue
                 if busy and (i in alone or any(w.task in alone for w in busy)):
                     break
-                if busy and max_memory is not None and sum(need(running(w)) for w in busy) + need(i) > max_memory:
+                if busy and max_memory is not None and sum(need(running(w)) for w in busy) + need(i) + reserve > max_memory:
                     break  # serialised: wait for memory to come free
                 if not idle and len(busy) >= size:
                     break

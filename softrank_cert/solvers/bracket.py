@@ -27,7 +27,7 @@ from .candidates import CandidatePool
 from .device import SearchDevice, check_device_memory, resolve_device, search_memory
 from .one_shot import OneShot
 from ..util.dense import Dense
-from ..util.memory import CheckPlan, operator_check_plan
+from ..util.memory import CheckPlan, lower_factor_bytes, operator_check_plan
 from .lower.search import LowerSearch
 from .settle import first_verified
 from .upper.search import UpperSearch
@@ -143,8 +143,8 @@ class _Clock:
 def _search(pool: CandidatePool, ends: list[Ends], clock: _Clock, ops: NumpyBackend = NUMPY,
             keep_candidates: bool = False, memory: float = math.inf) -> None:
     """The search: free truncated-SVD witnesses and pivot pairs, then the smoothed witness
-    search (its states and vectors within ``memory`` bytes) and the lower-pair search in
-    alternating rounds, each round a fixed share of work.  After every settling the pool drops
+    search (its states and vectors within ``memory`` bytes) and the lower-pair search (its states
+    within :func:`~softrank_cert.util.memory.lower_factor_bytes`) in alternating rounds, each round a fixed share of work.  After every settling the pool drops
     what no tolerance can use (:meth:`CandidatePool.prune`), unless ``keep_candidates``."""
     budget = clock.budget
     shots = OneShot(pool, budget.until())
@@ -175,7 +175,7 @@ def _search(pool: CandidatePool, ends: list[Ends], clock: _Clock, ops: NumpyBack
     upper = UpperSearch(pool.d, values, pool.add_witness, pool.best_rank,
                         lambda eps: by_value[eps].lower.k, UPPER_SHARE * total, ops=ops, memory=memory)
     lower = LowerSearch(pool.d, values, pool.add_lower_pair, lambda eps: by_value[eps].upper.r,
-                        lambda eps: by_value[eps].lower.k, ops=ops)
+                        lambda eps: by_value[eps].lower.k, ops=ops, memory=lower_factor_bytes(*pool.d.shape))
     searches: list[tuple[str, Any, float]] = [("smooth", upper, UPPER_SHARE), ("lower", lower, 1.0 - UPPER_SHARE)]
     finished: set[str] = set()
     left_at_start = budget.left(), (None if budget.deadline is None else max(budget.deadline - time.perf_counter(), 0.0))
@@ -212,12 +212,13 @@ def _slice(budget: Budget, fraction: float, start: tuple[float, float | None]) -
 def search_operator(op: Operator, eps_list: list[str], *, work: float | None = None,
                     budget_seconds: float | None = None,
                     progress: Callable[[str, float, float], None] | None = None,
-                    device: str | SearchDevice | None = None,
-                    keep_candidates: bool = False) -> tuple[CandidatePool | None, list[Ends]]:
+                    device: str | SearchDevice | None = None, keep_candidates: bool = False,
+                    max_memory: int | None = None) -> tuple[CandidatePool | None, list[Ends]]:
     """Run the driver's search; return its float64 candidate pool (None when every tolerance
     was settled by trivial ends) and, per tolerance, the best kernel-verified :class:`Ends`.
     See :func:`bracket_operator` for the budget, ``progress`` and ``device``.  The kernel's checks
-    keep to the task's memory (:func:`~softrank_cert.util.memory.task_check_plan`); the pool keeps
+    keep to the task's memory (:func:`~softrank_cert.util.memory.task_check_plan`; ``max_memory``, a
+    ``--max-memory`` the user gave, lets them use what it leaves beside the task); the pool keeps
     only what the tolerances can still use unless ``keep_candidates`` (every candidate found)."""
     from ..blas_kernels import warn_if_unpinned
 
@@ -227,7 +228,7 @@ def search_operator(op: Operator, eps_list: list[str], *, work: float | None = N
     budget = search_budget(*op.shape, work=work, budget_seconds=budget_seconds)
     nominal = (default_budget_seconds(*op.shape) if budget_seconds is None else float(budget_seconds))
     clock = _Clock(budget, nominal, progress)
-    plan = operator_check_plan(op)
+    plan = operator_check_plan(op, max_memory, where.kind)
     ends = [Ends(op, eps, plan) for eps in eps_list]
     pool = None
     if not all(e.resolved for e in ends):
@@ -240,7 +241,7 @@ def search_operator(op: Operator, eps_list: list[str], *, work: float | None = N
 def bracket_operator(op: Operator, eps_list: list[str], *, work: float | None = None,
                      budget_seconds: float | None = None,
                      progress: Callable[[str, float, float], None] | None = None,
-                     device: str | SearchDevice | None = None) -> list[VerifiedBracket]:
+                     device: str | SearchDevice | None = None, max_memory: int | None = None) -> list[VerifiedBracket]:
     """Kernel-verified brackets of ``r_eps(A)`` for each tolerance in ``eps_list``.
 
     The search is bounded by ``work`` units (:mod:`.work`; default :func:`.work.default_work`,
@@ -252,8 +253,11 @@ def bracket_operator(op: Operator, eps_list: list[str], *, work: float | None = 
     ``progress(stage, elapsed_seconds, nominal_seconds)`` is called after each stage.
     ``device`` (:mod:`.device`): where the smoothed witness search and the large-k key sides run
     (default: the numpy path); their work is charged at the device's cost, and the kernel
-    decides every end from float64 numpy arrays as on the numpy path.
+    decides every end from float64 numpy arrays as on the numpy path.  ``max_memory``: a
+    ``--max-memory`` the user gave; the kernel's checks of the candidates may then use what it
+    leaves beside the task (:func:`~softrank_cert.util.memory.task_check_cap`; None: at most
+    1 GiB), so from width 1024 the ends may depend on it.
     """
     _, ends = search_operator(op, eps_list, work=work, budget_seconds=budget_seconds, progress=progress,
-                              device=device)
+                              device=device, max_memory=max_memory)
     return [VerifiedBracket(e.eps, e.lower, e.upper) for e in ends]

@@ -30,13 +30,17 @@ from .work import Until, entries_units
 
 
 def tsvd_errors(A: np.ndarray, svd: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
-    """``e[r]`` = float64 max-row-l1 error of the rank-r truncated SVD, r = 0..p."""
+    """``e[r]`` = float64 max-row-l1 error of the rank-r truncated SVD, r = 0..p.  Each rank's term
+    and the residual's magnitudes go into one m x N buffer (the same operations, so the same
+    errors, as with fresh temporaries, which from 32 MiB are fresh page-faulted maps each time:
+    38 % of its CPU at width 2048)."""
     u, s, vt = svd
     R = np.array(A, dtype=np.float64)
-    errors = [np.abs(R).sum(axis=1).max()]
+    buffer = np.empty_like(R)
+    errors = [np.abs(R, out=buffer).sum(axis=1).max()]
     for i in range(len(s)):
-        R -= np.outer(u[:, i] * s[i], vt[i])
-        errors.append(np.abs(R).sum(axis=1).max())
+        R -= np.outer(u[:, i] * s[i], vt[i], out=buffer)
+        errors.append(np.abs(R, out=buffer).sum(axis=1).max())
     return np.array(errors)
 
 

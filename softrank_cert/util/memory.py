@@ -30,8 +30,11 @@ the safe side (docs/campaigns.md, "Memory"):
   witness search kept a state of four ``(m + N) x r`` factors per rank it probed, and L-BFGS
   holds about 24 vectors of that size.  So a task's memory is now bounded where it is held by
   design, and :func:`bracket_task_bytes` is the sum of those bounds: the kernel's fallback paths
-  keep to :func:`task_check_bytes` (:func:`task_check_plan`), the witness search keeps its states
-  and its probe's vectors to :func:`upper_factor_bytes` (``solvers/upper/search.py``), and the
+  keep to :func:`task_check_bytes` (:func:`task_check_plan`; a campaign's signing process
+  re-checks within it too, and the local pool keeps that room free: :func:`recheck_reserve`), the
+  witness search keeps its states and its probe's vectors to :func:`upper_factor_bytes`
+  (``solvers/upper/search.py``; on torch its published copies to :func:`torch_host_bytes`), the
+  lower search its states to :func:`lower_factor_bytes` (``solvers/lower/base.py``), and the
   candidate pool drops what no tolerance can use; the interpreter, the per-entry arrays
   (:data:`SEARCH_ENTRY_BYTES`) and the rest of :func:`factor_bytes` are measured figures
   (``benchmarks/results/memory_peak_*.json``, docs/campaigns.md "Memory": at width 4096 a task
@@ -45,6 +48,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -229,14 +233,23 @@ RANK_VECTORS, FACTOR_FLOOR, FACTOR_CAP = 252, 64 * MIB, 4 * GIB + 512 * MIB
 #: Share of :func:`factor_bytes` that the witness search holds itself and keeps to
 #: (:func:`upper_factor_bytes`); the rest is for the pool, the sealed ends and the lower search.
 UPPER_FACTOR_SHARE = 0.75
+#: Share of :func:`factor_bytes` that the lower search's states keep to (:func:`lower_factor_bytes`),
+#: out of the rest: half of it (the pool and the sealed ends have the other half).
+LOWER_FACTOR_SHARE = 0.125
 #: Bytes per matrix entry of a bracket task outside its factors and its checks' fallback: the
 #: operator's arrays, the SVD, the float32 copy, the row-block path's midpoint, the evaluations'
 #: and error checks' m x N temporaries (measured: module docstring and docs/campaigns.md).
 SEARCH_ENTRY_BYTES = 128
 #: What a search on torch adds (``--device`` other than numpy): the import of torch (~208 MiB of
 #: resident memory measured, torch 2.13 CPU), and the float64 numpy copies of the witnesses it
-#: publishes beside its own tensors (16 more vectors of ``(m + N) p``).
+#: publishes beside its own tensors (16 more vectors of ``(m + N) r``, r the largest rank its
+#: probes reach: :func:`torch_host_bytes`).
 TORCH_BYTES, TORCH_RANK_VECTORS = 256 * MIB, 16
+#: float64 vectors of ``(m + N) r`` that a witness probe at rank r holds besides its state (L-BFGS's
+#: five curvature pairs and a spare one, its point, trial point, gradients, direction and scratch,
+#: the stage's start and rebalanced factors, an evaluation's float32 gradient and a checked copy),
+#: and that a kept state holds (its iterate and its best pair): :mod:`softrank_cert.solvers.upper.search`.
+PROBE_VECTORS, STATE_VECTORS = 24, 4
 
 
 @dataclass(frozen=True)
@@ -261,10 +274,12 @@ def check_plan(m: int, n: int, limit: int, schedule: list[int], *, d: int = 0, w
     return CheckPlan(fits[-1] if fits else None, float64_check_bytes(m, n) <= limit, need)
 
 
-def task_check_bytes(m: int, n: int, d: int = 0, kind: str = "scores") -> int:
+def task_check_bytes(m: int, n: int, d: int = 0, kind: str = "scores", max_memory: int | None = None,
+                     device: str | None = None) -> int:
     """The memory a bracket task lets the kernel's fallback paths use for its candidates: what the
     entrywise float64 path and the Arb balls at every precision through 512 bits need for claims
-    of rank up to p, at most :data:`TASK_CHECK_CAP`.  The row-block path needs no room of its own
+    of rank up to p, at most :func:`task_check_cap` (:data:`TASK_CHECK_CAP`, or more where a given
+    ``--max-memory`` (``max_memory``) has room for it beside a task searching on ``device``).  The row-block path needs no room of its own
     (``block x N`` temporaries; its midpoint is in :data:`SEARCH_ENTRY_BYTES`).  Within this budget
     the kernel runs the float64 path when it fits and the Arb balls up to the highest precision
     that fits beside it (:func:`task_check_plan`); a candidate they cannot decide is not verified,
@@ -273,7 +288,18 @@ def task_check_bytes(m: int, n: int, d: int = 0, kind: str = "scores") -> int:
 
     full = float64_check_bytes(m, n) + arb_check_bytes(m, n, precision_schedule(DEFAULT_MAX_PREC), d=d,
                                                        width=min(m, n), kind=kind)
-    return min(full, TASK_CHECK_CAP)
+    return min(full, task_check_cap(m, n, d, max_memory, device))
+
+
+def task_check_cap(m: int, n: int, d: int = 0, max_memory: int | None = None, device: str | None = None) -> int:
+    """The most a task's checks may use: :data:`TASK_CHECK_CAP` by default; where the user gives a
+    ``--max-memory`` (``max_memory``) with more room, what it leaves beside the rest of the task's
+    estimate (:func:`bracket_task_bytes` less its check term, searching on ``device``), so that such a
+    task still fits alone (at width 1024 the whole 512-bit schedule then fits in 6.2 GiB, at 2048
+    the Arb balls at 64 bits in 8.7 GiB)."""
+    if max_memory is None:
+        return TASK_CHECK_CAP
+    return max(TASK_CHECK_CAP, int(max_memory) - _task_rest_bytes(m, n, d) - torch_host_bytes(m, n, device))
 
 
 class NamedLimit(int):
@@ -289,22 +315,25 @@ class NamedLimit(int):
 
 
 #: What :func:`task_check_limit` is called in a refusal.
-TASK_CHECK_LIMIT_NAME = "a bracket task's check budget, which --max-memory does not change"
+TASK_CHECK_LIMIT_NAME = "the task's check budget (1 GiB at most unless --max-memory is given with room for more)"
 
 
-def task_check_limit(m: int, n: int, d: int = 0, kind: str = "scores") -> NamedLimit:
+def task_check_limit(m: int, n: int, d: int = 0, kind: str = "scores", max_memory: int | None = None,
+                     device: str | None = None) -> NamedLimit:
     """:func:`task_check_bytes`, and never more than 90 % of what an address-space limit leaves this
-    process (:func:`process_limit`): what a bracket task's checks, and the signing process's
-    re-check of its certificate, may use (named :data:`TASK_CHECK_LIMIT_NAME`)."""
-    return NamedLimit(process_limit(task_check_bytes(m, n, d, kind)), TASK_CHECK_LIMIT_NAME)
+    process (:func:`process_limit`): what a task's checks, and the signing process's re-check of
+    its certificates, may use (named :data:`TASK_CHECK_LIMIT_NAME`); ``max_memory``: the
+    ``--max-memory`` the user gave (None: not given), ``device``: where the task searches."""
+    return NamedLimit(process_limit(task_check_bytes(m, n, d, kind, max_memory, device)), TASK_CHECK_LIMIT_NAME)
 
 
-def task_check_plan(m: int, n: int, d: int = 0, kind: str = "scores") -> CheckPlan:
-    """The :class:`CheckPlan` of a bracket task's kernel checks within :func:`task_check_limit`: the
-    Arb precisions whose enclosures fit beside the float64 path's room, for claims of rank up to p."""
+def task_check_plan(m: int, n: int, d: int = 0, kind: str = "scores", max_memory: int | None = None,
+                    device: str | None = None) -> CheckPlan:
+    """The :class:`CheckPlan` of a task's kernel checks within :func:`task_check_limit`: the Arb
+    precisions whose enclosures fit beside the float64 path's room, for claims of rank up to p."""
     from ..kernel import DEFAULT_MAX_PREC, precision_schedule
 
-    return check_plan(m, n, task_check_limit(m, n, d, kind), precision_schedule(DEFAULT_MAX_PREC), d=d,
+    return check_plan(m, n, task_check_limit(m, n, d, kind, max_memory, device), precision_schedule(DEFAULT_MAX_PREC), d=d,
                       width=min(m, n), kind=kind, reserve=float64_check_bytes(m, n))
 
 
@@ -321,17 +350,49 @@ def upper_factor_bytes(m: int, n: int) -> int:
     return int(UPPER_FACTOR_SHARE * factor_bytes(m, n))
 
 
-def bracket_task_bytes(m: int, n: int, d: int = 0, torch: bool = False, kind: str = "scores") -> int:
+def probe_rank_cap(m: int, n: int, memory: float) -> int:
+    """The largest rank whose witness probe (:data:`PROBE_VECTORS` and :data:`STATE_VECTORS` vectors
+    of ``(m + N) r``) fits in ``memory`` bytes with no other state kept, at most p: the highest rank
+    the witness search of an m x N operator probes within ``memory``."""
+    return int(min(min(m, n), memory // ((PROBE_VECTORS + STATE_VECTORS) * 8 * (m + n))))
+
+
+def torch_host_bytes(m: int, n: int, device: str | None) -> int:
+    """Host memory a search on ``device`` (a ``--device`` value) holds beyond the numpy path's: none
+    for numpy (None); for torch :data:`TORCH_BYTES` and :data:`TORCH_RANK_VECTORS` vectors of
+    ``(m + N) r``, r the largest rank its probes reach -- on the CPU the rank cap of the search's
+    host share (:func:`probe_rank_cap` of :func:`upper_factor_bytes`: 1,974 at width 4096, 987 at
+    8192, so the term stops growing at about 2.2 GiB), on a CUDA device (whose share is sized to
+    the device, not the host) and under ``auto`` p."""
+    if device in (None, "numpy"):
+        return 0
+    rank = probe_rank_cap(m, n, upper_factor_bytes(m, n)) if device == "cpu" else min(m, n)
+    return TORCH_BYTES + TORCH_RANK_VECTORS * 8 * (m + n) * rank
+
+
+def lower_factor_bytes(m: int, n: int) -> int:
+    """The lower search's share of :func:`factor_bytes` (:data:`LOWER_FACTOR_SHARE`), which its
+    states' arrays keep to after every unit (:meth:`softrank_cert.solvers.lower.base.LowerBase.forget`):
+    132 MiB at width 512 (its live states there held a few MiB), 576 MiB from width ~1100."""
+    return int(LOWER_FACTOR_SHARE * factor_bytes(m, n))
+
+
+def bracket_task_bytes(m: int, n: int, d: int = 0, device: str | None = None, kind: str = "scores",
+                       max_memory: int | None = None) -> int:
     """Peak resident memory a worker running one operator's bracket search (or an audit / budgets
     task on it) may reach, an upper bound by construction where the memory is held by design:
     the interpreter, :data:`SEARCH_ENTRY_BYTES` per matrix entry, the kernel's fallback budget
-    (:func:`task_check_bytes`, which the task's checks keep to) and the factors
-    (:func:`factor_bytes`, of which the witness search keeps to its share); with ``torch`` (a
-    search on a torch device) :data:`TORCH_BYTES` and :data:`TORCH_RANK_VECTORS` more."""
-    p = min(m, n)
-    extra = TORCH_BYTES + TORCH_RANK_VECTORS * 8 * (m + n) * p if torch else 0
-    return (WORKER_BASE_BYTES + 16 * MIB + SEARCH_ENTRY_BYTES * m * n + 32 * (m + n) * d
-            + task_check_bytes(m, n, d, kind) + factor_bytes(m, n) + extra)
+    (:func:`task_check_bytes`, which the task's checks keep to; ``max_memory``: a ``--max-memory``
+    the user gave) and the factors (:func:`factor_bytes`, of which the witness search and the lower
+    search keep to their shares); with a search on torch (``device`` ``cpu``, ``cuda``, ``auto``)
+    :func:`torch_host_bytes` more."""
+    return (_task_rest_bytes(m, n, d) + task_check_bytes(m, n, d, kind, max_memory, device)
+            + torch_host_bytes(m, n, device))
+
+
+def _task_rest_bytes(m: int, n: int, d: int) -> int:
+    """:func:`bracket_task_bytes` on the numpy path less its check term."""
+    return WORKER_BASE_BYTES + 16 * MIB + SEARCH_ENTRY_BYTES * m * n + 32 * (m + n) * d + factor_bytes(m, n)
 
 
 def operator_task_shape(op: Operator) -> tuple[int, int, int, str]:
@@ -340,13 +401,30 @@ def operator_task_shape(op: Operator) -> tuple[int, int, int, str]:
     return m, n, op.arrays["Q"].shape[1] if op.kind == "qk" else 0, op.kind
 
 
-def operator_task_bytes(op: Operator, device: str | None = None) -> int:
+def operator_task_bytes(op: Operator, device: str | None = None, max_memory: int | None = None) -> int:
     """:func:`bracket_task_bytes` of a kernel :class:`~softrank_cert.kernel.Operator` searched on
-    ``device`` (a ``--device`` value; None or ``numpy``: the numpy path)."""
+    ``device`` (a ``--device`` value; None or ``numpy``: the numpy path), ``max_memory`` the
+    ``--max-memory`` the user gave (None: not given)."""
     m, n, d, kind = operator_task_shape(op)
-    return bracket_task_bytes(m, n, d, torch=device not in (None, "numpy"), kind=kind)
+    return bracket_task_bytes(m, n, d, device, kind, max_memory)
 
 
-def operator_check_plan(op: Operator) -> CheckPlan:
+def operator_check_plan(op: Operator, max_memory: int | None = None, device: str | None = None) -> CheckPlan:
     """:func:`task_check_plan` of a kernel :class:`~softrank_cert.kernel.Operator`."""
-    return task_check_plan(*operator_task_shape(op))
+    return task_check_plan(*operator_task_shape(op), max_memory, device)
+
+
+def operator_check_limit(op: Operator, max_memory: int | None = None, device: str | None = None) -> NamedLimit:
+    """:func:`task_check_limit` of a kernel :class:`~softrank_cert.kernel.Operator`: what its task's
+    checks (a bracket, an audit's supplied certificates, a budgets pass) and the signing process's
+    re-check of what the task returns may use."""
+    return task_check_limit(*operator_task_shape(op), max_memory, device)
+
+
+def recheck_reserve(ops: Iterable[Operator], max_memory: int | None = None, device: str | None = None) -> int:
+    """What a campaign's signing process keeps beside its worker processes (:func:`run_tasks
+    <softrank_cert.plumbing.parallel.run_tasks>`' ``reserve``) to re-check the certificates of a
+    finished task, one task at a time, while the others go on: the largest
+    :func:`operator_check_limit` of ``ops`` (0 for none)."""
+    shapes = {operator_task_shape(op) for op in ops}
+    return max((int(task_check_limit(*shape, max_memory, device)) for shape in shapes), default=0)

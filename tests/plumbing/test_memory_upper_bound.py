@@ -18,7 +18,8 @@ import numpy as np
 
 from softrank_cert.kernel import Operator
 from softrank_cert.plumbing.parallel import run_tasks
-from softrank_cert.util.memory import bracket_task_bytes, operator_task_bytes, parse_size
+from softrank_cert.util.memory import (GIB, bracket_task_bytes, operator_task_bytes, parse_size, probe_rank_cap,
+                                      torch_host_bytes, upper_factor_bytes)
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = sorted((ROOT / "benchmarks" / "results").glob("memory_peak_*.json"))
@@ -48,7 +49,7 @@ def test_the_widest_measured_heads_fit_their_estimate() -> None:
     assert {device for _row, device in rows} >= {"numpy", "cpu"}
     for row, device in rows:
         m, n = row["shape"]
-        assert row["peak_rss"] <= bracket_task_bytes(m, n, torch=device != "numpy"), (row["operator"], device)
+        assert row["peak_rss"] <= bracket_task_bytes(m, n, device=device), (row["operator"], device)
 
 
 #: The child reads its peak from /proc/self/status (VmHWM): ru_maxrss would also count the parent's
@@ -73,3 +74,15 @@ def test_max_memory_8g_admits_a_4096_wide_task() -> None:
     assert need <= parse_size("8G")
     outcomes = list(run_tasks(len, [("task",)], memory=[need], max_memory=parse_size("8G")))
     assert [(o.ok, o.value) for o in outcomes] == [(True, 4)], outcomes
+
+
+def test_the_torch_host_term_stops_growing_where_the_search_caps_its_ranks() -> None:
+    """A search on torch on the CPU holds its published copies at ranks its probes reach, which the
+    search's host share caps (987 at width 8192): the term does not grow from 8192 to 16384, and a
+    width-8192 task on ``--device cpu`` is admitted within 75 % of a 24 GB machine (it was 29.9 GiB).
+    On CUDA the search's share is the device's, so the host term stays at rank p."""
+    assert probe_rank_cap(8192, 8192, upper_factor_bytes(8192, 8192)) == 987
+    assert torch_host_bytes(16384, 16384, "cpu") <= torch_host_bytes(8192, 8192, "cpu") < 2.5 * GIB
+    assert bracket_task_bytes(8192, 8192, 64, "cpu", "qk") <= 0.75 * 24e9
+    assert torch_host_bytes(512, 512, "cpu") == torch_host_bytes(512, 512, "cuda") > 0 == torch_host_bytes(512, 512, None)
+    assert torch_host_bytes(8192, 8192, "cuda") > 7 * torch_host_bytes(8192, 8192, "cpu")

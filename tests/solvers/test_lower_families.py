@@ -62,3 +62,19 @@ def test_a_new_family_is_one_proposer_in_the_priority(head, monkeypatch: pytest.
     assert mine
     for c in mine:
         assert verify_lower(op, down_eps(c.threshold), c.k, c.X, c.Y).status is Status.VERIFIED
+
+
+def test_growth_pivot_takes_a_tiny_schur_entry_without_overflow_warnings() -> None:
+    """A subnormal Schur complement entry makes its bound infinite, silently (no RuntimeWarning)."""
+    import warnings
+
+    import numpy as np
+
+    from softrank_cert.solvers.lower.starts import growth_pivot
+
+    A = np.array([[1.0, 1.0], [0.0, 1e-310]])
+    X, Y = np.array([[1.0, 0.0]]), np.array([[1.0], [0.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        i, j = growth_pivot(A, X, Y)  # every bound infinite here: any pivot, no warning
+    assert 0 <= i < 2 and 0 <= j < 2

@@ -5,6 +5,9 @@ pool drops what no tolerance can use (solvers.candidates)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -17,27 +20,14 @@ from softrank_cert.solvers.upper import search as upper_search
 from softrank_cert.solvers.device import NUMPY_DEVICE, search_memory
 from softrank_cert.solvers.upper.search import PROBE_VECTORS, STATE_VECTORS, UpperSearch, held_bytes
 from softrank_cert.util.dense import Dense
+from tests.helpers import THIN, thin_certificate, thin_witness
 from softrank_cert.util.memory import KEPT_STATES, TASK_CHECK_CAP, CheckPlan, task_check_bytes, task_check_plan
 
 EPS = 0.25
 
 
-#: A tolerance 1e-16 above the witness's error (2^-10 in one row): the float64 paths' rounding
-#: bounds cannot decide it, the Arb balls at 64 bits do.
-THIN = "0.0009765625000001"
-
-
-def _thin_witness(n: int = 12) -> tuple[Operator, np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(3)
-    S = rng.standard_normal((n, n))
-    A = np.exp(S - S.max(axis=1, keepdims=True))
-    U = A / A.sum(axis=1, keepdims=True)
-    U[0, 0] += 2.0**-10
-    return Operator("scores", {"S": S}), U, np.eye(n)
-
-
 def test_a_task_check_runs_the_arb_balls_only_within_its_plan() -> None:
-    op, U, W = _thin_witness()
+    op, U, W = thin_witness()
     n = op.p
     assert verify_upper_end(op, THIN, n, U, W, "witness") is not None  # the kernel's defaults: Arb decides
     assert verify_upper_end(op, THIN, n, U, W, "witness", plan=CheckPlan(64, True, ())) is not None
@@ -117,14 +107,11 @@ def test_the_signing_process_rechecks_a_workers_certificate_within_the_tasks_bud
     """A worker's certificate whose upper end only the Arb balls decide: re-checked in the signing
     process within the task's check budget, it is *not checked* (a failed task, exit 5) when the
     budget affords no Arb precision, and kept when it does."""
-    from softrank_cert.certio.certificate import Bracket, LowerEnd, UpperEnd, certificate_document
     from softrank_cert.plumbing.bracketing import Issued, rechecked
     from softrank_cert.plumbing.parallel import TaskOutcome
     from softrank_cert.util import memory
 
-    op, U, W = _thin_witness()
-    document = certificate_document("thin", op, [Bracket(THIN, LowerEnd(1, "trivial"), UpperEnd(op.p, "smooth", U, W))],
-                                    created="2026-01-01T00:00:00Z")
+    op, document = thin_certificate()
 
     def recheck() -> TaskOutcome:
         outcome = TaskOutcome(0, Issued(document, 1.0))
@@ -134,7 +121,7 @@ def test_the_signing_process_rechecks_a_workers_certificate_within_the_tasks_bud
     monkeypatch.setattr(memory, "TASK_CHECK_CAP", 1 << 20)  # room for no Arb precision
     failed = recheck()
     assert not failed.ok and failed.exit_code == 5 and "not checked" in (failed.failure or "")
-    assert "task's check budget, which --max-memory does not change" in (failed.failure or "")  # not --max-memory's
+    assert "the task's check budget (1 GiB at most unless --max-memory is given" in (failed.failure or "")
 
 
 def test_the_witness_search_drops_first_the_states_no_probe_comes_back_to() -> None:
@@ -201,3 +188,104 @@ def test_the_pool_reads_a_witness_by_one_rule_everywhere() -> None:
     pool.add_witness(UpperCandidate(3, z, z, EPS * (1 + 1e-13), "smooth"))
     pool.prune([(EPS, 1, 3)])
     assert [w.r for w in pool.upper_candidates(EPS)] == [3] and pool.best_rank(EPS) == 3
+
+
+def _lower_search(memory: float) -> Any:
+    """A lower search at eps 0.25 holding states at k = 1..12: thresholds 0.5 up to k = 6 and 0.1
+    above, so its best k is 6 and its target 7."""
+    from softrank_cert.solvers.lower.search import LowerSearch
+    from softrank_cert.solvers.lower.units import State
+
+    rng = np.random.default_rng(0)
+    m = n = 24
+    d = Dense.of(Operator("qk", {"Q": rng.standard_normal((m, 4)), "K": rng.standard_normal((n, 4))}))
+    search = LowerSearch(d, [EPS], lambda c: None, lambda eps: 12, lambda eps: 1, memory=memory)
+    for k in range(1, 13):
+        search.states[k] = State(k, np.zeros(n, dtype=int), np.ones(n), np.zeros((k, m)), 0.5 if k <= 6 else 0.1,
+                                 "pivot")
+    return search
+
+
+def test_the_lower_search_forgets_the_states_no_unit_reads_again() -> None:
+    """Below its target less one no unit reads a state again (but growth may read the largest one
+    below the target): those go, whatever the memory, and the search's target and best k stay."""
+    search = _lower_search(float("inf"))
+    assert search.target(EPS) == 7
+    search.forget()
+    assert sorted(search.states) == [6, 7, 8, 9, 10, 11, 12]
+    assert search.target(EPS) == 7 and search.best_k(EPS) == 6
+
+
+def test_the_lower_search_keeps_its_states_within_its_memory() -> None:
+    """Beyond its memory the states farthest above the target go, the highest first; those a unit at
+    the target reads stay."""
+    from softrank_cert.solvers.lower.base import state_bytes
+
+    search = _lower_search(float("inf"))
+    room = sum(state_bytes(search.states[k]) for k in (6, 7, 8))
+    search = _lower_search(room)
+    search.forget()
+    assert sorted(search.states) == [6, 7, 8]
+    search = _lower_search(1)  # no room at all: only what the target's units read
+    search.forget()
+    assert sorted(search.states) == [6, 7]
+
+
+def test_the_lower_search_keeps_no_arrays_of_its_general_pairs() -> None:
+    """A general pair's arrays go to the pool (``add``); the search keeps only its threshold."""
+    search = _lower_search(float("inf"))
+    added: list[Any] = []
+    search.add = added.append
+    X, Y = np.ones((7, 24)) / 24, np.ones((24, 7))
+    search.offer_pair(7, X, Y, 0.75, "general_qr")  # above the best k 6: it goes to add
+    assert search.pairs == {7: 0.75} and [c.X is X for c in added] == [True]
+
+
+TSVD_CHILD = r"""
+import json, resource, sys
+import softrank_cert
+import numpy as np
+from softrank_cert.solvers.one_shot import tsvd_errors
+m, n = 8, 600_000  # 38 MB arrays: a fresh one is a fresh map (glibc's mmap threshold is at most 32 MiB)
+rng = np.random.default_rng(0)
+A = rng.random((m, n))
+svd = np.linalg.svd(A, full_matrices=False)
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+def fresh_temporaries(A, svd):  # the same errors with two fresh m x N temporaries per rank
+    u, s, vt = svd
+    R = np.array(A, dtype=np.float64)
+    errors = [np.abs(R).sum(axis=1).max()]
+    for i in range(len(s)):
+        R -= np.outer(u[:, i] * s[i], vt[i])
+        errors.append(np.abs(R).sum(axis=1).max())
+    return np.array(errors)
+counts = {}
+for name, f in (("fresh", fresh_temporaries), ("tsvd", tsvd_errors)):
+    before = faults()
+    counts[name + "_errors"] = f(A, svd).tolist()
+    counts[name] = faults() - before
+print(json.dumps(counts))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator and ru_minflt are Linux's")
+def test_the_truncated_svd_errors_reuse_one_buffer() -> None:
+    """``tsvd_errors`` used to make two fresh m x N temporaries per rank (38 % of its CPU in page
+    faults at width 2048); now the residual's copy and one buffer are all it maps: at 8 ranks of
+    38 MB arrays it page-faults a fraction of what fresh temporaries do, for the same errors."""
+    proc = subprocess.run([sys.executable, "-c", TSVD_CHILD], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    assert got["tsvd_errors"] == got["fresh_errors"] and len(got["tsvd_errors"]) == 9
+    assert got["tsvd"] * 4 <= got["fresh"], {k: v for k, v in got.items() if "errors" not in k}
+
+
+def test_the_truncated_svd_errors_are_those_of_the_plain_formula() -> None:
+    from softrank_cert.solvers.one_shot import tsvd_errors
+
+    rng = np.random.default_rng(1)
+    A = rng.random((40, 56))
+    u, s, vt = svd = np.linalg.svd(A, full_matrices=False)
+    plain = [np.abs(A - (u[:, :r] * s[:r]) @ vt[:r]).sum(axis=1).max() for r in range(len(s) + 1)]
+    assert np.allclose(tsvd_errors(A, svd), plain, rtol=1e-12, atol=1e-12)

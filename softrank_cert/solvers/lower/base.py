@@ -1,8 +1,9 @@
 """What every lower family shares (UNTRUSTED): one operator's best lower states and pairs per k.
 
 :class:`LowerBase` holds the operator, the tolerances and the ends around them (``floor``,
-``ceiling``), the best signed-group state and general pair per k, the keys of the units done
-and the families' own records; it offers what the families find (:meth:`~LowerBase.offer`,
+``ceiling``), the best signed-group state per k (those a unit may still read, within its memory:
+:meth:`~LowerBase.forget`) and the threshold of the best general pair per k, the keys of the
+units done and the families' own records; it offers what the families find (:meth:`~LowerBase.offer`,
 :meth:`~LowerBase.offer_pair`: a certificate that raises some tolerance's best k goes to
 ``add``), and gives them the steps they share: polishing labels (the float64 LP for ``X``
 alternated with key moves), the query orders, query selections and the gallop over k.  The
@@ -12,6 +13,7 @@ driver that runs the families' units is :class:`~.search.LowerSearch`; the famil
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -31,6 +33,11 @@ from ..work import Until, entries_units, key_lp_scale, row_lp_scale
 
 #: A certificate counts for eps when its float64 threshold exceeds eps by this relative margin.
 MARGIN = 1e-9
+
+
+def state_bytes(st: State) -> int:
+    """Bytes of a state's arrays (its labels, signs and ``X``)."""
+    return int(st.lab.nbytes + st.sign.nbytes + st.X.nbytes)
 
 T = TypeVar("T")
 
@@ -78,8 +85,8 @@ class LowerBase:
 
     def __init__(self, d: Dense, eps_values: Sequence[float], add: Callable[[LowerCandidate], None],
                  ceiling: Callable[[float], int], floor: Callable[[float], int], seed: int = 0,
-                 ops: NumpyBackend = NUMPY) -> None:
-        self.d, self.A, self.ops = d, d.A, ops
+                 ops: NumpyBackend = NUMPY, memory: float = math.inf) -> None:
+        self.d, self.A, self.ops, self.memory = d, d.A, ops, memory
         self.eps_values = sorted(float(e) for e in eps_values)
         self.add, self.ceiling, self.floor = add, ceiling, floor
         self.seed = seed
@@ -88,7 +95,7 @@ class LowerBase:
         self.move_charges = MoveCharges.for_shape(*d.shape)
         self.smooth_charges = SmoothCharges.for_shape(*d.shape)
         self.states: dict[int, State] = {}
-        self.pairs: dict[int, tuple[np.ndarray, np.ndarray, float, str]] = {}  # general pairs per k
+        self.pairs: dict[int, float] = {}  # the threshold of the best general pair per k (its arrays went to add)
         self.done: set[tuple] = set()  # keys of finished units
         self.cut: set[tuple] = set()  # keys of units once cut off by a deadline
         self.exhausted: set[int] = set()  # k with nothing left to try
@@ -113,7 +120,7 @@ class LowerBase:
     def best_k(self, eps: float) -> int:
         """Largest k of this search whose threshold exceeds eps (0 if none)."""
         signed = max((k for k, s in self.states.items() if s.t > eps * (1 + MARGIN)), default=0)
-        return max([signed] + [k for k, pair in self.pairs.items() if pair[2] > eps * (1 + MARGIN)])
+        return max([signed] + [k for k, t in self.pairs.items() if t > eps * (1 + MARGIN)])
 
     def offer(self, k: int, lab: np.ndarray, sign: np.ndarray, X: np.ndarray, method: str) -> bool:
         """Record labels at k if they beat the best there; hand the certificate to ``add``
@@ -133,12 +140,32 @@ class LowerBase:
         """Record a general pair at k if it beats the best there; hand it to ``add`` when it
         raises some tolerance's best k."""
         old = self.pairs.get(k)
-        if not np.isfinite(t) or (old is not None and t <= old[2] * (1 + 1e-12)):
+        if not np.isfinite(t) or (old is not None and t <= old * (1 + 1e-12)):
             return
         before = {eps: max(self.floor(eps), self.best_k(eps)) for eps in self.eps_values}
-        self.pairs[k] = (X, Y, t, method)
+        self.pairs[k] = t
         if any(before[eps] < k <= self.ceiling(eps) and t > eps * (1 + MARGIN) for eps in self.eps_values):
             self.add(LowerCandidate(k, X, Y, t, method))
+
+    # -- memory ------------------------------------------------------------------------
+    def forget(self) -> None:
+        """Keep the states' arrays within :attr:`memory` bytes.  First the states no unit can read
+        again go: below every tolerance's target less one (units run at a target k and read the
+        states at k and k - 1; targets only rise) except the largest below each target (growth
+        above :attr:`general_max_k` grows on from it); their thresholds are not needed either (the
+        targets rest on the larger k at target - 1, or on the floor).  Dropping them changes
+        nothing the search does.  Then, while the states still hold more than :attr:`memory`, those
+        farthest above every target (gallop probes a target has not reached), the highest first:
+        a later unit there starts afresh, which may cost tightness, never soundness."""
+        targets = [self.target(eps) for eps in self.eps_values]
+        below = {max((k for k in self.states if k < t), default=None) for t in targets}
+        for k in [k for k in self.states if k < min(targets) - 1 and k not in below]:
+            del self.states[k]
+        held = sum(state_bytes(st) for st in self.states.values())
+        for k in sorted((k for k in self.states if k > max(targets)), reverse=True):
+            if held <= self.memory:
+                break
+            held -= state_bytes(self.states.pop(k))
 
     # -- polish ------------------------------------------------------------------------
     def polish(self, k: int, lab: np.ndarray, sign: np.ndarray, until: Until, hint: np.ndarray | None = None

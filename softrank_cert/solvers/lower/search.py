@@ -58,7 +58,9 @@ class LowerSearch(LowerBase):
     the time is sliced into calls.  ``add``
     receives every certificate that raises, for some eps, the largest k whose float64
     threshold exceeds eps.  ``ops``: the array back end of the large-k family's key sides
-    (:mod:`~softrank_cert.solvers.backend`); everything else runs in numpy.
+    (:mod:`~softrank_cert.solvers.backend`); everything else runs in numpy.  ``memory``: the bytes
+    its states' arrays may hold after every unit (:meth:`~.base.LowerBase.forget`; a general pair's
+    arrays are handed to ``add`` and not kept).
     """
 
     # -- driver ------------------------------------------------------------------------
@@ -98,6 +100,7 @@ class LowerSearch(LowerBase):
         improved = candidate is not None and self.offer(*candidate)
         if unit.after is not None:
             unit.after(improved)
+        self.forget()
         return True
 
     def next_unit(self, k: int) -> Unit | None:

@@ -73,7 +73,7 @@ def growth_pivot(A: np.ndarray, X: np.ndarray, Y: np.ndarray) -> tuple[int, int]
     S = np.abs(A - BZ @ C)
     q = np.abs(BZ).sum(axis=1) + 1.0
     p = np.abs(ZC).max(axis=0)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):  # s_ij = 0 or tiny: an infinite bound
         ratio = q[:, None] / S  # m x N
     with np.errstate(invalid="ignore"):  # 0 * inf where a key has p_j = 0 and s_ij = 0
         bound = np.maximum(norm(Z) + p[None, :] * ratio, ratio)

@@ -35,6 +35,7 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 import numpy as np
 
 from ...util.dense import Dense
+from ...util.memory import PROBE_VECTORS, STATE_VECTORS, probe_rank_cap
 from ..backend import NUMPY, NumpyBackend
 from ..candidates import UpperCandidate
 from .smooth import ABORT, CHECK_EVERY, EVALS_PER_ITERATION, STAGES, SmoothState, run_stages, tsvd_start
@@ -58,12 +59,6 @@ WIDE_STAGES = 2
 #: (or the tighter :data:`~.smooth.ABORT` of its stage): the last stage of a wide two-stage probe
 #: lowered the error by 4-9 % (docs/solvers.md, "Fewer probes at ranks that cannot succeed").
 LAST_STAGE_ABORT = 1.10
-#: float64 vectors of ``(m + N) r`` that a probe at rank r holds besides its state: L-BFGS's five
-#: curvature pairs and a spare one, its point, trial point, gradients, direction and scratch, the
-#: stage's start and rebalanced factors, an evaluation's float32 gradient and a checked copy.
-PROBE_VECTORS = 24
-#: float64 vectors of ``(m + N) r`` of a kept solver state: its iterate and its best pair.
-STATE_VECTORS = 4
 
 
 def held_bytes(shape: tuple[int, int], probe: int, kept: Iterable[int]) -> int:
@@ -125,7 +120,7 @@ class UpperSearch:
 
     def rank_cap(self) -> int:
         """The largest rank whose probe fits in the search's memory with no other state kept."""
-        return int(min(self.d.p, self.memory // held_bytes(self.d.shape, 1, ())))
+        return probe_rank_cap(*self.d.shape, self.memory)
 
     # -- internals ------------------------------------------------------------------
     def _gap(self, r: int) -> float:

@@ -84,7 +84,7 @@ def audit_table(table: str | Path, panel: str | Path, *, evidence_dir: Path, bud
             results[item.line] = RowResult(item.line, item.operator, item.eps, "error", item.lower, item.upper, error=message)
         else:
             groups.setdefault(item.operator, []).append(item)
-    from ...util.memory import operator_task_bytes
+    from ...util.memory import operator_task_bytes, recheck_reserve
 
     names, tasks, memory, named_ops = [], [], [], []
     for name, rows in sorted(groups.items()):
@@ -128,7 +128,8 @@ def audit_table(table: str | Path, panel: str | Path, *, evidence_dir: Path, bud
     with campaign.running() if campaign is not None else nullcontext():
         with closing(run_tasks(audit_operator, [tasks[i] for i in todo], jobs=jobs, scheduler=scheduler,
                                done=lambda j: done(todo[j]), memory=[memory[i] for i in todo],
-                               max_memory=max_memory, returns=(OperatorAudit, RowResult))) as outcomes:
+                               max_memory=max_memory, returns=(OperatorAudit, RowResult),
+                               reserve=recheck_reserve(named_ops[i].operator for i in todo))) as outcomes:
             for outcome in outcomes:
                 i = todo[outcome.index]
                 name, rows = names[i], tasks[i][2]
@@ -164,9 +165,12 @@ def rechecked(outcome: Any, named: Any, task: tuple) -> Any:
     panel operator bit for bit, the panel's provenance; the reproduction at exactly the tolerances
     of the rows it reproduced), with the evidence going to the path this process chose.  Anything
     else makes the outcome a failure (the operator's rows become ``error`` rows with the reason).
+    The kernel's checks here keep to the task's check budget
+    (:func:`~softrank_cert.util.memory.operator_check_limit`), as the task's own did.
     The rows' statuses are the worker's judgement of verified ends: numbers in a report, not a
     certificate (a resumed audit judges them again from the kept reproduction)."""
     from ...plumbing.campaign import rechecked_outcome, worker_failure
+    from ...util.memory import operator_check_limit
     from .reproduction import reproduction_tolerances
 
     audited = outcome.value
@@ -190,7 +194,8 @@ def rechecked(outcome: Any, named: Any, task: tuple) -> Any:
         return OperatorAudit(audited.rows, None if evidence is None else (Path(evidence_path), evidence), reproduction,
                              audited.solver_seconds)
 
-    return rechecked_outcome(outcome, name, named.operator, provenance, certificates, rebuild)
+    return rechecked_outcome(outcome, name, named.operator, provenance, certificates, rebuild,
+                             operator_check_limit(named.operator))
 
 
 __all__ = ["AuditResult", "OperatorAudit", "PublishedRow", "RowError", "RowResult", "STATUSES", "audit_operator",

@@ -172,7 +172,7 @@ def _run_study(operators: list[tuple[NamedOperator, str]], tasks: list[tuple], t
     from contextlib import nullcontext
 
     from ...plumbing.campaign import failure_record
-    from ...util.memory import operator_task_bytes
+    from ...util.memory import operator_task_bytes, recheck_reserve
     from ...plumbing.parallel import in_process, run_tasks
 
     here = in_process(jobs, scheduler, len(todo))
@@ -184,7 +184,8 @@ def _run_study(operators: list[tuple[NamedOperator, str]], tasks: list[tuple], t
         with closing(run_tasks(study_operator, [tasks[i] for i in todo], jobs=jobs, scheduler=scheduler,
                                memory=[operator_task_bytes(operators[i][0].operator) for i in todo],
                                max_memory=max_memory, done=lambda j: bar.advance(operators[todo[j]][0].name),
-                               returns=(OperatorBudgets,))) as outcomes:
+                               returns=(OperatorBudgets,),
+                               reserve=recheck_reserve(operators[i][0].operator for i in todo))) as outcomes:
             for outcome in outcomes:
                 i = todo[outcome.index]
                 name = operators[i][0].name
@@ -211,9 +212,11 @@ def _rechecked(outcome: Any, operator: tuple[NamedOperator, str], task: tuple) -
     before it is stored, signed or written (:func:`~softrank_cert.plumbing.campaign.recheck_from_worker`):
     the result is then re-derived from the kernel's verdicts on it
     (:meth:`~softrank_cert.studies.budgets.operators.OperatorBudgets.from_verified`, as a resume
-    does), or the outcome becomes a failure saying why.  A task asked for no certificate (no
+    does), or the outcome becomes a failure saying why; the kernel's checks keep to the task's check
+    budget (:func:`~softrank_cert.util.memory.operator_check_limit`).  A task asked for no certificate (no
     ``--certificates``, no campaign) returns only numbers, which are passed on as they are."""
     from ...plumbing.campaign import rechecked_outcome
+    from ...util.memory import operator_check_limit
 
     item, (named, stem) = outcome.value, operator
     _spec, name, _stem, eps, budgets, _seconds, _sharpen, wanted, _provenance, _work = task
@@ -228,7 +231,8 @@ def _rechecked(outcome: Any, operator: tuple[NamedOperator, str], task: tuple) -
         result.certificate = certificate
         return result
 
-    return rechecked_outcome(outcome, name, named.operator, named.provenance, {"": (document, [eps])}, rebuild)
+    return rechecked_outcome(outcome, name, named.operator, named.provenance, {"": (document, [eps])}, rebuild,
+                             operator_check_limit(named.operator))
 
 
 class _BudgetsCampaign(Campaign):

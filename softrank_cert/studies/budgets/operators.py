@@ -128,11 +128,13 @@ def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], 
     operator's default work (:func:`~softrank_cert.solvers.work.default_work`: either way the same
     ends however busy the machine), and by ``seconds`` of wall time when given (``math.inf``: no
     limit; alone it is the only bound).
+    The kernel's checks keep to the task's memory (:func:`~softrank_cert.util.memory.operator_check_plan`).
     Returns the new ends and one note per end that moved; ``evidence`` (a dict), when given,
     receives each moved end as the kernel sealed it (``"upper"``, ``"lower"``).
     """
     from ...solvers import POOLED_MAX_K, Budget, CandidatePool, OneShot, default_work, first_verified
     from ...util.dense import Dense
+    from ...util.memory import operator_check_plan
 
     (k, k_method), (r, r_method) = lower, upper
     if not any(k <= b < r for b in budgets):
@@ -143,10 +145,12 @@ def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], 
         work = default_work(*op.shape)
     budget = Budget(work=float("inf") if work is None else work, deadline=deadline)
     prof = OneShot(CandidatePool(Dense.of(op)), budget.until())
+    plan = operator_check_plan(op)  # the kernel's checks keep to the task's memory, as the bracket's did
     notes: list[str] = []
     for b in sorted((b for b in budgets if k <= b < r), reverse=True):
         found: tuple[str, Any, Any] | None = first_verified(op, ((eps, w) for c in ("tsvd", "smooth")
-                                    if (w := prof.witness(c, b)) is not None and w.error <= value * (1 + 1e-12)))
+                                    if (w := prof.witness(c, b)) is not None and w.error <= value * (1 + 1e-12)),
+                                                            plan)
         if found is None:
             break
         r, r_method = b, found[1].method
@@ -155,7 +159,7 @@ def sharpen(op: Operator, eps: str, budgets: list[int], lower: tuple[int, str], 
             evidence["upper"] = found[2]
     for b in sorted(b for b in budgets if k <= b < r and b + 1 <= POOLED_MAX_K):
         c = prof.lower_pair("pooled", b + 1)
-        found = None if c is None or c.threshold <= value * (1 - 1e-12) else first_verified(op, [(eps, c)])
+        found = None if c is None or c.threshold <= value * (1 - 1e-12) else first_verified(op, [(eps, c)], plan)
         if found is None:
             break
         k, k_method = b + 1, found[2].method

@@ -207,13 +207,18 @@ def _budget_record(policy_name: str, result: BudgetResult) -> dict[str, Any]:
             "estimates": {"error": result.estimate}}
 
 
+def _is_width(segment: str, width: int | str) -> bool:
+    """Whether ``segment`` names ``width`` (``w128``; zero-padded ``w016`` too)."""
+    return segment[:1] == "w" and segment[1:].isdigit() and str(int(segment[1:])) == str(width)
+
+
 def head_fields(name: str) -> tuple[str, str, int | str, int | None, int | None]:
     """``(model, document, width, layer, head)`` of an operator name such as
     ``smollm2/apache2/w128/L3H7`` (the model: the segments before the document; ``"-"`` when
     there are none)."""
     document, width, layer, head = name_fields(name, "-")
     parts = name.split("/")
-    at = next((i for i in range(len(parts) - 1, -1, -1) if parts[i] == f"w{width}"), None)
+    at = next((i for i in range(len(parts) - 1, -1, -1) if _is_width(parts[i], width)), None)
     model = "/".join(parts[:at - 1]) if at is not None and at >= 2 else "-"
     return model, document, width, layer, head
 

@@ -91,7 +91,7 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
     from ...geometry.supports import support_operator
     from ...plumbing.certificate_files import certificate_paths
     from ...util.files import check_output_file, write_json_atomic
-    from ...util.memory import operator_task_bytes
+    from ...util.memory import operator_task_bytes, recheck_reserve
     from ...plumbing.parallel import in_process, run_tasks
 
     names = [point_name(support, dim, n, eps, kappa) for kappa in kappas]
@@ -120,6 +120,7 @@ def run_campaign(support: str, dim: int, n: int, eps: str, kappas: tuple[float, 
                   bar.stage_callback(names[i]) if bar is not None and here else None, where) for i in todo]
         outcomes = run_tasks(support_point_task, tasks, jobs=jobs, scheduler=scheduler, max_memory=max_memory,
                              memory=[operator_task_bytes(ops[i], where.kind) for i in todo],
+                             reserve=recheck_reserve(ops[i] for i in todo) if campaign is not None else 0,
                              done=lambda j: bar.advance(names[todo[j]]) if bar is not None else None)
         with closing(outcomes):
             for outcome in outcomes:
@@ -154,14 +155,16 @@ def _rechecked(outcome: Any, name: str, op: Any, eps: str, point_provenance: dic
     before it is signed and written (:func:`~softrank_cert.plumbing.campaign.recheck_from_worker`:
     every claim VERIFIED, the point's operator bit for bit, exactly ``eps``, the point's
     provenance): passed on with the certificate that was verified (the point's ends are read from
-    it), or a failure saying why (:func:`~softrank_cert.plumbing.campaign.rechecked_outcome`).  Without ``--out`` nothing is written and the points' numbers
+    it), or a failure saying why (:func:`~softrank_cert.plumbing.campaign.rechecked_outcome`), the
+    kernel's checks within the task's check budget.  Without ``--out`` nothing is written and the points' numbers
     are reported as the workers computed them."""
     from ...plumbing.campaign import rechecked_outcome
+    from ...util.memory import operator_check_limit
 
     value = outcome.value
     document = value.get("certificate") if isinstance(value, dict) else None
     return rechecked_outcome(outcome, name, op, point_provenance, {"": (document, [eps])},
-                             lambda verified: {**value, "certificate": verified[""][0]})
+                             lambda verified: {**value, "certificate": verified[""][0]}, operator_check_limit(op))
 
 
 def _failure(campaign: Any, name: str, kappa: float, outcome: Any) -> dict[str, Any]:
