@@ -14,7 +14,8 @@ setting was tuned on.  SmolLM2's heads (classified at width 512 from ``A`` in fl
 certified): L15H6 sink-heavy (mean attention on the first token 0.76), L2H1 local (0.95 of each
 row's mass within 16 tokens of the diagonal), L2H0 broad (row entropy 4.48 nats), and the issue's
 L10H4 and L15H4.  ``--heads auto`` picks such heads in any panel: the most sink-heavy, then the
-most local, then the broadest of the heads at ``--classify-width`` (:func:`classify`).
+most local, then the broadest of the heads at ``--classify-width``, and a typical one (the median
+row entropy of the rest; :func:`classify`).
 
 Usage::
 
@@ -51,7 +52,7 @@ HEADS = {"L15H6": "sink-heavy", "L2H1": "local", "L2H0": "broad", "L10H4": "issu
 EPS = ["0.1", "0.25", "0.5"]
 #: Tokens either side of the diagonal that count as "local" in :func:`head_profile`.
 LOCAL_BAND = 16
-KIND_ORDER = ["sink-heavy", "local", "broad", "issue head"]
+KIND_ORDER = ["sink-heavy", "local", "broad", "typical", "issue head"]
 
 
 def out_path(args: argparse.Namespace, suffix: str) -> Path:
@@ -79,7 +80,8 @@ def head_profile(A: np.ndarray) -> dict[str, float]:
 
 def classify(ops: dict, width: int) -> dict[str, dict]:
     """The most sink-heavy, then the most local, then the broadest (largest mean row entropy)
-    head among the panel's operators at ``width``: ``{head: {"kind": ..., **profile}}``."""
+    head among the panel's operators at ``width``, and a typical one (the median entropy of the
+    rest, when there is a rest): ``{head: {"kind": ..., **profile}}``."""
     from softrank_cert.util.dense import attention_matrix
 
     profiles = {name.rsplit("/", 1)[1]: head_profile(attention_matrix(op))
@@ -90,6 +92,10 @@ def classify(ops: dict, width: int) -> dict[str, dict]:
     for kind, key in (("sink-heavy", "sink"), ("local", "local"), ("broad", "entropy")):
         head = max((h for h in profiles if h not in chosen), key=lambda h: profiles[h][key])
         chosen[head] = {"kind": kind, **{k: round(v, 3) for k, v in profiles[head].items()}}
+    rest = sorted((h for h in profiles if h not in chosen), key=lambda h: (profiles[h]["entropy"], h))
+    if rest:
+        head = rest[(len(rest) - 1) // 2]
+        chosen[head] = {"kind": "typical", **{k: round(v, 3) for k, v in profiles[head].items()}}
     return chosen
 
 
@@ -206,7 +212,7 @@ def main() -> None:
     parser.add_argument("panel", type=Path, nargs="?")
     parser.add_argument("--widths", default="128,256,512,1024,2048")
     parser.add_argument("--heads", default=",".join(HEADS),
-                        help="comma-separated heads (e.g. L2H0), or 'auto': a sink-heavy, a local and a broad head")
+                        help="comma-separated heads (e.g. L2H0), or 'auto': a sink-heavy, a local, a broad and a typical head")
     parser.add_argument("--classify-width", type=int, default=512, help="the width --heads auto classifies at")
     parser.add_argument("--work-scale", type=float, default=1.0, help="fraction of the default work of each width")
     parser.add_argument("--name", default="smollm2_lgpl21")

@@ -62,10 +62,10 @@ def test_auto_heads_are_classified_recorded_and_labelled(tmp_path: Path) -> None
                "--classify-width", "32", "--work-scale", "0.05", "--name", "a", "--out-dir", str(tmp_path)]
     subprocess.run(command, check=True, capture_output=True, text=True)
     chosen = json.loads((tmp_path / "long_context_a_work0.05_heads.json").read_text())["heads"]
-    assert sorted(c["kind"] for c in chosen.values()) == ["broad", "local", "sink-heavy"]
+    assert sorted(c["kind"] for c in chosen.values()) == ["broad", "local", "sink-heavy", "typical"]
     rows = [json.loads(line) for line in (tmp_path / "long_context_a_work0.05.jsonl").read_text().splitlines()]
     assert {r["head"]: r["kind"] for r in rows} == {h: c["kind"] for h, c in chosen.items()}
     subprocess.run([sys.executable, str(SCRIPT), "report", "--name", "a", "--work-scale", "0.05",
                     "--out-dir", str(tmp_path)], check=True, capture_output=True, text=True)
     table = (tmp_path / "long_context_a_work0.05.md").read_text()
-    assert "| 32 | 3 |" in table  # the median row: width 32, three heads
+    assert "| 32 | 4 |" in table  # the median row: width 32, four heads
