@@ -52,6 +52,9 @@ HEADS = {"L15H6": "sink-heavy", "L2H1": "local", "L2H0": "broad", "L10H4": "issu
 EPS = ["0.1", "0.25", "0.5"]
 #: Tokens either side of the diagonal that count as "local" in :func:`head_profile`.
 LOCAL_BAND = 16
+#: How the report names a panel's model (the first segment of its operator names).
+MODEL_TITLES = {"smollm2": "SmolLM2-135M (Q4_1 GGUF)", "qwen2.5-1.5b": "Qwen2.5-Coder-1.5B (Q4_K_M GGUF)",
+                "qwen2.5-0.5b": "Qwen2.5-Coder-0.5B (Q4_K_M GGUF)"}
 KIND_ORDER = ["sink-heavy", "local", "broad", "typical", "issue head"]
 
 
@@ -137,16 +140,22 @@ def run(args: argparse.Namespace) -> None:
         print(name, [(b["lower"], b["upper"]) for b in row["brackets"]], row["cpu_seconds"], flush=True)
 
 
+def title(rows: list[dict]) -> str:
+    """``MODEL on DOCUMENT`` from the first operator's name (``model/document/wN/LxHy``)."""
+    model, document = rows[0]["operator"].split("/")[:2]
+    return f"{MODEL_TITLES.get(model, model)} on {document}"
+
+
 def median_ratios(rows: list[dict]) -> list[float]:
     """Median upper/lower over ``rows`` (at least one), per tolerance."""
     return [statistics.median(r["brackets"][i]["upper"] / max(r["brackets"][i]["lower"], 1) for r in rows)
             for i in range(len(EPS))]
 
 
-def table(rows: list[dict], heads: list[str], widths: list[int], label: str, args: argparse.Namespace) -> str:
+def table(rows: list[dict], heads: list[str], widths: list[int], label: str) -> str:
     """The markdown report: brackets per head and width, then the median upper/lower per width."""
     kind = {r["head"]: r["kind"] for r in rows}
-    lines = [f"# Rank against width: {args.name} ({label})", "",
+    lines = [f"# Rank against width: {title(rows)} ({label})", "",
              "Kernel-VERIFIED brackets [lower, upper] at eps " + " / ".join(EPS)
              + " (`benchmarks/long_context_study.py`); CPU seconds per operator on a 2-core machine shared"
              " with other jobs.", "",
@@ -181,7 +190,7 @@ def report(args: argparse.Namespace) -> None:
     heads = sorted(kind, key=lambda h: (KIND_ORDER.index(kind[h]) if kind[h] in KIND_ORDER else len(KIND_ORDER), h))
     widths = sorted({r["width"] for r in rows})
     label = "the default work" if args.work_scale == 1 else f"{args.work_scale:g} x the default work of each width"
-    out_path(args, ".md").write_text(table(rows, heads, widths, label, args))
+    out_path(args, ".md").write_text(table(rows, heads, widths, label))
     fig, axes = plt.subplots(1, len(EPS), figsize=(4.2 * len(EPS), 3.8), sharey=True)
     for i, (ax, eps) in enumerate(zip(axes, EPS)):
         for h in heads:
@@ -200,7 +209,7 @@ def report(args: argparse.Namespace) -> None:
     axes[0].set_ylabel("certified rank: upper (solid) / lower (dashed)")
     handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=8, frameon=False)
-    fig.suptitle(f"{args.name}: verified rank bracket against width ({label}); the band between the ends"
+    fig.suptitle(f"{title(rows)}: verified rank bracket against width ({label}); the band between the ends"
                  " holds the true rank", fontsize=10)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(out_path(args, ".png"), dpi=110)
