@@ -271,11 +271,19 @@ def campaign_memory(args: Any) -> int | None:
 
 
 def given_memory(args: Any) -> int | None:
-    """The ``--max-memory`` the user gave, in bytes (None: not given): with it a task's kernel checks
-    may use what it leaves beside the task (:func:`~softrank_cert.util.memory.task_check_cap`)."""
-    from ..util.memory import parse_size
+    """The ``--max-memory`` the user gave, in bytes (None: not given), with which a task's kernel
+    checks may use what it leaves beside the task (:func:`~softrank_cert.util.memory.task_check_cap`):
+    on this machine at most :func:`campaign_memory` (the address-space limit) and the safe share of
+    its memory (:func:`~softrank_cert.util.memory.default_max_memory`), so that an over-stated value
+    neither lets a check run the machine out of memory nor makes a task's estimate exceed its limit."""
+    from ..util.memory import default_max_memory
 
-    return parse_size(args.max_memory) if getattr(args, "max_memory", None) else None
+    if not getattr(args, "max_memory", None):
+        return None
+    limit = campaign_memory(args)
+    if limit is None or getattr(args, "scheduler", None):
+        return limit
+    return min(limit, default_max_memory())
 
 
 def add_campaign_run_options(p: Any, json_help: str) -> None:

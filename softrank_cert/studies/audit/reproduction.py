@@ -20,7 +20,6 @@ from ...certio.issuing import certificate_for
 from ...certio.verified import VerifiedBracket
 from ...kernel import Operator, Verdict, parse_tolerance
 from ...plumbing.parallel import unpack_operator
-from ...util.memory import operator_check_limit
 from .certificates import CheckedCertificate, audit_with_certificate, check_certificate_bytes
 from .rows import (PublishedRow, RowResult, result_of)
 
@@ -87,9 +86,9 @@ def audit_rows(name: str, op: Operator, rows: list[PublishedRow], certificates: 
                evidence_path: Path, trusted_keys: frozenset[str] | None,
                reproduce: Callable[[list[PublishedRow]], tuple[list[Ends], float | None, dict[str, Any] | None] | None],
                provenance: dict[str, Any]) -> OperatorAudit | None:
-    """Audit one operator's rows: those with a certificate by that certificate (re-checked here,
-    within the task's check budget, :func:`~softrank_cert.util.memory.operator_check_limit`: a
-    check that needs more fails the task, *not checked*), the others by ``reproduce(rows)`` ->
+    """Audit one operator's rows: those with a certificate by that certificate (re-checked here
+    within ``softrank-verify``'s memory limit, as the user would check it: a supplied certificate
+    was not made within this task's check budget), the others by ``reproduce(rows)`` ->
     ``(ends, solver seconds, reproduction certificate)`` (None: not available, and so is this audit)."""
     checked: dict[str, CheckedCertificate] = {}
     results: list[RowResult] = []
@@ -99,8 +98,7 @@ def audit_rows(name: str, op: Operator, rows: list[PublishedRow], certificates: 
                 raw = certificates[row.certificate]
                 shown = str(Path(table_dir) / row.certificate)
                 checked[row.certificate] = (CheckedCertificate(None, error=raw) if isinstance(raw, str) else
-                                            check_certificate_bytes(raw, shown, trusted_keys=trusted_keys,
-                                                                    memory_limit=operator_check_limit(op)))
+                                            check_certificate_bytes(raw, shown, trusted_keys=trusted_keys))
             results.append(audit_with_certificate(row, op, checked[row.certificate], row.certificate))
     plain = [row for row in rows if row.certificate is None]
     if not plain:
