@@ -373,7 +373,7 @@ def torch_host_bytes(m: int, n: int, device: str | None) -> int:
 def lower_factor_bytes(m: int, n: int) -> int:
     """The lower search's share of :func:`factor_bytes` (:data:`LOWER_FACTOR_SHARE`), which its
     states' arrays keep to after every unit (:meth:`softrank_cert.solvers.lower.base.LowerBase.forget`):
-    132 MiB at width 512 (its live states there held a few MiB), 576 MiB from width ~1100."""
+    126 MiB at width 512 (its live states there held a few MiB), 576 MiB from width ~1100."""
     return int(LOWER_FACTOR_SHARE * factor_bytes(m, n))
 
 
