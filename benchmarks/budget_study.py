@@ -57,7 +57,7 @@ from softrank_cert.cli.common import comma_items, int_list  # noqa: E402
 from softrank_cert.errors import InvalidInputError  # noqa: E402
 from softrank_cert.models import write_panel  # noqa: E402
 from softrank_cert.models.capture import ModelSource, capture_panel, head_counts  # noqa: E402
-from softrank_cert.solvers.work import default_work  # noqa: E402
+from softrank_cert.solvers import default_work  # noqa: E402
 from softrank_cert.util.files import write_json_atomic, write_text_atomic  # noqa: E402
 from softrank_cert.util.operator_files import PROVENANCE_KEY  # noqa: E402
 from softrank_cert.util.progress import stage_line  # noqa: E402

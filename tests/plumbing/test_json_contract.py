@@ -308,7 +308,7 @@ def test_budgets_certificates_hold_the_sharpened_ends(monkeypatch):
     (item,) = load_operators(PANEL, ["minilm/apache2/w32/L5H1"])
     from softrank_cert.certio.verified import VerifiedBracket, verify_lower_end, verify_upper_end
 
-    def trivial(op, eps, budget_seconds=None):  # the trivial ends [1, p], sealed by the kernel
+    def trivial(op, eps, budget_seconds=None, work=None):  # the trivial ends [1, p], sealed by the kernel
         (e,) = eps
         return [VerifiedBracket(e, verify_lower_end(op, e, 1, None, None, "trivial"),
                                 verify_upper_end(op, e, op.p, None, None, "identity"))]
