@@ -41,14 +41,11 @@ def check_certificate(path: Path, *, trusted_keys: frozenset[str] | None = None)
     return check_certificate_bytes(raw, str(path), trusted_keys=trusted_keys)
 
 
-def check_certificate_bytes(raw: bytes, shown_path: str, *, trusted_keys: frozenset[str] | None = None,
-                            memory_limit: int | None = None) -> CheckedCertificate:
-    """Re-check a certificate given as bytes (in memory: no temporary file), decoding them once;
-    the kernel's Arb path within ``memory_limit`` bytes (None: ``softrank-verify``'s default), a
-    check that needs more raising :class:`~softrank_cert.errors.KernelLimitError` (not checked)."""
+def check_certificate_bytes(raw: bytes, shown_path: str, *,
+                            trusted_keys: frozenset[str] | None = None) -> CheckedCertificate:
+    """Re-check a certificate given as bytes (in memory: no temporary file), decoding them once."""
     try:
-        verification = verify_certificate_bytes(raw, source=shown_path, trusted_keys=trusted_keys,
-                                                memory_limit=memory_limit)
+        verification = verify_certificate_bytes(raw, source=shown_path, trusted_keys=trusted_keys)
     except InvalidInputError as exc:
         return CheckedCertificate(None, error=str(exc))
     certificate = verification.certificate
