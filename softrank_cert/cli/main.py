@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     usage error)."""
     import sys
 
-    from ..util.progress import set_quiet
+    from ..util.progress import is_quiet, set_quiet
 
     words = sys.argv[1:] if argv is None else argv
     parser = build_parser(named_command(words))
@@ -68,8 +68,12 @@ def main(argv: list[str] | None = None) -> None:
         parser.print_help()
         sys.exit(0)
     args = parse_command_line(parser, argv)
+    before = is_quiet()
     set_quiet(bool(getattr(args, "quiet", False)))
-    run_main(f"softrank {args.command}", lambda: args.run(args), json_errors=bool(getattr(args, "json", False)))
+    try:
+        run_main(f"softrank {args.command}", lambda: args.run(args), json_errors=bool(getattr(args, "json", False)))
+    finally:  # a caller in the same process (a test, a notebook) keeps its own setting
+        set_quiet(before)
 
 
 if __name__ == "__main__":
